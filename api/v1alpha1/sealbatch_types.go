@@ -1,0 +1,354 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SealBatchSpec is what the user asks for: N committed-capacity sectors of one size and proof
+// type, sealed together by one sealer pod on one node.
+// +kubebuilder:validation:XValidation:rule="!has(self.releaseTTL) || self.releasePolicy == 'AfterTTL'",message="spec.releaseTTL is only used with spec.releasePolicy AfterTTL: remove releaseTTL or set releasePolicy: AfterTTL"
+// +kubebuilder:validation:XValidation:rule="self.releasePolicy != 'AfterTTL' || has(self.releaseTTL)",message="spec.releasePolicy AfterTTL needs spec.releaseTTL (e.g. releaseTTL: 24h)"
+// +kubebuilder:validation:XValidation:rule="self.sectors.all(s, self.sectors.exists_one(t, t.number == s.number))",message="spec.sectors: sector numbers must be unique within a batch; remove or renumber the duplicated sector"
+// +kubebuilder:validation:XValidation:rule="size(self.sectors) in [1, 2, 4, 8, 16, 32, 64, 128]",message="spec.sectors: the sealer supports batches of 1, 2, 4, 8, 16, 32, 64 or 128 sectors; add or remove sectors to reach one of these sizes"
+type SealBatchSpec struct {
+	// sectorSize is the size of every sector in the batch: 2KiB, 8MiB or 512MiB (test
+	// networks and tests) or 32GiB / 64GiB (mainnet). Immutable once the batch is placed.
+	// +required
+	SectorSize SectorSize `json:"sectorSize"`
+
+	// proofType is the seal proof version and features; with sectorSize it names the
+	// RegisteredSealProof StackedDrg<sectorSize><proofType> (e.g. StackedDrg32GiBV1_1).
+	// V1_1 is what storage providers seal today; V1_1_Feat_SyntheticPoRep and
+	// V1_2_Feat_NonInteractivePoRep select those proofs. Immutable once placed.
+	// +kubebuilder:default=V1_1
+	// +optional
+	ProofType ProofType `json:"proofType,omitempty"`
+
+	// minerID is the storage provider's actor address (f0… on mainnet, t0… on test networks);
+	// its actor id is the prover id of every sector in the batch.
+	// +kubebuilder:validation:Pattern=`^[ft]0(0|[1-9][0-9]{0,18})$`
+	// +kubebuilder:validation:MaxLength=21
+	// +required
+	MinerID string `json:"minerID"`
+
+	// sectors lists the sectors sealed together; the batch size (1, 2, 4, …, 128) is their
+	// count. Immutable once placed.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=atomic
+	// +required
+	Sectors []SectorSpec `json:"sectors"`
+
+	// placement narrows the nodes the batch may run on.
+	// +optional
+	Placement *Placement `json:"placement,omitempty"`
+
+	// pc2Engine runs PC2 (tree-c, tree-r-last) on the CPU, or on a GPU (the batch then needs
+	// a node with a free nvidia.com/gpu). The GPU path is not tested in this project's CI.
+	// +kubebuilder:validation:Enum=cpu;gpu
+	// +kubebuilder:default=cpu
+	// +optional
+	PC2Engine PC2Engine `json:"pc2Engine,omitempty"`
+
+	// output is where the sealed replicas and cache directories are written.
+	// +kubebuilder:default={hostPath: {path: "/var/lib/sealfleet/output"}}
+	// +optional
+	Output *OutputSpec `json:"output,omitempty"`
+
+	// releasePolicy says when the batch's NVMe slot and scratch are given back:
+	// OnCompletion (as soon as PC2 outputs are written), OnOutputsTaken (when
+	// spec.outputsTaken is set to true, e.g. after C1 or a transfer), or AfterTTL
+	// (releaseTTL after completion). A failed batch holds its slot until it is deleted
+	// unless retries are exhausted and the policy is OnCompletion.
+	// +kubebuilder:validation:Enum=OnCompletion;OnOutputsTaken;AfterTTL
+	// +kubebuilder:default=OnCompletion
+	// +optional
+	ReleasePolicy ReleasePolicy `json:"releasePolicy,omitempty"`
+
+	// releaseTTL is how long after completion the slot is kept with releasePolicy AfterTTL
+	// (at most 720h).
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('720h')",message="spec.releaseTTL must be between 0s and 720h"
+	// +optional
+	ReleaseTTL *metav1.Duration `json:"releaseTTL,omitempty"`
+
+	// outputsTaken marks the outputs as taken (copied off, or C1 done), which releases the
+	// slot under releasePolicy OnOutputsTaken.
+	// +optional
+	OutputsTaken bool `json:"outputsTaken,omitempty"`
+
+	// maxRetries is how often a failed sealer pod is restarted on the same node and slot; the
+	// sealer resumes from its last complete layer. 0 means a failure is final.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	// +kubebuilder:default=0
+	// +optional
+	MaxRetries int32 `json:"maxRetries,omitempty"`
+
+	// priority orders pending batches: higher first, then oldest first.
+	// +kubebuilder:validation:Minimum=-1000
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=0
+	// +optional
+	Priority int32 `json:"priority,omitempty"`
+}
+
+// SectorSpec is one committed-capacity sector of the batch.
+type SectorSpec struct {
+	// number is the sector number the miner allocated (0 … 2^63-1).
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	Number int64 `json:"number"`
+
+	// ticket is the 32-byte sealing randomness, as 64 hex characters or 44 characters of
+	// standard base64.
+	// +kubebuilder:validation:MaxLength=66
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=)$')",message="ticket must be 32 bytes: 64 hex characters or 44 characters of base64 ending in '='"
+	// +required
+	Ticket string `json:"ticket"`
+
+	// commD is the unsealed data commitment: 64 hex characters or a baga6ea4seaq… piece CID.
+	// Absent for committed-capacity sectors (the zero-data commitment is used).
+	// +kubebuilder:validation:MaxLength=66
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9a-fA-F]{64}|baga6ea4seaq[a-z2-7]{52})$')",message="commD must be 64 hex characters or a piece CID starting with baga6ea4seaq (64 characters); omit it for CC sectors"
+	// +optional
+	CommD string `json:"commD,omitempty"`
+}
+
+// Placement narrows where a batch may run.
+// +kubebuilder:validation:XValidation:rule="!(has(self.nodeName) && has(self.nodeSelector))",message="spec.placement: set either nodeName (pin to one node) or nodeSelector, not both"
+type Placement struct {
+	// nodeName pins the batch to one node.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+
+	// nodeSelector restricts the batch to nodes with these labels.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations let the batch run on nodes with matching taints.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
+// PC2Engine is where PC2 runs.
+type PC2Engine string
+
+// PC2 engines.
+const (
+	PC2EngineCPU PC2Engine = "cpu"
+	PC2EngineGPU PC2Engine = "gpu"
+)
+
+// ReleasePolicy says when a batch gives its slot back.
+type ReleasePolicy string
+
+// Release policies.
+const (
+	ReleaseOnCompletion   ReleasePolicy = "OnCompletion"
+	ReleaseOnOutputsTaken ReleasePolicy = "OnOutputsTaken"
+	ReleaseAfterTTL       ReleasePolicy = "AfterTTL"
+)
+
+// OutputSpec is where PC2 outputs go; exactly one source.
+// +kubebuilder:validation:XValidation:rule="has(self.hostPath) != has(self.persistentVolumeClaim)",message="spec.output: set exactly one of hostPath or persistentVolumeClaim"
+type OutputSpec struct {
+	// hostPath writes outputs to a directory on the sealing node.
+	// +optional
+	HostPath *HostPathOutput `json:"hostPath,omitempty"`
+
+	// persistentVolumeClaim writes outputs to a claim in the batch's namespace.
+	// +optional
+	PersistentVolumeClaim *PVCOutput `json:"persistentVolumeClaim,omitempty"`
+}
+
+// HostPathOutput is a directory on the node.
+type HostPathOutput struct {
+	// path is an absolute directory; each batch writes under <path>/<namespace>/<name>/.
+	// +kubebuilder:validation:Pattern=`^/[^\x00]*$`
+	// +kubebuilder:validation:MaxLength=1024
+	// +required
+	Path string `json:"path"`
+}
+
+// PVCOutput is a PersistentVolumeClaim.
+type PVCOutput struct {
+	// claimName is the claim's name in the batch's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	ClaimName string `json:"claimName"`
+}
+
+// SealBatchPhase is where a batch is in its life.
+// +kubebuilder:validation:Enum=Pending;Placed;PC1;PC2;Completed;Failed
+type SealBatchPhase string
+
+// Phases, in order.
+const (
+	PhasePending   SealBatchPhase = "Pending"
+	PhasePlaced    SealBatchPhase = "Placed"
+	PhasePC1       SealBatchPhase = "PC1"
+	PhasePC2       SealBatchPhase = "PC2"
+	PhaseCompleted SealBatchPhase = "Completed"
+	PhaseFailed    SealBatchPhase = "Failed"
+)
+
+// SealBatchStatus is what the operator observed and decided.
+type SealBatchStatus struct {
+	// phase: Pending → Placed → PC1 → PC2 → Completed, or Failed.
+	// +optional
+	Phase SealBatchPhase `json:"phase,omitempty"`
+
+	// observedGeneration is the spec generation the status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Placed, PC1Complete, PC2Complete, Released, Failed, DeletionIsBlocked.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// batchSize is the number of sectors (shown by kubectl get).
+	// +optional
+	BatchSize int32 `json:"batchSize,omitempty"`
+
+	// registeredProof is the full RegisteredSealProof name.
+	// +optional
+	RegisteredProof string `json:"registeredProof,omitempty"`
+
+	// node is the node the batch was placed on.
+	// +optional
+	Node string `json:"node,omitempty"`
+
+	// slot is the index of the NVMe layer slot the batch holds on that node.
+	// +optional
+	Slot *int32 `json:"slot,omitempty"`
+
+	// coreLayout summarises the CPUs the sealer was given.
+	// +optional
+	CoreLayout string `json:"coreLayout,omitempty"`
+
+	// cpus is the cpulist of the logical CPUs the sealer's layout uses on its node.
+	// +optional
+	CPUs string `json:"cpus,omitempty"`
+
+	// podName is the sealer pod.
+	// +optional
+	PodName string `json:"podName,omitempty"`
+
+	// attempts counts sealer pods started for this batch.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// progress is the sealer's latest progress report.
+	// +optional
+	Progress *Progress `json:"progress,omitempty"`
+
+	// sectors holds each sector's results once PC2 is done.
+	// +listType=map
+	// +listMapKey=number
+	// +optional
+	Sectors []SectorStatus `json:"sectors,omitempty"`
+
+	// message is a human-readable summary of the latest transition or failure.
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// placedTime, startTime and completionTime mark the lifecycle.
+	// +optional
+	PlacedTime *metav1.Time `json:"placedTime,omitempty"`
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// Progress is the sealer's progress within its current phase.
+type Progress struct {
+	// phase is the sealer's own phase (pc1, pc2, done).
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// layer is the layer being labelled (1-based) during PC1.
+	// +optional
+	Layer int32 `json:"layer,omitempty"`
+	// layers is the number of layers.
+	// +optional
+	Layers int32 `json:"layers,omitempty"`
+	// percent of the whole batch done, 0-100, as a string to stay exact ("42.5").
+	// +optional
+	Percent string `json:"percent,omitempty"`
+	// labelsPerSecond is the recent labelling rate over all sectors.
+	// +optional
+	LabelsPerSecond int64 `json:"labelsPerSecond,omitempty"`
+	// etaSeconds is the estimated time left.
+	// +optional
+	ETASeconds int64 `json:"etaSeconds,omitempty"`
+	// updateTime is when the operator read this report.
+	// +optional
+	UpdateTime *metav1.Time `json:"updateTime,omitempty"`
+}
+
+// SectorStatus holds one sector's results.
+type SectorStatus struct {
+	// number is the sector number.
+	Number int64 `json:"number"`
+	// replicaID, commD, commC, commRLast and commR are 32-byte values as hex, in the byte
+	// order rust-fil-proofs uses.
+	// +optional
+	ReplicaID string `json:"replicaID,omitempty"`
+	// +optional
+	CommD string `json:"commD,omitempty"`
+	// +optional
+	CommC string `json:"commC,omitempty"`
+	// +optional
+	CommRLast string `json:"commRLast,omitempty"`
+	// +optional
+	CommR string `json:"commR,omitempty"`
+	// state is Sealing, Sealed or Failed.
+	// +optional
+	State string `json:"state,omitempty"`
+}
+
+// SealBatch is a batch of sectors sealed together by one sealer pod.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sb;sbatch,categories=sealfleet
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`
+// +kubebuilder:printcolumn:name="Sectors",type=integer,JSONPath=`.status.batchSize`,description="sectors in the batch"
+// +kubebuilder:printcolumn:name="Size",type=string,JSONPath=`.spec.sectorSize`
+// +kubebuilder:printcolumn:name="Layer",type=string,JSONPath=`.status.progress.layer`,priority=1
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress.percent`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.sectors == oldSelf.spec.sectors",message="spec.sectors cannot change after the batch is placed (status.node is set): delete the batch and create a new one"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.sectorSize == oldSelf.spec.sectorSize",message="spec.sectorSize cannot change after the batch is placed: delete the batch and create a new one"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.proofType == oldSelf.spec.proofType",message="spec.proofType cannot change after the batch is placed: delete the batch and create a new one"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.minerID == oldSelf.spec.minerID",message="spec.minerID cannot change after the batch is placed: delete the batch and create a new one"
+type SealBatch struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the batch the user asks for.
+	// +required
+	Spec SealBatchSpec `json:"spec"`
+	// status is what the operator observed.
+	// +optional
+	Status SealBatchStatus `json:"status,omitempty"`
+}
+
+// SealBatchList is a list of SealBatches.
+// +kubebuilder:object:root=true
+type SealBatchList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SealBatch `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&SealBatch{}, &SealBatchList{})
+}

@@ -1,0 +1,392 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SealerNodeSpec is the administrator's intent for one node; the node agent changes the
+// machine only as far as this spec asks.
+// +kubebuilder:validation:XValidation:rule="self.deviceMode != 'vfio' || self.layerDevices.all(d, has(d.pciAddress))",message="spec.layerDevices: deviceMode vfio needs every device given by pciAddress (SPDK addresses controllers, not block devices)"
+type SealerNodeSpec struct {
+	// layerDevices are the NVMe devices (or, for tests, files) dedicated to PC1 layers. Only
+	// these are ever bound or written; everything else on the node is left alone.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	LayerDevices []LayerDevice `json:"layerDevices,omitempty"`
+
+	// deviceMode is how the sealer reaches the layer devices: kernel (the NVMe driver stays
+	// bound; the sealer uses io_uring with O_DIRECT) or vfio (bound to vfio-pci for SPDK; not
+	// tested in this project's CI).
+	// +kubebuilder:validation:Enum=kernel;vfio
+	// +kubebuilder:default=kernel
+	// +optional
+	DeviceMode DeviceMode `json:"deviceMode,omitempty"`
+
+	// hugepages1GiPerNUMANode is the number of 1 GiB hugepages the agent reserves on each
+	// NUMA node. 0 (the default) leaves the hugepage pool as it is.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4096
+	// +optional
+	Hugepages1GiPerNUMANode int32 `json:"hugepages1GiPerNUMANode,omitempty"`
+
+	// pipelines is how many batches may run PC1 on this node at once (each needs its own slot).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2
+	// +kubebuilder:default=1
+	// +optional
+	Pipelines int32 `json:"pipelines,omitempty"`
+
+	// hashersPerCore overrides the detected number of hasher threads per physical core
+	// (1 for Zen2 and older, 2 where SMT siblings hash well). 0 means detect.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2
+	// +optional
+	HashersPerCore int32 `json:"hashersPerCore,omitempty"`
+
+	// reservedCPUs is a Linux cpulist (e.g. "0-1,64-65") the sealer must never use.
+	// +kubebuilder:validation:Pattern=`^$|^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$`
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	ReservedCPUs string `json:"reservedCPUs,omitempty"`
+
+	// slotBytes is the size of one layer slot summed over the layer devices. Unset: the
+	// devices' capacity divided by pipelines.
+	// +optional
+	SlotBytes *resource.Quantity `json:"slotBytes,omitempty"`
+
+	// cordon stops new batches from being placed here; running batches finish.
+	// +optional
+	Cordon bool `json:"cordon,omitempty"`
+
+	// dryRun makes the agent report what it would change without changing it.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// LayerDevice names one device dedicated to layers.
+// +kubebuilder:validation:XValidation:rule="[has(self.pciAddress), has(self.path)].exists_one(x, x)",message="each spec.layerDevices entry needs exactly one of pciAddress or path"
+type LayerDevice struct {
+	// pciAddress is an NVMe controller's PCI address (BDF), e.g. 0000:41:00.0.
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{4}:[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$`
+	// +optional
+	PCIAddress string `json:"pciAddress,omitempty"`
+
+	// path is a block device (/dev/nvme1n1) or a regular file (tests, tmpfs).
+	// +kubebuilder:validation:Pattern=`^/[^\x00]*$`
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// capacity is required for a regular file path that does not exist yet: the size the
+	// sealer may grow it to.
+	// +optional
+	Capacity *resource.Quantity `json:"capacity,omitempty"`
+}
+
+// DeviceMode is how layer devices are accessed.
+type DeviceMode string
+
+// Device modes.
+const (
+	DeviceModeKernel DeviceMode = "kernel"
+	DeviceModeVFIO   DeviceMode = "vfio"
+)
+
+// SealerNodeStatus is what the node agent found, and the operator's slot ledger.
+type SealerNodeStatus struct {
+	// observedGeneration is the spec generation the agent last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready, Degraded, HugepagesShort, DevicesNotReady.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// cpu is the processor topology.
+	// +optional
+	CPU *CPUTopology `json:"cpu,omitempty"`
+
+	// numaNodes lists NUMA nodes with their CPUs and hugepages.
+	// +listType=atomic
+	// +optional
+	NUMANodes []NUMANode `json:"numaNodes,omitempty"`
+
+	// nvme lists NVMe controllers.
+	// +listType=atomic
+	// +optional
+	NVMe []NVMeDevice `json:"nvme,omitempty"`
+
+	// gpus lists GPUs.
+	// +listType=atomic
+	// +optional
+	GPUs []GPU `json:"gpus,omitempty"`
+
+	// layerDevices are the devices from spec.layerDevices as the agent found them.
+	// +listType=atomic
+	// +optional
+	LayerDevices []LayerDeviceStatus `json:"layerDevices,omitempty"`
+
+	// capabilities: what this node can seal.
+	// +optional
+	Capabilities *Capabilities `json:"capabilities,omitempty"`
+
+	// slots is the layer-space ledger; the operator reserves and frees slots here with
+	// optimistic concurrency on this object.
+	// +optional
+	Slots *SlotLedger `json:"slots,omitempty"`
+
+	// freeCores is the number of physical cores the sealer may use (shown by kubectl get).
+	// +optional
+	FreeCores int32 `json:"freeCores,omitempty"`
+	// freeSlots is the number of free layer slots.
+	// +optional
+	FreeSlots int32 `json:"freeSlots,omitempty"`
+	// hugepages1GiFree sums free 1 GiB hugepages over NUMA nodes.
+	// +optional
+	Hugepages1GiFree int32 `json:"hugepages1GiFree,omitempty"`
+
+	// lastScanTime is when the agent last read the machine.
+	// +optional
+	LastScanTime *metav1.Time `json:"lastScanTime,omitempty"`
+}
+
+// CPUTopology describes the processors.
+type CPUTopology struct {
+	// model is the CPU model name.
+	Model string `json:"model,omitempty"`
+	// vendor is the CPU vendor id (AuthenticAMD, GenuineIntel).
+	// +optional
+	Vendor string `json:"vendor,omitempty"`
+	// family is the x86 CPU family (25 = Zen3/Zen4, 23 = Zen/Zen2).
+	// +optional
+	Family int32 `json:"family,omitempty"`
+	// shaNI, avx2 and avx512 are the hashing-relevant CPU flags.
+	// +optional
+	SHANI bool `json:"shaNI,omitempty"`
+	// +optional
+	AVX2 bool `json:"avx2,omitempty"`
+	// +optional
+	AVX512 bool `json:"avx512,omitempty"`
+	// sockets, physicalCores and logicalCPUs count the whole machine.
+	// +optional
+	Sockets int32 `json:"sockets,omitempty"`
+	// +optional
+	PhysicalCores int32 `json:"physicalCores,omitempty"`
+	// +optional
+	LogicalCPUs int32 `json:"logicalCPUs,omitempty"`
+	// threadsPerCore is 2 with SMT on, 1 with it off.
+	// +optional
+	ThreadsPerCore int32 `json:"threadsPerCore,omitempty"`
+	// l3Groups are the core complexes that share an L3 cache.
+	// +listType=atomic
+	// +optional
+	L3Groups []L3Group `json:"l3Groups,omitempty"`
+}
+
+// L3Group is a set of cores sharing an L3 cache (an AMD CCX, or an Intel socket's L3).
+type L3Group struct {
+	// id numbers groups in order of their lowest CPU.
+	ID int32 `json:"id"`
+	// socket is the package id.
+	// +optional
+	Socket int32 `json:"socket"`
+	// numaNode is the NUMA node of the group's CPUs.
+	// +optional
+	NUMANode int32 `json:"numaNode"`
+	// cores are the physical cores, each with its logical CPUs (SMT siblings).
+	// +listType=atomic
+	Cores []Core `json:"cores"`
+}
+
+// Core is one physical core.
+type Core struct {
+	// cpus are the logical CPU ids of the core, lowest first.
+	// +listType=atomic
+	CPUs []int32 `json:"cpus"`
+}
+
+// NUMANode is one NUMA node.
+type NUMANode struct {
+	// id is the NUMA node number.
+	ID int32 `json:"id"`
+	// cpus is the node's cpulist.
+	// +optional
+	CPUs string `json:"cpus,omitempty"`
+	// hugepages per page size.
+	// +listType=atomic
+	// +optional
+	Hugepages []Hugepages `json:"hugepages,omitempty"`
+}
+
+// Hugepages counts hugepages of one size.
+type Hugepages struct {
+	// pageSize, e.g. 1Gi or 2Mi.
+	PageSize string `json:"pageSize"`
+	// total and free page counts.
+	Total int64 `json:"total"`
+	Free  int64 `json:"free"`
+}
+
+// NVMeDevice is one NVMe controller.
+type NVMeDevice struct {
+	// pciAddress is the BDF.
+	PCIAddress string `json:"pciAddress"`
+	// +optional
+	Vendor string `json:"vendor,omitempty"`
+	// +optional
+	Device string `json:"device,omitempty"`
+	// +optional
+	Model string `json:"model,omitempty"`
+	// +optional
+	Serial string `json:"serial,omitempty"`
+	// driver bound now (nvme, vfio-pci, or empty).
+	// +optional
+	Driver string `json:"driver,omitempty"`
+	// +optional
+	IOMMUGroup string `json:"iommuGroup,omitempty"`
+	// numaNode is -1 when the platform does not say.
+	// +optional
+	NUMANode int32 `json:"numaNode"`
+	// namespaces visible while on the kernel driver.
+	// +listType=atomic
+	// +optional
+	Namespaces []NVMeNamespace `json:"namespaces,omitempty"`
+}
+
+// NVMeNamespace is a block device of an NVMe controller.
+type NVMeNamespace struct {
+	// name is the block device name (nvme0n1).
+	Name string `json:"name"`
+	// capacityBytes and lbaBytes describe its size and format.
+	// +optional
+	CapacityBytes int64 `json:"capacityBytes,omitempty"`
+	// +optional
+	LBABytes int32 `json:"lbaBytes,omitempty"`
+	// inUse explains why the namespace is not free (mounted, holders, partitions), or is empty.
+	// +optional
+	InUse string `json:"inUse,omitempty"`
+}
+
+// GPU is one GPU PCI function.
+type GPU struct {
+	PCIAddress string `json:"pciAddress"`
+	// +optional
+	Vendor string `json:"vendor,omitempty"`
+	// +optional
+	Model string `json:"model,omitempty"`
+	// +optional
+	NUMANode int32 `json:"numaNode"`
+}
+
+// LayerDeviceStatus is one layer device as the agent found and prepared it.
+type LayerDeviceStatus struct {
+	// pciAddress or path, as in spec.
+	// +optional
+	PCIAddress string `json:"pciAddress,omitempty"`
+	// +optional
+	Path string `json:"path,omitempty"`
+	// capacityBytes usable for layers.
+	// +optional
+	CapacityBytes int64 `json:"capacityBytes,omitempty"`
+	// numaNode of the device (-1 unknown).
+	// +optional
+	NUMANode int32 `json:"numaNode"`
+	// iommuGroup, for vfio mode.
+	// +optional
+	IOMMUGroup string `json:"iommuGroup,omitempty"`
+	// ready is true when the device can be handed to a sealer.
+	Ready bool `json:"ready"`
+	// reason says why it is not ready (mounted, has partitions, not on the allow-list …).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// Capabilities is what the node can seal.
+type Capabilities struct {
+	// batchSizes this node's CPUs can run.
+	// +listType=atomic
+	// +optional
+	BatchSizes []int32 `json:"batchSizes,omitempty"`
+	// unsupported explains, per batch size, why it cannot run here.
+	// +listType=atomic
+	// +optional
+	Unsupported []UnsupportedBatchSize `json:"unsupported,omitempty"`
+	// hashersPerCore in use (1 or 2).
+	// +optional
+	HashersPerCore int32 `json:"hashersPerCore,omitempty"`
+}
+
+// UnsupportedBatchSize says why a batch size cannot run.
+type UnsupportedBatchSize struct {
+	BatchSize int32  `json:"batchSize"`
+	Reason    string `json:"reason"`
+}
+
+// SlotLedger divides a node's layer space into slots.
+type SlotLedger struct {
+	// slotBytes is the size of one slot over all layer devices.
+	// +optional
+	SlotBytes int64 `json:"slotBytes,omitempty"`
+	// count is the number of slots.
+	// +optional
+	Count int32 `json:"count,omitempty"`
+	// reservations are the held slots.
+	// +listType=map
+	// +listMapKey=slot
+	// +optional
+	Reservations []SlotReservation `json:"reservations,omitempty"`
+}
+
+// SlotReservation records which batch holds a slot.
+type SlotReservation struct {
+	// slot index (0-based).
+	Slot int32 `json:"slot"`
+	// batch is <namespace>/<name> of the holder.
+	Batch string `json:"batch"`
+	// batchUID guards against a deleted and recreated batch of the same name.
+	BatchUID string `json:"batchUID"`
+	// hugepages1Gi the batch holds on this node.
+	// +optional
+	Hugepages1Gi int32 `json:"hugepages1Gi,omitempty"`
+	// since is when the reservation was made.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+}
+
+// SealerNode is one opted-in node's sealing inventory (named after the Node).
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=sn;snode,categories=sealfleet
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="CPU",type=string,JSONPath=`.status.cpu.model`
+// +kubebuilder:printcolumn:name="Free Cores",type=integer,JSONPath=`.status.freeCores`
+// +kubebuilder:printcolumn:name="Free Slots",type=integer,JSONPath=`.status.freeSlots`
+// +kubebuilder:printcolumn:name="Hugepages Free",type=integer,JSONPath=`.status.hugepages1GiFree`,description="free 1 GiB hugepages"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type SealerNode struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the administrator's intent.
+	// +optional
+	Spec SealerNodeSpec `json:"spec,omitempty"`
+	// status is written by the node agent (inventory) and the operator (slot ledger).
+	// +optional
+	Status SealerNodeStatus `json:"status,omitempty"`
+}
+
+// SealerNodeList is a list of SealerNodes.
+// +kubebuilder:object:root=true
+type SealerNodeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SealerNode `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&SealerNode{}, &SealerNodeList{})
+}

@@ -1,0 +1,257 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/testenv"
+)
+
+const ticketA = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20"
+
+// batch builds a SealBatch manifest around a spec written in YAML.
+func batch(t *testing.T, name, specYAML string) *unstructured.Unstructured {
+	t.Helper()
+	var spec map[string]any
+	if err := yaml.Unmarshal([]byte(specYAML), &spec); err != nil {
+		t.Fatalf("bad test YAML for %s: %v", name, err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(testenv.SealBatchGVK)
+	u.SetName(name)
+	u.SetNamespace("default")
+	return u
+}
+
+func sectorsYAML(n int) string {
+	var b strings.Builder
+	b.WriteString("sectors:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "- {number: %d, ticket: %q}\n", 1000+i, ticketA)
+	}
+	return b.String()
+}
+
+const okBase = "sectorSize: 8MiB\nminerID: t01000\n"
+
+func TestSealBatchValidation(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+
+	bad := []struct {
+		name string
+		spec string
+		want []string // substrings the API server's error must contain (field + fix)
+	}{
+		{"unknown-sector-size", "sectorSize: 16GiB\nminerID: t01000\n" + sectorsYAML(1),
+			[]string{"spec.sectorSize", "supported values", "32GiB"}},
+		{"batch-size-3", okBase + sectorsYAML(3),
+			[]string{"spec.sectors", "1, 2, 4, 8, 16, 32, 64 or 128"}},
+		{"batch-size-0", okBase + "sectors: []\n",
+			[]string{"spec.sectors", "at least 1"}},
+		{"batch-size-256", okBase + sectorsYAML(129),
+			[]string{"spec.sectors", "at most 128"}},
+		{"duplicate-sectors", okBase + "sectors:\n- {number: 7, ticket: \"" + ticketA + "\"}\n- {number: 7, ticket: \"" + ticketA + "\"}\n",
+			[]string{"spec.sectors", "unique", "renumber"}},
+		{"ticket-short", okBase + "sectors:\n- {number: 1, ticket: \"abcd\"}\n",
+			[]string{"spec.sectors[0].ticket", "32 bytes", "64 hex"}},
+		{"ticket-not-hex", okBase + "sectors:\n- {number: 1, ticket: \"" + strings.Repeat("zz", 32) + "\"}\n",
+			[]string{"spec.sectors[0].ticket", "64 hex"}},
+		{"ticket-base64-wrong-length", okBase + "sectors:\n- {number: 1, ticket: \"AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0e\"}\n",
+			[]string{"spec.sectors[0].ticket", "base64"}},
+		{"commd-malformed", okBase + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\", commD: \"bafy123\"}\n",
+			[]string{"spec.sectors[0].commD", "baga6ea4seaq", "64 hex"}},
+		{"miner-id-bad", "sectorSize: 8MiB\nminerID: f1abc\n" + sectorsYAML(1),
+			[]string{"spec.minerID", "should match"}},
+		{"miner-id-leading-zero", "sectorSize: 8MiB\nminerID: f0012\n" + sectorsYAML(1),
+			[]string{"spec.minerID"}},
+		{"negative-sector-number", okBase + "sectors:\n- {number: -1, ticket: \"" + ticketA + "\"}\n",
+			[]string{"spec.sectors[0].number", "greater than or equal to 0"}},
+		{"proof-type-unknown", okBase + "proofType: V2\n" + sectorsYAML(1),
+			[]string{"spec.proofType", "V1_1"}},
+		{"node-name-and-selector", okBase + "placement: {nodeName: n1, nodeSelector: {a: b}}\n" + sectorsYAML(1),
+			[]string{"spec.placement", "either nodeName", "not both"}},
+		{"output-both", okBase + "output: {hostPath: {path: /x}, persistentVolumeClaim: {claimName: c}}\n" + sectorsYAML(1),
+			[]string{"spec.output", "exactly one"}},
+		{"output-relative-path", okBase + "output: {hostPath: {path: x/y}}\n" + sectorsYAML(1),
+			[]string{"spec.output.hostPath.path"}},
+		{"ttl-without-policy", okBase + "releaseTTL: 1h\n" + sectorsYAML(1),
+			[]string{"spec.releaseTTL", "AfterTTL"}},
+		{"policy-without-ttl", okBase + "releasePolicy: AfterTTL\n" + sectorsYAML(1),
+			[]string{"releaseTTL"}},
+		{"ttl-absurd", okBase + "releasePolicy: AfterTTL\nreleaseTTL: 9000h\n" + sectorsYAML(1),
+			[]string{"spec.releaseTTL", "720h"}},
+		{"retries-negative", okBase + "maxRetries: -1\n" + sectorsYAML(1),
+			[]string{"spec.maxRetries", "greater than or equal to 0"}},
+		{"retries-absurd", okBase + "maxRetries: 1000\n" + sectorsYAML(1),
+			[]string{"spec.maxRetries", "less than or equal to 10"}},
+		{"priority-absurd", okBase + "priority: 100000\n" + sectorsYAML(1),
+			[]string{"spec.priority"}},
+		{"pc2-engine-unknown", okBase + "pc2Engine: fpga\n" + sectorsYAML(1),
+			[]string{"spec.pc2Engine", "cpu", "gpu"}},
+		{"release-policy-unknown", okBase + "releasePolicy: Never\n" + sectorsYAML(1),
+			[]string{"spec.releasePolicy", "OnCompletion"}},
+	}
+	for _, tc := range bad {
+		t.Run("rejects/"+tc.name, func(t *testing.T) {
+			err := env.Client.Create(ctx, batch(t, tc.name, tc.spec))
+			if err == nil {
+				t.Fatalf("the API server accepted an invalid SealBatch (%s)", tc.name)
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid error, got %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+
+	t.Run("defaults", func(t *testing.T) {
+		u := batch(t, "defaults", okBase+sectorsYAML(2))
+		if err := env.Client.Create(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		var got sealv1.SealBatch
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(u), &got); err != nil {
+			t.Fatal(err)
+		}
+		s := got.Spec
+		if s.ProofType != sealv1.ProofTypeV1_1 || s.PC2Engine != sealv1.PC2EngineCPU ||
+			s.ReleasePolicy != sealv1.ReleaseOnCompletion || s.MaxRetries != 0 || s.Priority != 0 {
+			t.Errorf("defaults not applied: %+v", s)
+		}
+		if s.Output == nil || s.Output.HostPath == nil || s.Output.HostPath.Path != "/var/lib/sealfleet/output" {
+			t.Errorf("output default not applied: %+v", s.Output)
+		}
+	})
+
+	t.Run("accepts", func(t *testing.T) {
+		good := map[string]string{
+			"base64-ticket":  okBase + "sectors:\n- {number: 1, ticket: \"AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=\"}\n",
+			"commd-hex":      okBase + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\", commD: \"" + strings.Repeat("ab", 32) + "\"}\n",
+			"commd-cid":      okBase + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\", commD: \"baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq\"}\n",
+			"batch-128":      "sectorSize: 2KiB\nminerID: f099\n" + sectorsYAML(128),
+			"ttl":            okBase + "releasePolicy: AfterTTL\nreleaseTTL: 24h\n" + sectorsYAML(1),
+			"synthetic-64g":  "sectorSize: 64GiB\nproofType: V1_1_Feat_SyntheticPoRep\nminerID: f01\n" + sectorsYAML(16),
+			"max-sector-num": okBase + "sectors:\n- {number: 9223372036854775807, ticket: \"" + ticketA + "\"}\n",
+		}
+		for name, spec := range good {
+			if err := env.Client.Create(ctx, batch(t, name, spec)); err != nil {
+				t.Errorf("%s rejected: %v", name, err)
+			}
+		}
+	})
+
+	t.Run("immutable-after-placement", func(t *testing.T) {
+		u := batch(t, "placed", okBase+sectorsYAML(2))
+		if err := env.Client.Create(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		key := types.NamespacedName{Namespace: "default", Name: "placed"}
+		var b sealv1.SealBatch
+		if err := env.Client.Get(ctx, key, &b); err != nil {
+			t.Fatal(err)
+		}
+		// Before placement the sectors may still be edited.
+		b.Spec.Sectors[1].Number = 4242
+		if err := env.Client.Update(ctx, &b); err != nil {
+			t.Fatalf("edit before placement rejected: %v", err)
+		}
+		b.Status.Node = "node-a"
+		if err := env.Client.Status().Update(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+		edits := map[string]func(*sealv1.SealBatch){
+			"spec.sectors":    func(b *sealv1.SealBatch) { b.Spec.Sectors[0].Ticket = strings.Repeat("cd", 32) },
+			"spec.sectorSize": func(b *sealv1.SealBatch) { b.Spec.SectorSize = sealv1.SectorSize2KiB },
+			"spec.proofType":  func(b *sealv1.SealBatch) { b.Spec.ProofType = sealv1.ProofTypeSyntheticPoRep },
+			"spec.minerID":    func(b *sealv1.SealBatch) { b.Spec.MinerID = "t02000" },
+		}
+		for field, edit := range edits {
+			var cur sealv1.SealBatch
+			if err := env.Client.Get(ctx, key, &cur); err != nil {
+				t.Fatal(err)
+			}
+			edit(&cur)
+			err := env.Client.Update(ctx, &cur)
+			if err == nil || !strings.Contains(err.Error(), field+" cannot change after the batch is placed") {
+				t.Errorf("edit of %s after placement: want rejection naming the field, got %v", field, err)
+			}
+		}
+		// Fields that are not frozen still change.
+		var cur sealv1.SealBatch
+		if err := env.Client.Get(ctx, key, &cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Spec.OutputsTaken = true
+		if err := env.Client.Update(ctx, &cur); err != nil {
+			t.Errorf("outputsTaken edit after placement rejected: %v", err)
+		}
+	})
+
+	t.Run("sealernode", func(t *testing.T) {
+		bad := map[string]struct {
+			spec string
+			want string
+		}{
+			"vfio-with-path":   {"deviceMode: vfio\nlayerDevices:\n- {path: /dev/nvme0n1}\n", "deviceMode vfio needs every device given by pciAddress"},
+			"device-both":      {"layerDevices:\n- {path: /dev/nvme0n1, pciAddress: \"0000:41:00.0\"}\n", "exactly one of pciAddress or path"},
+			"device-neither":   {"layerDevices:\n- {}\n", "exactly one of pciAddress or path"},
+			"bad-bdf":          {"layerDevices:\n- {pciAddress: \"41:00.0\"}\n", "spec.layerDevices[0].pciAddress"},
+			"pipelines-3":      {"pipelines: 3\n", "spec.pipelines"},
+			"hugepages-absurd": {"hugepages1GiPerNUMANode: 100000\n", "spec.hugepages1GiPerNUMANode"},
+			"reserved-garbage": {"reservedCPUs: \"0-1,x\"\n", "spec.reservedCPUs"},
+			"hpc-3":            {"hashersPerCore: 3\n", "spec.hashersPerCore"},
+		}
+		for name, tc := range bad {
+			var spec map[string]any
+			if err := yaml.Unmarshal([]byte(tc.spec), &spec); err != nil {
+				t.Fatal(err)
+			}
+			u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+			u.SetGroupVersionKind(testenv.SealerNodeGVK)
+			u.SetName(name)
+			err := env.Client.Create(ctx, u)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: want rejection mentioning %q, got %v", name, tc.want, err)
+			}
+		}
+	})
+
+	t.Run("samples", func(t *testing.T) {
+		files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "sealfleet_*.yaml"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no samples found: %v", err)
+		}
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(data, &u.Object); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if u.GetNamespace() == "" && u.GetKind() == "SealBatch" {
+				u.SetNamespace("default")
+			}
+			if err := env.Client.Create(ctx, u); err != nil {
+				t.Errorf("sample %s rejected: %v", filepath.Base(f), err)
+			}
+		}
+	})
+}

@@ -1,0 +1,57 @@
+// Command manager is the sealfleet operator: it places SealBatches on SealerNodes, runs their
+// sealer pods and releases their NVMe slots.
+package main
+
+import (
+	"flag"
+	"os"
+
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/sealfleet/sealfleet/controllers"
+	"github.com/sealfleet/sealfleet/internal/kube"
+)
+
+func main() {
+	var (
+		metricsAddr, probeAddr string
+		leaderElect            bool
+		opts                   controllers.Options
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.BoolVar(&leaderElect, "leader-elect", true, "elect a leader so that only one replica acts")
+	opts.BindFlags(flag.CommandLine)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 kube.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress: probeAddr,
+		LeaderElection:         leaderElect,
+		LeaderElectionID:       "sealfleet-operator.sealfleet.io",
+	})
+	if err != nil {
+		log.Error(err, "creating manager")
+		os.Exit(1)
+	}
+	if err := controllers.Setup(mgr, opts); err != nil {
+		log.Error(err, "setting up controllers")
+		os.Exit(1)
+	}
+	_ = mgr.AddHealthzCheck("healthz", healthz.Ping)
+	_ = mgr.AddReadyzCheck("readyz", healthz.Ping)
+	log.Info("starting manager")
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}

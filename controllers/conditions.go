@@ -1,0 +1,44 @@
+package controllers
+
+// Condition types on a SealBatch.
+const (
+	CondPlaced            = "Placed"
+	CondPC1Complete       = "PC1Complete"
+	CondPC2Complete       = "PC2Complete"
+	CondFailed            = "Failed"
+	CondReleased          = "Released"
+	CondDeletionIsBlocked = "DeletionIsBlocked"
+)
+
+// Reason is a typed condition reason (CamelCase, stable: alerts and users match on them).
+type Reason string
+
+// Reasons.
+const (
+	ReasonPlaced           Reason = "Placed"
+	ReasonUnschedulable    Reason = "Unschedulable"
+	ReasonInvalidSpec      Reason = "InvalidSpec"
+	ReasonLabelling        Reason = "Labelling"
+	ReasonLayersWritten    Reason = "LayersWritten"
+	ReasonTreesBuilding    Reason = "TreesBuilding"
+	ReasonCommitted        Reason = "CommitmentsComputed"
+	ReasonSealerFailed     Reason = "SealerFailed"
+	ReasonPodEvicted       Reason = "PodEvicted"
+	ReasonPodDisappeared   Reason = "PodDisappeared"
+	ReasonNodeLost         Reason = "NodeLost"
+	ReasonRetrying         Reason = "Retrying"
+	ReasonHeld             Reason = "SlotHeld"
+	ReasonSlotReleased     Reason = "SlotReleased"
+	ReasonReleasePending   Reason = "ReleasePending"
+	ReasonReleaseFailed    Reason = "ReleaseFailed"
+	ReasonForcedRelease    Reason = "ForcedRelease"
+	ReasonWaitingForPod    Reason = "WaitingForPodDeletion"
+	ReasonLedgerInconsist  Reason = "LedgerInconsistent"
+)
+
+// Finalizer guarantees that a deleted batch gives back its slot.
+const Finalizer = "sealfleet.io/release"
+
+// AnnotationForceRelease on a SealBatch skips waiting for its pod and scrub: the documented
+// force path for a release stuck on a lost node.
+const AnnotationForceRelease = "sealfleet.io/force-release"

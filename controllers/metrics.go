@@ -1,0 +1,104 @@
+package controllers
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+)
+
+// Operator metrics, on controller-runtime's registry (served at the manager's /metrics next
+// to controller_runtime_reconcile_errors_total and friends).
+var (
+	metricBatches = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sealfleet_batches", Help: "SealBatches by phase.",
+	}, []string{"phase"})
+	metricPending = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sealfleet_batches_pending", Help: "Batches waiting for placement.",
+	})
+	metricPendingNoFit = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sealfleet_batches_pending_unschedulable", Help: "Pending batches that fit no node in the last scheduling cycle.",
+	})
+	metricPlacementLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "sealfleet_placement_latency_seconds", Help: "Time from SealBatch creation to placement.",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 16),
+	})
+	metricScheduleCycle = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "sealfleet_schedule_cycle_seconds", Help: "Duration of one scheduling cycle over the whole queue.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	})
+	metricSlots = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sealfleet_node_slots", Help: "Layer slots per node by state (free, used).",
+	}, []string{"node", "state"})
+	metricReleaseFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sealfleet_release_failures_total", Help: "Releases that failed or got stuck, by reason.",
+	}, []string{"reason"})
+	metricBatchTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sealfleet_batch_transitions_total", Help: "Batch phase transitions.",
+	}, []string{"phase"})
+	metricBatchPhaseSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sealfleet_batch_phase_seconds", Help: "Seconds a batch has spent in its current phase.",
+	}, []string{"namespace", "batch", "phase", "node", "sector_size", "sectors"})
+	metricBatchProgress = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sealfleet_batch_progress_ratio", Help: "Progress of a running batch, 0-1, as last read from its sealer.",
+	}, []string{"namespace", "batch", "node"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(metricBatches, metricPending, metricPendingNoFit, metricPlacementLatency,
+		metricScheduleCycle, metricSlots, metricReleaseFailures, metricBatchTransitions,
+		metricBatchPhaseSeconds, metricBatchProgress)
+}
+
+// exportBatchMetrics sets the per-phase counts and, for batches not yet finished, how long
+// they have been in their phase (what the "stuck in a phase" alert reads).
+func exportBatchMetrics(batches []sealv1.SealBatch, now time.Time) {
+	counts := map[sealv1.SealBatchPhase]int{}
+	metricBatchPhaseSeconds.Reset()
+	for i := range batches {
+		b := &batches[i]
+		phase := b.Status.Phase
+		if phase == "" {
+			phase = sealv1.PhasePending
+		}
+		counts[phase]++
+		if phase == sealv1.PhaseCompleted || phase == sealv1.PhaseFailed {
+			continue
+		}
+		since := b.CreationTimestamp.Time
+		if c := phaseSince(b); !c.IsZero() {
+			since = c
+		}
+		metricBatchPhaseSeconds.WithLabelValues(b.Namespace, b.Name, string(phase), b.Status.Node,
+			string(b.Spec.SectorSize), strconv.Itoa(len(b.Spec.Sectors))).Set(now.Sub(since).Seconds())
+	}
+	for _, p := range []sealv1.SealBatchPhase{sealv1.PhasePending, sealv1.PhasePlaced, sealv1.PhasePC1,
+		sealv1.PhasePC2, sealv1.PhaseCompleted, sealv1.PhaseFailed} {
+		metricBatches.WithLabelValues(string(p)).Set(float64(counts[p]))
+	}
+}
+
+// phaseSince estimates when the batch entered its current phase from its timestamps and
+// conditions.
+func phaseSince(b *sealv1.SealBatch) time.Time {
+	switch b.Status.Phase {
+	case sealv1.PhasePlaced:
+		if b.Status.PlacedTime != nil {
+			return b.Status.PlacedTime.Time
+		}
+	case sealv1.PhasePC1:
+		if b.Status.StartTime != nil {
+			return b.Status.StartTime.Time
+		}
+	case sealv1.PhasePC2:
+		if c := meta.FindStatusCondition(b.Status.Conditions, CondPC1Complete); c != nil && c.Status == metav1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}

@@ -1,0 +1,187 @@
+package controllers
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+)
+
+// ProgressReport is the sealer's /progress document (sealer-image/README.md).
+type ProgressReport struct {
+	Phase      string  `json:"phase"`
+	Layer      int32   `json:"layer"`
+	Layers     int32   `json:"layers"`
+	Percent    float64 `json:"percent"`
+	Rate       float64 `json:"rate"`
+	ETASeconds float64 `json:"eta_seconds"`
+}
+
+func (p *ProgressReport) toStatus(now *metav1.Time) *sealv1.Progress {
+	return &sealv1.Progress{
+		Phase: p.Phase, Layer: p.Layer, Layers: p.Layers,
+		Percent:         strconv.FormatFloat(p.Percent, 'f', 1, 64),
+		LabelsPerSecond: int64(p.Rate), ETASeconds: int64(p.ETASeconds), UpdateTime: now,
+	}
+}
+
+// ProgressSource reads a running sealer's progress.
+type ProgressSource interface {
+	Read(ctx context.Context, pod *corev1.Pod, port int) (*ProgressReport, error)
+}
+
+// httpProgress GETs http://<podIP>:<port>/progress.
+type httpProgress struct{}
+
+var progressClient = &http.Client{Timeout: 3 * time.Second}
+
+func (httpProgress) Read(ctx context.Context, pod *corev1.Pod, port int) (*ProgressReport, error) {
+	if pod.Status.PodIP == "" {
+		return nil, fmt.Errorf("pod %s has no IP yet", pod.Name)
+	}
+	url := "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)) + "/progress"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := progressClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	var rep ProgressReport
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&rep); err != nil {
+		return nil, fmt.Errorf("%s: %v", url, err)
+	}
+	return &rep, nil
+}
+
+// Results is the sealer's results.json / termination message.
+type Results struct {
+	Sectors []SectorResult `json:"sectors"`
+}
+
+// SectorResult is one sector's commitments, hex in rust-fil-proofs byte order.
+type SectorResult struct {
+	SectorID  int64  `json:"sector_id"`
+	ReplicaID string `json:"replica_id"`
+	CommD     string `json:"comm_d"`
+	CommC     string `json:"comm_c"`
+	CommRLast string `json:"comm_r_last"`
+	CommR     string `json:"comm_r"`
+}
+
+// matches checks that the results cover exactly the batch's sectors.
+func (r *Results) matches(b *sealv1.SealBatch) error {
+	want := make(map[int64]bool, len(b.Spec.Sectors))
+	for _, s := range b.Spec.Sectors {
+		want[s.Number] = true
+	}
+	for _, s := range r.Sectors {
+		if !want[s.SectorID] {
+			return fmt.Errorf("sealer reported sector %d, which is not in the batch", s.SectorID)
+		}
+		if len(s.CommR) != 64 {
+			return fmt.Errorf("sealer reported no valid comm_r for sector %d", s.SectorID)
+		}
+		delete(want, s.SectorID)
+	}
+	if len(want) > 0 {
+		return fmt.Errorf("sealer reported results for %d of %d sectors", len(r.Sectors), len(b.Spec.Sectors))
+	}
+	return nil
+}
+
+func (r *Results) toStatus() []sealv1.SectorStatus {
+	out := make([]sealv1.SectorStatus, 0, len(r.Sectors))
+	for _, s := range r.Sectors {
+		out = append(out, sealv1.SectorStatus{Number: s.SectorID, ReplicaID: s.ReplicaID, CommD: s.CommD,
+			CommC: s.CommC, CommRLast: s.CommRLast, CommR: s.CommR, State: "Sealed"})
+	}
+	return out
+}
+
+// ResultsSource reads a finished sealer's results when its termination message (4 KiB at
+// most) could not hold them.
+type ResultsSource interface {
+	Read(ctx context.Context, pod *corev1.Pod) ([]byte, error)
+}
+
+// resultsLinePrefix marks the sealer's results line in its log.
+const resultsLinePrefix = "SEALER_RESULTS "
+
+// readResults takes the results from the termination message, else from the log.
+func readResults(ctx context.Context, src ResultsSource, pod *corev1.Pod) (*Results, error) {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.Message != "" {
+			var r Results
+			if err := json.Unmarshal([]byte(t.Message), &r); err == nil && len(r.Sectors) > 0 {
+				return &r, nil
+			}
+		}
+	}
+	if src == nil {
+		return nil, fmt.Errorf("termination message holds no results")
+	}
+	data, err := src.Read(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
+	var r Results
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("results in the sealer log: %v", err)
+	}
+	return &r, nil
+}
+
+// logResults finds the results line in the sealer container's log.
+type logResults struct{ cs kubernetes.Interface }
+
+func newLogResults(cfg *rest.Config) (*logResults, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &logResults{cs: cs}, nil
+}
+
+func (l *logResults) Read(ctx context.Context, pod *corev1.Pod) ([]byte, error) {
+	tail := int64(200)
+	raw, err := l.cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "sealer", TailLines: &tail}).DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the sealer log: %v", err)
+	}
+	return findResultsLine(raw)
+}
+
+func findResultsLine(raw []byte) ([]byte, error) {
+	var found []byte
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 8<<20)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, resultsLinePrefix) {
+			found = []byte(strings.TrimPrefix(line, resultsLinePrefix))
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("no %q line in the sealer log", strings.TrimSpace(resultsLinePrefix))
+	}
+	return found, nil
+}

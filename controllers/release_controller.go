@@ -1,0 +1,267 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/ledger"
+	"github.com/sealfleet/sealfleet/internal/render"
+)
+
+// ReleaseReconciler gives a batch's slot back: when its release policy says so, and always
+// when the batch is deleted (a finalizer holds the object until then). Release stops the
+// sealer pod, scrubs the slot's layer ranges on the node, and frees the ledger entry; it is
+// idempotent, and a release that cannot finish is visible as a condition and an event.
+type ReleaseReconciler struct {
+	client.Client
+	Recorder   Recorder
+	ScrubImage string
+	PullPolicy corev1.PullPolicy
+	Timeout    time.Duration
+}
+
+// Reconcile releases when due.
+func (r *ReleaseReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var b sealv1.SealBatch
+	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	deleting := b.DeletionTimestamp != nil
+	if !deleting && !controllerutil.ContainsFinalizer(&b, Finalizer) {
+		controllerutil.AddFinalizer(&b, Finalizer)
+		return reconcile.Result{}, r.Update(ctx, &b)
+	}
+	if deleting && !controllerutil.ContainsFinalizer(&b, Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	if !deleting {
+		due, wait := releaseDue(&b, time.Now())
+		if !due {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
+	}
+	done, err := r.release(ctx, &b, deleting)
+	if err != nil || !done {
+		return reconcile.Result{RequeueAfter: 2 * time.Second}, err
+	}
+	if deleting {
+		controllerutil.RemoveFinalizer(&b, Finalizer)
+		return reconcile.Result{}, client.IgnoreNotFound(r.Update(ctx, &b))
+	}
+	return reconcile.Result{}, nil
+}
+
+// releaseDue applies the release policy to a live batch; wait is when to look again.
+func releaseDue(b *sealv1.SealBatch, now time.Time) (due bool, wait time.Duration) {
+	if b.Status.Node == "" || meta.IsStatusConditionTrue(b.Status.Conditions, CondReleased) {
+		return false, 0
+	}
+	switch b.Status.Phase {
+	case sealv1.PhaseCompleted:
+	case sealv1.PhaseFailed:
+		// A failed batch keeps its layers (for inspection or a manual resume) unless the
+		// policy releases on completion, or the outputs were declared taken.
+		return b.Spec.ReleasePolicy == sealv1.ReleaseOnCompletion || b.Spec.OutputsTaken, 0
+	default:
+		return false, 0
+	}
+	switch b.Spec.ReleasePolicy {
+	case sealv1.ReleaseOnOutputsTaken:
+		return b.Spec.OutputsTaken, 0
+	case sealv1.ReleaseAfterTTL:
+		if b.Spec.OutputsTaken {
+			return true, 0
+		}
+		ttl := time.Duration(0)
+		if b.Spec.ReleaseTTL != nil {
+			ttl = b.Spec.ReleaseTTL.Duration
+		}
+		end := now
+		if b.Status.CompletionTime != nil {
+			end = b.Status.CompletionTime.Add(ttl)
+		}
+		if now.Before(end) {
+			return false, end.Sub(now)
+		}
+		return true, 0
+	}
+	return true, 0
+}
+
+// release runs the steps; done is false while it waits on a pod.
+func (r *ReleaseReconciler) release(ctx context.Context, b *sealv1.SealBatch, deleting bool) (bool, error) {
+	logger := log.FromContext(ctx).WithValues("batch", ledger.BatchKey(b), "node", b.Status.Node)
+	force := b.Annotations[AnnotationForceRelease] == "true"
+
+	// 1. The sealer must be gone before its slot is scrubbed or given to another batch.
+	running, err := r.stopSealer(ctx, b, force)
+	if err != nil {
+		return false, err
+	}
+	if running {
+		return false, r.waiting(ctx, b, ReasonWaitingForPod, "waiting for the sealer pod to terminate")
+	}
+	// 2. Scrub the slot on the node (skipped when the node is gone: nothing left to scrub).
+	if !force {
+		scrubbed, msg, err := r.scrub(ctx, b)
+		if err != nil {
+			return false, err
+		}
+		if !scrubbed {
+			return false, r.waiting(ctx, b, ReasonReleasePending, msg)
+		}
+	}
+	// 3. Free the ledger entry.
+	if err := releaseSlot(ctx, r.Client, b); err != nil {
+		metricReleaseFailures.WithLabelValues("ledger").Inc()
+		return false, err
+	}
+	_ = r.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: scrubPodName(b)}})
+	reason, msg := ReasonSlotReleased, "slot released and scrubbed"
+	if force {
+		reason, msg = ReasonForcedRelease, "slot released by force (sealfleet.io/force-release): scratch not scrubbed"
+	}
+	if b.Status.Node == "" {
+		msg = "nothing to release: the batch was never placed"
+	}
+	logger.Info("released", "reason", reason)
+	if deleting {
+		return true, nil
+	}
+	return true, updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
+		setCondition(b, CondReleased, metav1.ConditionTrue, reason, msg)
+		meta.RemoveStatusCondition(&b.Status.Conditions, CondDeletionIsBlocked)
+	}, func(b *sealv1.SealBatch) {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, string(reason), "Release", "%s", msg)
+	})
+}
+
+// waiting reports a pending release; past the timeout it is reported stuck.
+func (r *ReleaseReconciler) waiting(ctx context.Context, b *sealv1.SealBatch, reason Reason, msg string) error {
+	since := b.CreationTimestamp.Time
+	if b.DeletionTimestamp != nil {
+		since = b.DeletionTimestamp.Time
+	} else if b.Status.CompletionTime != nil {
+		since = b.Status.CompletionTime.Time
+	}
+	stuck := time.Since(since) > r.Timeout
+	status := metav1.ConditionFalse
+	if stuck {
+		reason = ReasonReleaseFailed
+		msg = fmt.Sprintf("release stuck for %s: %s; to force it, annotate the SealBatch %s=true", r.Timeout, msg, AnnotationForceRelease)
+	}
+	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
+		setCondition(b, CondReleased, status, reason, msg)
+		if b.DeletionTimestamp != nil {
+			setCondition(b, CondDeletionIsBlocked, metav1.ConditionTrue, reason, msg)
+		}
+	}, func(b *sealv1.SealBatch) {
+		if stuck {
+			metricReleaseFailures.WithLabelValues(string(ReasonReleaseFailed)).Inc()
+			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, string(reason), "Release", "%s", msg)
+		}
+	})
+}
+
+// stopSealer deletes the batch's sealer pods that have not finished; running is true while
+// any still exists (or, with force, never).
+func (r *ReleaseReconciler) stopSealer(ctx context.Context, b *sealv1.SealBatch, force bool) (bool, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(b.Namespace), client.MatchingLabels{render.LabelBatchUID: string(b.UID), render.LabelComponent: render.ComponentSeal}); err != nil {
+		return false, err
+	}
+	running := false
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		running = true
+		opts := []client.DeleteOption{}
+		if force {
+			opts = append(opts, client.GracePeriodSeconds(0))
+		}
+		if p.DeletionTimestamp == nil || force {
+			if err := r.Delete(ctx, p, opts...); client.IgnoreNotFound(err) != nil {
+				return false, err
+			}
+		}
+	}
+	return running && !force, nil
+}
+
+func scrubPodName(b *sealv1.SealBatch) string { return b.Name + "-scrub" }
+
+// scrub runs the scrub pod on the batch's node and reports whether it succeeded.
+func (r *ReleaseReconciler) scrub(ctx context.Context, b *sealv1.SealBatch) (bool, string, error) {
+	if b.Status.Node == "" || b.Status.Slot == nil {
+		return true, "", nil
+	}
+	var sn sealv1.SealerNode
+	if err := r.Get(ctx, client.ObjectKey{Name: b.Status.Node}, &sn); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		return false, "", err
+	}
+	var node corev1.Node
+	if err := r.Get(ctx, client.ObjectKey{Name: b.Status.Node}, &node); apierrors.IsNotFound(err) {
+		return true, "", nil
+	}
+	paths := render.LayerPaths(sn.Status.LayerDevices)
+	if len(paths) == 0 || sn.Spec.DeviceMode == sealv1.DeviceModeVFIO {
+		// vfio devices are not visible to the kernel; the next batch overwrites the slot.
+		return true, "", nil
+	}
+	var pod corev1.Pod
+	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: scrubPodName(b)}, &pod)
+	if apierrors.IsNotFound(err) {
+		p := render.ScrubPod(render.ScrubInput{
+			Batch: b, Node: b.Status.Node, Devices: sn.Status.LayerDevices,
+			Offset: ledger.DeviceOffset(sn.Status.Slots, len(paths), *b.Status.Slot),
+			Length: placementSlotBytes(b) / int64(len(paths)),
+		}, r.ScrubImage, r.PullPolicy)
+		if b.DeletionTimestamp == nil {
+			if err := controllerutil.SetControllerReference(b, p, r.Scheme()); err != nil {
+				return false, "", err
+			}
+		}
+		if err := r.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, "", err
+		}
+		return false, "scrubbing the slot on " + b.Status.Node, nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	switch pod.Status.Phase {
+	case corev1.PodSucceeded:
+		return true, "", nil
+	case corev1.PodFailed:
+		reason, msg := podFailure(&pod)
+		metricReleaseFailures.WithLabelValues("scrub").Inc()
+		return false, fmt.Sprintf("scrub pod failed (%s): %s", reason, msg), nil
+	}
+	return false, "scrubbing the slot on " + b.Status.Node, nil
+}
+
+// SetupWithManager watches batches and their scrub pods.
+func (r *ReleaseReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("release").
+		For(&sealv1.SealBatch{}).
+		Owns(&corev1.Pod{}).
+		Complete(r)
+}

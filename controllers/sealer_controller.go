@@ -1,0 +1,379 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/cpuset"
+	"github.com/sealfleet/sealfleet/internal/layout"
+	"github.com/sealfleet/sealfleet/internal/ledger"
+	"github.com/sealfleet/sealfleet/internal/render"
+)
+
+// SealerReconciler runs a placed batch: it renders the sealer config and pod, follows the pod
+// (progress while it runs, results when it succeeds, the reason when it fails), and retries on
+// the same node and slot when the spec allows, so the sealer resumes from its last layer.
+type SealerReconciler struct {
+	client.Client
+	Recorder         Recorder
+	Pod              render.PodOptions
+	Progress         ProgressSource
+	Results          ResultsSource
+	ProgressInterval time.Duration
+}
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
+
+// Reconcile drives one batch through Placed → PC1 → PC2 → Completed | Failed.
+func (r *SealerReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var b sealv1.SealBatch
+	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if b.DeletionTimestamp != nil || b.Status.Node == "" || b.Status.Slot == nil {
+		return reconcile.Result{}, nil
+	}
+	switch b.Status.Phase {
+	case sealv1.PhaseCompleted, sealv1.PhaseFailed:
+		return reconcile.Result{}, nil
+	}
+	logger := log.FromContext(ctx).WithValues("batch", ledger.BatchKey(&b), "node", b.Status.Node)
+	ctx = log.IntoContext(ctx, logger)
+
+	var sn sealv1.SealerNode
+	if err := r.Get(ctx, client.ObjectKey{Name: b.Status.Node}, &sn); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, r.fail(ctx, &b, ReasonNodeLost, fmt.Sprintf("SealerNode %s is gone (node removed)", b.Status.Node))
+		}
+		return reconcile.Result{}, err
+	}
+	var node corev1.Node
+	if err := r.Get(ctx, client.ObjectKey{Name: b.Status.Node}, &node); apierrors.IsNotFound(err) {
+		return reconcile.Result{}, r.fail(ctx, &b, ReasonNodeLost, fmt.Sprintf("node %s was deleted while the batch ran", b.Status.Node))
+	}
+
+	lay, err := r.layoutFor(ctx, &b, &sn)
+	if err != nil {
+		return reconcile.Result{RequeueAfter: requeuePending}, updateStatus(ctx, r.Client, &b, func(b *sealv1.SealBatch) {
+			b.Status.Message = "waiting for CPUs: " + err.Error()
+		}, nil)
+	}
+	if err := r.ensureConfig(ctx, &b, &sn, lay); err != nil {
+		return reconcile.Result{}, err
+	}
+
+	if b.Status.Attempts == 0 {
+		return reconcile.Result{}, r.startAttempt(ctx, &b, &sn, lay, 1)
+	}
+	var pod corev1.Pod
+	err = r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: render.PodName(&b, b.Status.Attempts)}, &pod)
+	if apierrors.IsNotFound(err) {
+		return reconcile.Result{}, r.failOrRetry(ctx, &b, &sn, lay, ReasonPodDisappeared, "the sealer pod was deleted before it finished")
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	switch pod.Status.Phase {
+	case corev1.PodSucceeded:
+		return reconcile.Result{}, r.complete(ctx, &b, &pod)
+	case corev1.PodFailed:
+		reason, msg := podFailure(&pod)
+		return reconcile.Result{}, r.failOrRetry(ctx, &b, &sn, lay, reason, msg)
+	case corev1.PodRunning:
+		return reconcile.Result{RequeueAfter: r.ProgressInterval}, r.track(ctx, &b, &pod)
+	}
+	return reconcile.Result{RequeueAfter: r.ProgressInterval}, nil
+}
+
+// layoutFor computes the sealer's core layout on its node, keeping out the reserved CPUs and
+// those of other batches running there (a second pipeline).
+func (r *SealerReconciler) layoutFor(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode) (*layout.Layout, error) {
+	if sn.Status.CPU == nil {
+		return nil, fmt.Errorf("node %s has not reported its CPU topology", sn.Name)
+	}
+	reserved, err := cpuset.Parse(sn.Spec.ReservedCPUs)
+	if err != nil {
+		return nil, fmt.Errorf("SealerNode %s spec.reservedCPUs: %v", sn.Name, err)
+	}
+	var others sealv1.SealBatchList
+	if err := r.List(ctx, &others, client.MatchingFields{indexNode: sn.Name}); err != nil {
+		return nil, err
+	}
+	for i := range others.Items {
+		o := &others.Items[i]
+		if o.UID == b.UID || o.Status.CPUs == "" || !runningPhase(o.Status.Phase) {
+			continue
+		}
+		cpus, err := cpuset.Parse(o.Status.CPUs)
+		if err == nil {
+			reserved = append(reserved, cpus...)
+		}
+	}
+	return layout.Calculate(layout.FromStatus(sn.Status.CPU), len(b.Spec.Sectors), layout.Options{
+		HashersPerCore: int(sn.Spec.HashersPerCore), ReservedCPUs: reserved,
+	})
+}
+
+func runningPhase(p sealv1.SealBatchPhase) bool {
+	return p == sealv1.PhasePlaced || p == sealv1.PhasePC1 || p == sealv1.PhasePC2
+}
+
+// metricsPort is the sealer's HTTP port: with host networking each slot gets its own.
+func (r *SealerReconciler) metricsPort(b *sealv1.SealBatch) int {
+	if r.Pod.HostNetwork {
+		return r.Pod.MetricsPort + int(*b.Status.Slot)
+	}
+	return r.Pod.MetricsPort
+}
+
+// ensureConfig creates the sealer config ConfigMap (owned by the batch). It is written once:
+// a retry must see the same config to resume.
+func (r *SealerReconciler) ensureConfig(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode, lay *layout.Layout) error {
+	layJSON, err := lay.JSON()
+	if err != nil {
+		return err
+	}
+	devs := sn.Status.LayerDevices
+	cfg, err := render.Config(render.ConfigInput{
+		Batch:       b,
+		LayerPaths:  render.LayerPaths(devs),
+		SlotOffset:  ledger.DeviceOffset(sn.Status.Slots, len(render.LayerPaths(devs)), *b.Status.Slot),
+		SlotBytes:   placementSlotBytes(b),
+		Layout:      layJSON,
+		OutputDir:   render.OutputDir(b),
+		MetricsPort: r.metricsPort(b),
+	})
+	if err != nil {
+		return r.fail(ctx, b, ReasonInvalidSpec, err.Error())
+	}
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: render.ConfigMapName(b), Namespace: b.Namespace,
+		Labels: map[string]string{render.LabelName: "sealfleet", render.LabelBatch: b.Name, render.LabelBatchUID: string(b.UID)},
+	}, Data: map[string]string{render.ConfigKey: string(data)}}
+	if err := controllerutil.SetControllerReference(b, cm, r.Scheme()); err != nil {
+		return err
+	}
+	if err := r.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+func placementSlotBytes(b *sealv1.SealBatch) int64 {
+	return int64(b.Spec.SectorSize.Layers()) * int64(b.Spec.SectorSize.Bytes()) * int64(len(b.Spec.Sectors))
+}
+
+// startAttempt creates the sealer pod of an attempt and records it. Creating first and
+// recording second is safe: a crash in between finds the pod by name on the next reconcile.
+func (r *SealerReconciler) startAttempt(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode, lay *layout.Layout, attempt int32) error {
+	pod := render.Pod(render.PodInput{
+		Batch: b, Node: b.Status.Node, Attempt: attempt, CPUs: len(lay.CPUs()),
+		Hugepages: hugepagesOf(sn, b), Devices: sn.Status.LayerDevices, DeviceMode: sn.Spec.DeviceMode,
+	}, r.podOptionsFor(b))
+	if err := controllerutil.SetControllerReference(b, pod, r.Scheme()); err != nil {
+		return err
+	}
+	if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
+		b.Status.Attempts = attempt
+		b.Status.PodName = pod.Name
+		b.Status.CoreLayout = lay.Summary()
+		b.Status.CPUs = cpuset.Format(lay.CPUs())
+		b.Status.RegisteredProof = sealv1.RegisteredProof(b.Spec.SectorSize, b.Spec.ProofType)
+		b.Status.Message = fmt.Sprintf("sealer pod %s (attempt %d) created", pod.Name, attempt)
+	}, func(b *sealv1.SealBatch) {
+		r.Recorder.Eventf(b, pod, corev1.EventTypeNormal, "PodCreated", "Seal", "sealer pod %s created (attempt %d)", pod.Name, attempt)
+	})
+}
+
+func (r *SealerReconciler) podOptionsFor(b *sealv1.SealBatch) render.PodOptions {
+	o := r.Pod
+	o.MetricsPort = r.metricsPort(b)
+	return o
+}
+
+// hugepagesOf is what the batch reserved in the ledger.
+func hugepagesOf(sn *sealv1.SealerNode, b *sealv1.SealBatch) int32 {
+	if h := ledger.Holder(sn, b.UID); h != nil {
+		return h.Hugepages1Gi
+	}
+	return 0
+}
+
+// track reads the sealer's progress and moves the phase to PC1 or PC2.
+func (r *SealerReconciler) track(ctx context.Context, b *sealv1.SealBatch, pod *corev1.Pod) error {
+	rep, err := r.Progress.Read(ctx, pod, r.metricsPort(b))
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("progress not readable yet", "error", err.Error())
+	}
+	phase := sealv1.PhasePC1
+	if rep != nil && (rep.Phase == "pc2" || rep.Phase == "done") {
+		phase = sealv1.PhasePC2
+	}
+	if b.Status.Phase == sealv1.PhasePC2 {
+		phase = sealv1.PhasePC2 // never go backwards on a late report
+	}
+	old := b.Status.Phase
+	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
+		b.Status.Phase = phase
+		if b.Status.StartTime == nil {
+			now := metav1.Now()
+			b.Status.StartTime = &now
+		}
+		if rep != nil {
+			now := metav1.Now()
+			b.Status.Progress = rep.toStatus(&now)
+		}
+		switch phase {
+		case sealv1.PhasePC1:
+			setCondition(b, CondPC1Complete, metav1.ConditionFalse, ReasonLabelling, "sealer is labelling layers")
+		case sealv1.PhasePC2:
+			setCondition(b, CondPC1Complete, metav1.ConditionTrue, ReasonLayersWritten, "all layers written")
+			setCondition(b, CondPC2Complete, metav1.ConditionFalse, ReasonTreesBuilding, "sealer is building tree-c and tree-r-last")
+		}
+		b.Status.Message = fmt.Sprintf("sealer running (%s)", strings.ToLower(string(phase)))
+	}, func(b *sealv1.SealBatch) {
+		if old != phase {
+			metricBatchTransitions.WithLabelValues(string(phase)).Inc()
+			r.Recorder.Eventf(b, pod, corev1.EventTypeNormal, "Phase"+string(phase), "Seal", "batch entered %s", phase)
+		}
+	})
+}
+
+// complete records the per-sector results of a succeeded sealer.
+func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, pod *corev1.Pod) error {
+	res, err := readResults(ctx, r.Results, pod)
+	if err != nil {
+		return r.fail(ctx, b, ReasonSealerFailed, "sealer exited 0 but its results are unreadable: "+err.Error())
+	}
+	if err := res.matches(b); err != nil {
+		return r.fail(ctx, b, ReasonSealerFailed, err.Error())
+	}
+	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
+		now := metav1.Now()
+		b.Status.Phase = sealv1.PhaseCompleted
+		b.Status.CompletionTime = &now
+		b.Status.Sectors = res.toStatus()
+		if b.Status.Progress != nil {
+			b.Status.Progress.Percent = "100"
+			b.Status.Progress.ETASeconds = 0
+		}
+		setCondition(b, CondPC1Complete, metav1.ConditionTrue, ReasonLayersWritten, "all layers written")
+		setCondition(b, CondPC2Complete, metav1.ConditionTrue, ReasonCommitted, fmt.Sprintf("%d sectors sealed", len(res.Sectors)))
+		b.Status.Message = fmt.Sprintf("%d sectors sealed", len(res.Sectors))
+	}, func(b *sealv1.SealBatch) {
+		metricBatchTransitions.WithLabelValues(string(sealv1.PhaseCompleted)).Inc()
+		r.Recorder.Eventf(b, pod, corev1.EventTypeNormal, "Completed", "Seal", "%d sectors sealed", len(res.Sectors))
+	})
+}
+
+// failOrRetry starts the next attempt on the same node and slot when retries remain, else
+// fails the batch.
+func (r *SealerReconciler) failOrRetry(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode, lay *layout.Layout, reason Reason, msg string) error {
+	if b.Status.Attempts <= b.Spec.MaxRetries {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, string(ReasonRetrying), "Seal",
+			"attempt %d failed (%s: %s); retrying on %s, slot %d", b.Status.Attempts, reason, msg, b.Status.Node, *b.Status.Slot)
+		return r.startAttempt(ctx, b, sn, lay, b.Status.Attempts+1)
+	}
+	return r.fail(ctx, b, reason, msg)
+}
+
+// fail marks the batch Failed; the slot stays held until the release policy frees it.
+func (r *SealerReconciler) fail(ctx context.Context, b *sealv1.SealBatch, reason Reason, msg string) error {
+	return markFailed(ctx, r.Client, r.Recorder, b, reason, msg)
+}
+
+func markFailed(ctx context.Context, c client.Client, rec Recorder, b *sealv1.SealBatch, reason Reason, msg string) error {
+	return updateStatus(ctx, c, b, func(b *sealv1.SealBatch) {
+		now := metav1.Now()
+		b.Status.Phase = sealv1.PhaseFailed
+		b.Status.CompletionTime = &now
+		b.Status.Message = msg
+		setCondition(b, CondFailed, metav1.ConditionTrue, reason, msg)
+	}, func(b *sealv1.SealBatch) {
+		metricBatchTransitions.WithLabelValues(string(sealv1.PhaseFailed)).Inc()
+		rec.Eventf(b, nil, corev1.EventTypeWarning, string(reason), "Seal", "%s", msg)
+	})
+}
+
+// podFailure explains a failed pod: eviction, or the sealer's exit code and message.
+func podFailure(pod *corev1.Pod) (Reason, string) {
+	if pod.Status.Reason == "Evicted" {
+		return ReasonPodEvicted, "sealer pod evicted: " + pod.Status.Message
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			msg := strings.TrimSpace(t.Message)
+			if msg == "" {
+				msg = t.Reason
+			}
+			return ReasonSealerFailed, fmt.Sprintf("sealer exited %d (%s): %s", t.ExitCode, exitMeaning(t.ExitCode), truncate(msg, 1024))
+		}
+	}
+	msg := pod.Status.Message
+	if msg == "" {
+		msg = pod.Status.Reason
+	}
+	return ReasonSealerFailed, "sealer pod failed: " + msg
+}
+
+// exitMeaning names the sealer's exit codes (sealer-image/README.md).
+func exitMeaning(code int32) string {
+	switch code {
+	case 2:
+		return "bad input"
+	case 3:
+		return "device or I/O failure"
+	case 4:
+		return "internal error"
+	case 137:
+		return "killed"
+	}
+	return "error"
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// SetupWithManager watches batches and the pods and ConfigMaps they own, and Node deletions
+// (a lost node fails its batches).
+func (r *SealerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("sealer").
+		For(&sealv1.SealBatch{}).
+		Owns(&corev1.Pod{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.batchesOnNode), builder.WithPredicates(deletedOnly)).
+		Watches(&sealv1.SealerNode{}, handler.EnqueueRequestsFromMapFunc(r.batchesOnNode), builder.WithPredicates(deletedOnly)).
+		Complete(r)
+}
+
+func (r *SealerReconciler) batchesOnNode(ctx context.Context, o client.Object) []reconcile.Request {
+	return batchesOnNode(ctx, r.Client, o.GetName())
+}

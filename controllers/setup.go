@@ -1,0 +1,125 @@
+// Package controllers holds the operator's reconcilers, one per concern: placement (the queue
+// of pending batches → a node and slot), the sealer (config + pod lifecycle, progress,
+// results), release (slot and scratch back, finalizer) and the SealerNode ledger geometry.
+package controllers
+
+import (
+	"flag"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/sealfleet/sealfleet/internal/render"
+)
+
+// Options are the operator's settings (flags of cmd/manager).
+type Options struct {
+	SealerImage       string
+	ScrubImage        string
+	ImagePullPolicy   string
+	SealerHostNetwork bool
+	SealerMetricsPort int
+	MemoryBase        string
+	MemoryPerSector   string
+	ProgressInterval  time.Duration
+	ReleaseTimeout    time.Duration
+
+	// Progress reads a running sealer's progress; nil uses HTTP to the pod's /progress.
+	Progress ProgressSource
+	// Results reads a finished sealer's results when its termination message cannot hold
+	// them; nil uses the pod's log.
+	Results ResultsSource
+}
+
+// BindFlags registers the options as flags.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.SealerImage, "sealer-image", "localhost/sealfleet-sealer:dev", "image of the native sealer")
+	fs.StringVar(&o.ScrubImage, "scrub-image", "localhost/sealfleet-operator:dev", "image with /node-agent, used to scrub a released slot")
+	fs.StringVar(&o.ImagePullPolicy, "image-pull-policy", "IfNotPresent", "pull policy of sealer and scrub pods")
+	fs.BoolVar(&o.SealerHostNetwork, "sealer-host-network", false, "run sealer pods on the host network (nodes without pod networking)")
+	fs.IntVar(&o.SealerMetricsPort, "sealer-metrics-port", 9464, "port of the sealer's /metrics and /progress; with host networking, slot i uses port+i")
+	fs.StringVar(&o.MemoryBase, "sealer-memory-base", "2Gi", "memory (besides hugepages) of every sealer pod")
+	fs.StringVar(&o.MemoryPerSector, "sealer-memory-per-sector", "256Mi", "memory added per sector of the batch")
+	fs.DurationVar(&o.ProgressInterval, "progress-interval", 10*time.Second, "how often a running sealer's progress is read")
+	fs.DurationVar(&o.ReleaseTimeout, "release-timeout", 10*time.Minute, "after this long a release waiting on its pod or scrub is reported stuck")
+}
+
+func (o *Options) defaults() {
+	if o.SealerImage == "" {
+		o.SealerImage = "localhost/sealfleet-sealer:dev"
+	}
+	if o.ScrubImage == "" {
+		o.ScrubImage = "localhost/sealfleet-operator:dev"
+	}
+	if o.ImagePullPolicy == "" {
+		o.ImagePullPolicy = string(corev1.PullIfNotPresent)
+	}
+	if o.SealerMetricsPort == 0 {
+		o.SealerMetricsPort = 9464
+	}
+	if o.MemoryBase == "" {
+		o.MemoryBase = "2Gi"
+	}
+	if o.MemoryPerSector == "" {
+		o.MemoryPerSector = "256Mi"
+	}
+	if o.ProgressInterval == 0 {
+		o.ProgressInterval = 10 * time.Second
+	}
+	if o.ReleaseTimeout == 0 {
+		o.ReleaseTimeout = 10 * time.Minute
+	}
+}
+
+func (o *Options) podOptions() (render.PodOptions, error) {
+	base, err := resource.ParseQuantity(o.MemoryBase)
+	if err != nil {
+		return render.PodOptions{}, err
+	}
+	per, err := resource.ParseQuantity(o.MemoryPerSector)
+	if err != nil {
+		return render.PodOptions{}, err
+	}
+	return render.PodOptions{
+		Image: o.SealerImage, ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
+		HostNetwork: o.SealerHostNetwork, MemoryBase: base, MemoryPerSector: per,
+		MetricsPort: o.SealerMetricsPort,
+	}, nil
+}
+
+// Setup registers every reconciler and index with the manager.
+func Setup(mgr ctrl.Manager, o Options) error {
+	o.defaults()
+	po, err := o.podOptions()
+	if err != nil {
+		return err
+	}
+	if err := setupIndexes(mgr); err != nil {
+		return err
+	}
+	if o.Progress == nil {
+		o.Progress = httpProgress{}
+	}
+	if o.Results == nil {
+		rs, err := newLogResults(mgr.GetConfig())
+		if err != nil {
+			return err
+		}
+		o.Results = rs
+	}
+	rec := func(name string) Recorder { return mgr.GetEventRecorder(name) }
+	if err := (&PlacementReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-placement")}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&SealerReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-sealer"), Pod: po,
+		Progress: o.Progress, Results: o.Results, ProgressInterval: o.ProgressInterval}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&ReleaseReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-release"),
+		ScrubImage: o.ScrubImage, PullPolicy: corev1.PullPolicy(o.ImagePullPolicy), Timeout: o.ReleaseTimeout}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&LedgerReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+}

@@ -1,0 +1,127 @@
+package controllers
+
+import (
+	"context"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/ledger"
+)
+
+// setCondition sets a condition stamped with the batch's generation.
+func setCondition(b *sealv1.SealBatch, t string, s metav1.ConditionStatus, reason Reason, msg string) {
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
+		Type: t, Status: s, Reason: string(reason), Message: msg, ObservedGeneration: b.Generation,
+	})
+}
+
+// updateStatus applies mutate to the freshest copy of the batch and writes the status,
+// retrying on conflicts; it writes only when something changed, and then calls after (for
+// events). b is updated to what was written.
+func updateStatus(ctx context.Context, c client.Client, b *sealv1.SealBatch, mutate func(*sealv1.SealBatch), after func(*sealv1.SealBatch)) error {
+	first := true
+	changed := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := b
+		if !first {
+			cur = &sealv1.SealBatch{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(b), cur); err != nil {
+				return err
+			}
+		}
+		first = false
+		next := cur.DeepCopy()
+		mutate(next)
+		next.Status.ObservedGeneration = next.Generation
+		next.Status.BatchSize = int32(len(next.Spec.Sectors))
+		if equality.Semantic.DeepEqual(cur.Status, next.Status) {
+			*b = *cur
+			return nil
+		}
+		if err := c.Status().Update(ctx, next); err != nil {
+			return err
+		}
+		changed = true
+		*b = *next
+		return nil
+	})
+	if err == nil && changed && after != nil {
+		after(b)
+	}
+	return err
+}
+
+// refreshSummary recomputes the SealerNode's free-slot count shown by kubectl.
+func refreshSummary(sn *sealv1.SealerNode) {
+	if l := sn.Status.Slots; l != nil {
+		sn.Status.FreeSlots = l.Count - int32(len(l.Reservations))
+		if sn.Status.FreeSlots < 0 {
+			sn.Status.FreeSlots = 0
+		}
+	} else {
+		sn.Status.FreeSlots = 0
+	}
+}
+
+// sealerNodeChanged ignores SealerNode updates that change nothing placement reads (e.g. a
+// rescan that only bumped lastScanTime).
+var sealerNodeChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*sealv1.SealerNode)
+		n, ok2 := e.ObjectNew.(*sealv1.SealerNode)
+		if !ok1 || !ok2 {
+			return true
+		}
+		os, ns := o.Status.DeepCopy(), n.Status.DeepCopy()
+		os.LastScanTime, ns.LastScanTime = nil, nil
+		for i := range os.Conditions {
+			os.Conditions[i].LastTransitionTime = metav1.Time{}
+		}
+		for i := range ns.Conditions {
+			ns.Conditions[i].LastTransitionTime = metav1.Time{}
+		}
+		return !reflect.DeepEqual(o.Spec, n.Spec) || !equality.Semantic.DeepEqual(os, ns)
+	},
+}
+
+// nodeSchedulingChanged passes Node updates that change labels, taints or cordon; heartbeats
+// (status-only updates) are dropped.
+var nodeSchedulingChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Node)
+		n, ok2 := e.ObjectNew.(*corev1.Node)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return !reflect.DeepEqual(o.Labels, n.Labels) || !reflect.DeepEqual(o.Spec.Taints, n.Spec.Taints) ||
+			o.Spec.Unschedulable != n.Spec.Unschedulable
+	},
+}
+
+// releaseSlot removes the batch's reservation from its node's ledger with optimistic
+// concurrency; a missing SealerNode or reservation counts as released.
+func releaseSlot(ctx context.Context, c client.Client, b *sealv1.SealBatch) error {
+	if b.Status.Node == "" {
+		return nil
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var sn sealv1.SealerNode
+		if err := c.Get(ctx, client.ObjectKey{Name: b.Status.Node}, &sn); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if !ledger.Release(&sn, b.UID) {
+			return nil
+		}
+		refreshSummary(&sn)
+		return c.Status().Update(ctx, &sn)
+	})
+}

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Builds the pinned tools the project needs from the Go module proxy into bin/ (no downloads
+# from release buckets). Idempotent: a tool whose binary already reports the pinned version is
+# not rebuilt.
+#
+#   hack/tools.sh k8s              kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd
+#   hack/tools.sh controller-gen
+#   hack/tools.sh kwok | helm
+#   hack/tools.sh envtest-assets   k8s + the KUBEBUILDER_ASSETS folder (bin/envtest)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/hack/versions.env"
+bin="$root/bin"
+mkdir -p "$bin"
+export GOFLAGS=-mod=mod
+export CGO_ENABLED=${CGO_ENABLED:-0}
+
+log() { echo "hack/tools.sh: $*" >&2; }
+
+# has_version BINARY ARGS... -- WANT: true when BINARY exists and its version output contains WANT.
+has_version() {
+  local want=${*: -1} out
+  [ -x "$1" ] || return 1
+  out=$("${@:1:$#-1}" 2>&1 || true)
+  [[ "$out" == *"$want"* ]]
+}
+
+build_k8s() {
+  local k=$KUBERNETES_VERSION
+  local etcd_v
+  etcd_v=$(awk '$1=="go.etcd.io/etcd/server/v3"{print $2}' "$root/hack/tools/k8s/go.mod")
+  if has_version "$bin/kube-apiserver" --version "Kubernetes $k" &&
+     has_version "$bin/kube-controller-manager" --version "Kubernetes $k" &&
+     has_version "$bin/kube-scheduler" --version "Kubernetes $k" &&
+     has_version "$bin/kubelet" --version "Kubernetes $k" &&
+     has_version "$bin/etcd" --version "etcd Version: ${etcd_v#v}"; then
+    return 0
+  fi
+  log "building Kubernetes $k and etcd $etcd_v (a few minutes when cold)"
+  local minor=${k#v1.}; minor=${minor%%.*}
+  local commit
+  commit=$(printf '%s' "kubernetes-$k" | sha1sum | cut -c1-40)  # module zips carry no git commit
+  local date; date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  local ld="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $p.gitVersion=$k -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitCommit=$commit"
+    ld+=" -X $p.gitTreeState=clean -X $p.buildDate=$date"
+  done
+  (cd "$root/hack/tools/k8s" && go build -trimpath -o "$bin/" -ldflags "$ld" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet ./cmd/etcd)
+}
+
+build_controller_gen() {
+  has_version "$bin/controller-gen" --version "$CONTROLLER_TOOLS_VERSION" && return 0
+  log "building controller-gen $CONTROLLER_TOOLS_VERSION"
+  GOBIN="$bin" go install -trimpath "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_TOOLS_VERSION"
+}
+
+build_kwok() {
+  has_version "$bin/kwok" --version "$KWOK_VERSION" && return 0
+  log "building kwok $KWOK_VERSION"
+  GOBIN="$bin" go install -trimpath \
+    -ldflags "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
+    "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+}
+
+build_helm() {
+  has_version "$bin/helm" version --short "$HELM_VERSION" && return 0
+  log "building helm $HELM_VERSION"
+  GOBIN="$bin" go install -trimpath \
+    -ldflags "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+}
+
+envtest_assets() {
+  build_k8s
+  mkdir -p "$bin/envtest"
+  ln -sf ../kube-apiserver "$bin/envtest/kube-apiserver"
+  ln -sf ../etcd "$bin/envtest/etcd"
+}
+
+[ $# -gt 0 ] || set -- k8s controller-gen
+for t in "$@"; do
+  case "$t" in
+    k8s) build_k8s ;;
+    controller-gen) build_controller_gen ;;
+    kwok) build_kwok ;;
+    helm) build_helm ;;
+    envtest-assets) envtest_assets ;;
+    *) echo "hack/tools.sh: unknown tool '$t' (k8s, controller-gen, kwok, helm, envtest-assets)" >&2; exit 2 ;;
+  esac
+done

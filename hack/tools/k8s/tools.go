@@ -1,0 +1,12 @@
+//go:build tools
+
+// Package tools pins the Kubernetes commands this module builds, so that go mod tidy keeps
+// their dependencies.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	_ "k8s.io/kubernetes/cmd/kubelet/app"
+)

@@ -1,0 +1,354 @@
+// Package placement decides where SealBatches run. It is pure: given the fleet (SealerNodes,
+// their Nodes, what each node already runs) and the pending batches, it returns decisions and,
+// for batches that fit nowhere, a reason per class of node. The reconciler commits decisions.
+package placement
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/ledger"
+)
+
+// Node is one candidate: its SealerNode inventory plus what the Kubernetes Node and the
+// current batches say about it.
+type Node struct {
+	Sealer *sealv1.SealerNode
+	// Labels and Taints of the Kubernetes Node (nil Node: the node is gone).
+	Labels        map[string]string
+	Taints        []corev1.Taint
+	Unschedulable bool
+	NodeMissing   bool
+	// ActivePC1 counts batches in Placed/PC1 here; GPUsBusy counts batches using a GPU.
+	ActivePC1 int
+	GPUsBusy  int
+}
+
+// Decision is where one batch goes.
+type Decision struct {
+	Batch     *sealv1.SealBatch
+	Node      string
+	Slot      int32
+	Hugepages int32
+}
+
+// Unschedulable explains why a batch fits nowhere: how many nodes failed each check.
+type Unschedulable struct {
+	Nodes   int
+	Reasons map[string]int
+}
+
+// Error renders e.g. "0/5 nodes fit: 3 nodes: no free slot (1/1 held); 2 nodes: hugepages 12/36 free".
+func (u *Unschedulable) Error() string {
+	if u.Nodes == 0 {
+		return "no SealerNodes: opt a node in (label it sealfleet.io/sealer=true) and wait for its node agent"
+	}
+	type kv struct {
+		r string
+		n int
+	}
+	var list []kv
+	for r, n := range u.Reasons {
+		list = append(list, kv{r, n})
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].n != list[j].n {
+			return list[i].n > list[j].n
+		}
+		return list[i].r < list[j].r
+	})
+	parts := make([]string, len(list))
+	for i, e := range list {
+		noun := "nodes"
+		if e.n == 1 {
+			noun = "node"
+		}
+		parts[i] = fmt.Sprintf("%d %s: %s", e.n, noun, e.r)
+	}
+	return fmt.Sprintf("0/%d nodes fit: %s", u.Nodes, strings.Join(parts, "; "))
+}
+
+// Need is what a batch asks of a node.
+type Need struct {
+	BatchSize  int
+	SlotBytes  int64
+	Hugepages  int32
+	GPU        bool
+	Selector   labels.Selector
+	NodeName   string
+	Tolerate   []corev1.Toleration
+	SectorSize sealv1.SectorSize
+}
+
+// NeedOf derives what a batch needs.
+func NeedOf(b *sealv1.SealBatch) Need {
+	n := Need{
+		BatchSize:  len(b.Spec.Sectors),
+		SlotBytes:  SlotBytesFor(b.Spec.SectorSize, len(b.Spec.Sectors)),
+		Hugepages:  HugepagesFor(b.Spec.SectorSize, len(b.Spec.Sectors)),
+		GPU:        b.Spec.PC2Engine == sealv1.PC2EngineGPU,
+		Selector:   labels.Everything(),
+		SectorSize: b.Spec.SectorSize,
+	}
+	if p := b.Spec.Placement; p != nil {
+		n.NodeName = p.NodeName
+		if len(p.NodeSelector) > 0 {
+			n.Selector = labels.SelectorFromSet(p.NodeSelector)
+		}
+		n.Tolerate = p.Tolerations
+	}
+	return n
+}
+
+// SlotBytesFor is the layer space a batch needs: layers × sector size × sectors.
+func SlotBytesFor(size sealv1.SectorSize, sectors int) int64 {
+	return int64(size.Layers()) * int64(size.Bytes()) * int64(sectors)
+}
+
+// HugepagesFor is the number of 1 GiB hugepages a sealer pod asks for: the 36 SupraSeal-class
+// sealers need for production sizes (parent buffers and page rings), one for test sizes.
+func HugepagesFor(size sealv1.SectorSize, sectors int) int32 {
+	if size.Bytes() >= 32<<30 {
+		return 36
+	}
+	return 1
+}
+
+// hugepagesAvailable is the 1 GiB pages of the node not already promised to batches here,
+// and the total.
+func hugepagesAvailable(sn *sealv1.SealerNode) (avail, total int64) {
+	for _, n := range sn.Status.NUMANodes {
+		for _, h := range n.Hugepages {
+			if h.PageSize == "1Gi" {
+				total += h.Total
+			}
+		}
+	}
+	avail = total
+	if l := sn.Status.Slots; l != nil {
+		for _, r := range l.Reservations {
+			avail -= int64(r.Hugepages1Gi)
+		}
+	}
+	return avail, total
+}
+
+// check returns "" when node n can take the batch now, else a reason; transient is true when
+// the reason is capacity that frees up (the node could run it later).
+func check(n *Node, need *Need) (reason string, transient bool) {
+	sn := n.Sealer
+	switch {
+	case n.NodeMissing:
+		return "Node object missing", false
+	case need.NodeName != "" && sn.Name != need.NodeName:
+		return "not the pinned node " + need.NodeName, false
+	case sn.Spec.Cordon || n.Unschedulable:
+		return "cordoned", false
+	case !meta.IsStatusConditionTrue(sn.Status.Conditions, "Ready"):
+		return "not Ready", false
+	case !need.Selector.Matches(labels.Set(n.Labels)):
+		return "not matched by spec.placement.nodeSelector", false
+	}
+	for i := range n.Taints {
+		t := &n.Taints[i]
+		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		if !tolerated(need.Tolerate, t) {
+			return "untolerated taint " + t.Key, false
+		}
+	}
+	if sn.Status.CPU == nil || !sn.Status.CPU.SHANI {
+		return "no SHA-NI", false
+	}
+	if !batchSizeSupported(sn, need.BatchSize) {
+		return fmt.Sprintf("batch size %d unsupported by its CPU layout", need.BatchSize), false
+	}
+	l := sn.Status.Slots
+	if l == nil || l.Count == 0 {
+		return "no layer slots (no ready layer devices)", false
+	}
+	if l.SlotBytes < need.SlotBytes {
+		return fmt.Sprintf("slot too small (%s < %s)", human(l.SlotBytes), human(need.SlotBytes)), false
+	}
+	if need.GPU && len(sn.Status.GPUs) == 0 {
+		return "no GPU for pc2Engine gpu", false
+	}
+	if avail, total := hugepagesAvailable(sn); total < int64(need.Hugepages) {
+		return fmt.Sprintf("hugepages-1Gi %d total < %d needed", total, need.Hugepages), false
+	} else if avail < int64(need.Hugepages) {
+		return fmt.Sprintf("hugepages-1Gi %d/%d free, %d needed", avail, total, need.Hugepages), true
+	}
+	pipelines := int(sn.Spec.Pipelines)
+	if pipelines < 1 {
+		pipelines = 1
+	}
+	if n.ActivePC1 >= pipelines {
+		return fmt.Sprintf("PC1 pipelines busy (%d/%d)", n.ActivePC1, pipelines), true
+	}
+	if ledger.FreeSlot(l) < 0 {
+		return fmt.Sprintf("no free slot (%d/%d held)", len(l.Reservations), l.Count), true
+	}
+	if need.GPU && n.GPUsBusy >= len(sn.Status.GPUs) {
+		return "all GPUs busy", true
+	}
+	return "", false
+}
+
+func tolerated(ts []corev1.Toleration, t *corev1.Taint) bool {
+	for i := range ts {
+		if ts[i].ToleratesTaint(klog.Background(), t, false) {
+			return true
+		}
+	}
+	return false
+}
+
+func batchSizeSupported(sn *sealv1.SealerNode, n int) bool {
+	c := sn.Status.Capabilities
+	if c == nil {
+		return false
+	}
+	for _, s := range c.BatchSizes {
+		if int(s) == n {
+			return true
+		}
+	}
+	return false
+}
+
+// score ranks fitting nodes, higher is better: best fit first (fewest free slots left, so a
+// node fills before another opens), then NUMA locality of layer devices and GPU, then spread
+// (fewer batches already running).
+func score(n *Node, need *Need) int64 {
+	l := n.Sealer.Status.Slots
+	free := int64(l.Count) - int64(len(l.Reservations))
+	s := -free * 1_000_000
+	if numaLocal(n.Sealer, need.GPU) {
+		s += 1000
+	}
+	s -= int64(n.ActivePC1)
+	return s
+}
+
+// numaLocal reports whether the node's ready layer devices (and its GPU, when used) sit on a
+// single NUMA node.
+func numaLocal(sn *sealv1.SealerNode, gpu bool) bool {
+	numa := int32(-2)
+	for _, d := range sn.Status.LayerDevices {
+		if !d.Ready {
+			continue
+		}
+		if numa == -2 {
+			numa = d.NUMANode
+		} else if d.NUMANode != numa {
+			return false
+		}
+	}
+	if gpu {
+		for _, g := range sn.Status.GPUs {
+			if numa != -2 && g.NUMANode == numa {
+				return true
+			}
+		}
+		return numa == -2
+	}
+	return true
+}
+
+// Queue orders batches: higher priority first, then older, then by namespace/name.
+func Queue(batches []*sealv1.SealBatch) {
+	sort.SliceStable(batches, func(i, j int) bool {
+		a, b := batches[i], batches[j]
+		if a.Spec.Priority != b.Spec.Priority {
+			return a.Spec.Priority > b.Spec.Priority
+		}
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+}
+
+// Schedule places pending batches in queue order on the fleet. Each decision updates the
+// in-memory fleet (slot held, hugepages promised, pipeline busy) before the next batch is
+// considered. A batch that fits nowhere only for lack of free capacity blocks the nodes that
+// could run it once they free up: later (smaller) batches may not take them, so a big batch
+// is not starved by a stream of small ones.
+func Schedule(nodes []*Node, pending []*sealv1.SealBatch) ([]Decision, map[*sealv1.SealBatch]*Unschedulable) {
+	Queue(pending)
+	blocked := make(map[string]bool)
+	var decisions []Decision
+	failed := make(map[*sealv1.SealBatch]*Unschedulable)
+	for _, b := range pending {
+		need := NeedOf(b)
+		var best *Node
+		var bestScore int64
+		var u *Unschedulable
+		var waitingOn []*Node
+		for _, n := range nodes {
+			reason, transient := check(n, &need)
+			if reason == "" && blocked[n.Sealer.Name] {
+				reason, transient = "held for an older or higher-priority batch", true
+			}
+			if reason != "" {
+				if u == nil {
+					u = &Unschedulable{Nodes: len(nodes), Reasons: map[string]int{}}
+				}
+				u.Reasons[reason]++
+				if transient {
+					waitingOn = append(waitingOn, n)
+				}
+				continue
+			}
+			s := score(n, &need)
+			if best == nil || s > bestScore || (s == bestScore && n.Sealer.Name < best.Sealer.Name) {
+				best, bestScore = n, s
+			}
+		}
+		if best == nil {
+			if u == nil {
+				u = &Unschedulable{Nodes: len(nodes)}
+			}
+			failed[b] = u
+			for _, n := range waitingOn {
+				blocked[n.Sealer.Name] = true
+			}
+			continue
+		}
+		d := Decision{Batch: b, Node: best.Sealer.Name, Slot: ledger.FreeSlot(best.Sealer.Status.Slots), Hugepages: need.Hugepages}
+		decisions = append(decisions, d)
+		if err := ledger.Reserve(best.Sealer, b, d.Slot, d.Hugepages, nil); err != nil {
+			panic("placement: reserving a slot check() found free: " + err.Error())
+		}
+		best.ActivePC1++
+		if need.GPU {
+			best.GPUsBusy++
+		}
+	}
+	return decisions, failed
+}
+
+// human renders bytes in binary units.
+func human(b int64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%d B", b)
+	}
+	div, exp := int64(unit), 0
+	for n := b / unit; n >= unit; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,225 @@
+package render
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+)
+
+// Labels and names shared by the operator, the node agent and the monitoring rules.
+const (
+	LabelBatch     = "sealfleet.io/batch"
+	LabelBatchUID  = "sealfleet.io/batch-uid"
+	LabelComponent = "app.kubernetes.io/component"
+	LabelName      = "app.kubernetes.io/name"
+	ComponentSeal  = "sealer"
+	ConfigKey      = "config.json"
+	ConfigDir      = "/etc/sealer"
+	OutputMount    = "/output"
+	HugepagesMount = "/hugepages"
+)
+
+// ConfigMapName is the name of the batch's sealer config ConfigMap.
+func ConfigMapName(b *sealv1.SealBatch) string { return b.Name + "-sealer-config" }
+
+// PodName is the sealer pod of one attempt; each retry gets a new pod on the same node and slot.
+func PodName(b *sealv1.SealBatch, attempt int32) string {
+	return fmt.Sprintf("%s-sealer-%d", b.Name, attempt)
+}
+
+// PodOptions are operator-wide settings for sealer pods.
+type PodOptions struct {
+	Image           string
+	ImagePullPolicy corev1.PullPolicy
+	HostNetwork     bool
+	// MemoryBase is the non-hugepage memory every sealer gets; MemoryPerSector is added per sector.
+	MemoryBase      resource.Quantity
+	MemoryPerSector resource.Quantity
+	MetricsPort     int
+}
+
+// PodInput is what was decided for this attempt.
+type PodInput struct {
+	Batch      *sealv1.SealBatch
+	Node       string
+	Attempt    int32
+	CPUs       int // logical CPUs of the core layout (whole CPUs, so the pod is Guaranteed)
+	Hugepages  int32
+	Devices    []sealv1.LayerDeviceStatus
+	DeviceMode sealv1.DeviceMode
+}
+
+// OutputDir is where a batch writes inside the pod: <mount>/<namespace>/<name> for host paths
+// (shared by many batches), the claim's root for a PVC.
+func OutputDir(b *sealv1.SealBatch) string {
+	if b.Spec.Output != nil && b.Spec.Output.PersistentVolumeClaim != nil {
+		return OutputMount
+	}
+	return filepath.Join(OutputMount, b.Namespace, b.Name)
+}
+
+// LayerPaths lists the device paths the sealer gets, in ledger order; vfio devices are passed
+// by PCI address.
+func LayerPaths(devs []sealv1.LayerDeviceStatus) []string {
+	out := make([]string, 0, len(devs))
+	for _, d := range devs {
+		if !d.Ready {
+			continue
+		}
+		if d.Path != "" {
+			out = append(out, d.Path)
+		} else {
+			out = append(out, d.PCIAddress)
+		}
+	}
+	return out
+}
+
+// Pod renders the sealer pod: pinned to its node, Guaranteed QoS with whole CPUs and 1 GiB
+// hugepages, exactly the allocated devices, the output volume, and the least privilege the
+// device mode allows.
+func Pod(in PodInput, o PodOptions) *corev1.Pod {
+	b := in.Batch
+	cpu := in.CPUs
+	if cpu < 1 {
+		cpu = 1
+	}
+	mem := o.MemoryBase.DeepCopy()
+	for range b.Spec.Sectors {
+		mem.Add(o.MemoryPerSector)
+	}
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(cpu), resource.DecimalSI),
+		corev1.ResourceMemory: mem,
+	}
+	if in.Hugepages > 0 {
+		res[corev1.ResourceName("hugepages-1Gi")] = *resource.NewQuantity(int64(in.Hugepages)<<30, resource.BinarySI)
+	}
+	if b.Spec.PC2Engine == sealv1.PC2EngineGPU {
+		res[corev1.ResourceName("nvidia.com/gpu")] = *resource.NewQuantity(1, resource.DecimalSI)
+	}
+
+	volumes := []corev1.Volume{{
+		Name: "config",
+		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(b)},
+		}},
+	}, outputVolume(b)}
+	mounts := []corev1.VolumeMount{
+		{Name: "config", MountPath: ConfigDir, ReadOnly: true},
+		{Name: "output", MountPath: OutputMount},
+	}
+	if in.Hugepages > 0 {
+		volumes = append(volumes, corev1.Volume{Name: "hugepages", VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: "HugePages-1Gi"}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "hugepages", MountPath: HugepagesMount})
+	}
+	privileged := false
+	for i, d := range in.Devices {
+		if !d.Ready {
+			continue
+		}
+		name := "layer-" + strconv.Itoa(i)
+		switch {
+		case in.DeviceMode == sealv1.DeviceModeVFIO:
+			privileged = true // SPDK maps BARs and DMA: needs the vfio group device and memlock
+			volumes = append(volumes, hostPathVolume(name, "/dev/vfio/"+d.IOMMUGroup, corev1.HostPathCharDev))
+			mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: "/dev/vfio/" + d.IOMMUGroup})
+		case isDevPath(d.Path):
+			privileged = true // the device cgroup admits host block devices only for privileged containers
+			volumes = append(volumes, hostPathVolume(name, d.Path, corev1.HostPathBlockDev))
+			mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: d.Path})
+		default:
+			volumes = append(volumes, hostPathVolume(name, d.Path, corev1.HostPathFileOrCreate))
+			mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: d.Path})
+		}
+	}
+	if in.DeviceMode == sealv1.DeviceModeVFIO {
+		volumes = append(volumes, hostPathVolume("vfio", "/dev/vfio/vfio", corev1.HostPathCharDev))
+		mounts = append(mounts, corev1.VolumeMount{Name: "vfio", MountPath: "/dev/vfio/vfio"})
+	}
+	sc := &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)}
+	if privileged {
+		sc.Privileged = ptr.To(true)
+	} else {
+		sc.AllowPrivilegeEscalation = ptr.To(false)
+		// IPC_LOCK: registered io_uring buffers and hugepage mappings are locked memory.
+		sc.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"IPC_LOCK"}}
+	}
+
+	tolerations := []corev1.Toleration{}
+	if b.Spec.Placement != nil {
+		tolerations = append(tolerations, b.Spec.Placement.Tolerations...)
+	}
+	ports := []corev1.ContainerPort{}
+	if o.MetricsPort > 0 {
+		ports = append(ports, corev1.ContainerPort{Name: "metrics", ContainerPort: int32(o.MetricsPort)})
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      PodName(b, in.Attempt),
+			Namespace: b.Namespace,
+			Labels: map[string]string{
+				LabelName: "sealfleet", LabelComponent: ComponentSeal,
+				LabelBatch: b.Name, LabelBatchUID: string(b.UID),
+			},
+			Annotations: map[string]string{"sealfleet.io/attempt": strconv.Itoa(int(in.Attempt))},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:                      in.Node,
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			HostNetwork:                   o.HostNetwork,
+			Tolerations:                   tolerations,
+			TerminationGracePeriodSeconds: ptr.To[int64](30),
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+			Volumes:                       volumes,
+			Containers: []corev1.Container{{
+				Name:                     "sealer",
+				Image:                    o.Image,
+				ImagePullPolicy:          o.ImagePullPolicy,
+				Command:                  []string{"/sealer", "batch", "--config", ConfigDir + "/" + ConfigKey},
+				Env:                      []corev1.EnvVar{{Name: "SEALER_TERMINATION_MESSAGE_PATH", Value: corev1.TerminationMessagePathDefault}},
+				Resources:                corev1.ResourceRequirements{Requests: res, Limits: res},
+				VolumeMounts:             mounts,
+				Ports:                    ports,
+				SecurityContext:          sc,
+				TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			}},
+		},
+	}
+}
+
+func outputVolume(b *sealv1.SealBatch) corev1.Volume {
+	v := corev1.Volume{Name: "output"}
+	switch {
+	case b.Spec.Output != nil && b.Spec.Output.PersistentVolumeClaim != nil:
+		v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: b.Spec.Output.PersistentVolumeClaim.ClaimName}
+	case b.Spec.Output != nil && b.Spec.Output.HostPath != nil:
+		v.HostPath = &corev1.HostPathVolumeSource{Path: b.Spec.Output.HostPath.Path, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}
+	default:
+		v.HostPath = &corev1.HostPathVolumeSource{Path: "/var/lib/sealfleet/output", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}
+	}
+	return v
+}
+
+func hostPathVolume(name, path string, t corev1.HostPathType) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: path, Type: ptr.To(t)}}}
+}
+
+// isDevPath reports whether a layer path is a host device node rather than a regular file.
+func isDevPath(p string) bool { return strings.HasPrefix(p, "/dev/") }
+
+func resourceMilli(m int64) resource.Quantity { return *resource.NewMilliQuantity(m, resource.DecimalSI) }
+
+func resourceMi(mi int64) resource.Quantity { return *resource.NewQuantity(mi<<20, resource.BinarySI) }

@@ -1,0 +1,161 @@
+// Package render turns a placed SealBatch into what runs it: the sealer's batch config
+// (JSON, in a ConfigMap) and the sealer Pod. Pure functions: the reconciler only applies them.
+package render
+
+import (
+	"encoding/base32"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+)
+
+// SealerConfig is the sealer's batch config file (see sealer-image/README.md).
+type SealerConfig struct {
+	SectorSize     uint64          `json:"sector_size"`
+	PoRepID        string          `json:"porep_id"`
+	APIVersion     string          `json:"api_version"`
+	Features       []string        `json:"features"`
+	Sectors        []SealerSector  `json:"sectors"`
+	Layers         SealerLayers    `json:"layers"`
+	OutputDir      string          `json:"output_dir"`
+	Layout         json.RawMessage `json:"layout,omitempty"`
+	ProgressFile   string          `json:"progress_file,omitempty"`
+	MetricsPort    int             `json:"metrics_port,omitempty"`
+	PC2Engine      string          `json:"pc2_engine,omitempty"`
+	Batch          string          `json:"batch,omitempty"`
+	RegisteredName string          `json:"registered_proof_name,omitempty"`
+}
+
+// SealerSector is one sector's replica inputs.
+type SealerSector struct {
+	ProverID string `json:"prover_id"`
+	SectorID int64  `json:"sector_id"`
+	Ticket   string `json:"ticket"`
+	CommD    string `json:"comm_d,omitempty"`
+}
+
+// SealerLayers says where the layers live: the allocated devices only, and the slot's offset.
+type SealerLayers struct {
+	Paths      []string `json:"paths"`
+	SlotOffset int64    `json:"slot_offset"`
+	SlotBytes  int64    `json:"slot_bytes,omitempty"`
+}
+
+// ProverID is the 32-byte prover id of a miner address (f0…/t0…): the actor id as an
+// unsigned LEB128 varint (the ID address payload), zero-padded.
+func ProverID(minerID string) ([32]byte, error) {
+	var out [32]byte
+	if len(minerID) < 3 || (minerID[0] != 'f' && minerID[0] != 't') || minerID[1] != '0' {
+		return out, fmt.Errorf("spec.minerID %q: want an ID address like f01234", minerID)
+	}
+	id, err := strconv.ParseUint(minerID[2:], 10, 63)
+	if err != nil {
+		return out, fmt.Errorf("spec.minerID %q: %v", minerID, err)
+	}
+	binary.PutUvarint(out[:], id)
+	return out, nil
+}
+
+// Bytes32 decodes a 32-byte value written as 64 hex characters or 44 base64 characters.
+func Bytes32(field, s string) ([32]byte, error) {
+	var out [32]byte
+	var b []byte
+	var err error
+	if len(s) == 64 {
+		b, err = hex.DecodeString(s)
+	} else {
+		b, err = base64.StdEncoding.DecodeString(s)
+	}
+	if err != nil || len(b) != 32 {
+		return out, fmt.Errorf("%s: want 32 bytes as 64 hex or 44 base64 characters", field)
+	}
+	copy(out[:], b)
+	return out, nil
+}
+
+// pieceCIDPrefix is the binary prefix of a fil-commitment-unsealed / sha2-256-trunc254-padded
+// CIDv1: version 1, codec 0xf101, multihash 0x1012, length 32.
+var pieceCIDPrefix = []byte{0x01, 0x81, 0xe2, 0x03, 0x92, 0x20, 0x20}
+
+// CommD decodes commD given as 64 hex characters or a baga… piece CID.
+func CommD(field, s string) ([32]byte, error) {
+	var out [32]byte
+	if strings.HasPrefix(s, "baga") {
+		raw, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(strings.ToUpper(s[1:]))
+		if err != nil || len(raw) != len(pieceCIDPrefix)+32 || string(raw[:len(pieceCIDPrefix)]) != string(pieceCIDPrefix) {
+			return out, fmt.Errorf("%s: %q is not a piece CID (baga6ea4seaq…)", field, s)
+		}
+		copy(out[:], raw[len(pieceCIDPrefix):])
+		return out, nil
+	}
+	return Bytes32(field, s)
+}
+
+// ConfigInput is what the operator decided for the batch.
+type ConfigInput struct {
+	Batch       *sealv1.SealBatch
+	LayerPaths  []string
+	SlotOffset  int64
+	SlotBytes   int64
+	Layout      json.RawMessage
+	OutputDir   string
+	MetricsPort int
+}
+
+// Config renders the sealer config for a placed batch.
+func Config(in ConfigInput) (*SealerConfig, error) {
+	b := in.Batch
+	if !b.Spec.SectorSize.Valid() {
+		return nil, fmt.Errorf("spec.sectorSize %q is not supported", b.Spec.SectorSize)
+	}
+	proof := b.Spec.ProofType
+	if proof == "" {
+		proof = sealv1.ProofTypeV1_1
+	}
+	porep, err := sealv1.PoRepID(b.Spec.SectorSize, proof)
+	if err != nil {
+		return nil, fmt.Errorf("spec.proofType: %v", err)
+	}
+	prover, err := ProverID(b.Spec.MinerID)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &SealerConfig{
+		SectorSize:     b.Spec.SectorSize.Bytes(),
+		PoRepID:        hex.EncodeToString(porep[:]),
+		APIVersion:     proof.APIVersion(),
+		Features:       proof.Features(),
+		Layers:         SealerLayers{Paths: in.LayerPaths, SlotOffset: in.SlotOffset, SlotBytes: in.SlotBytes},
+		OutputDir:      in.OutputDir,
+		Layout:         in.Layout,
+		MetricsPort:    in.MetricsPort,
+		PC2Engine:      string(b.Spec.PC2Engine),
+		Batch:          b.Namespace + "/" + b.Name,
+		RegisteredName: sealv1.RegisteredProof(b.Spec.SectorSize, proof),
+	}
+	if cfg.Features == nil {
+		cfg.Features = []string{}
+	}
+	for i, s := range b.Spec.Sectors {
+		t, err := Bytes32(fmt.Sprintf("spec.sectors[%d].ticket", i), s.Ticket)
+		if err != nil {
+			return nil, err
+		}
+		sec := SealerSector{ProverID: hex.EncodeToString(prover[:]), SectorID: s.Number, Ticket: hex.EncodeToString(t[:])}
+		if s.CommD != "" {
+			d, err := CommD(fmt.Sprintf("spec.sectors[%d].commD", i), s.CommD)
+			if err != nil {
+				return nil, err
+			}
+			sec.CommD = hex.EncodeToString(d[:])
+		}
+		cfg.Sectors = append(cfg.Sectors, sec)
+	}
+	return cfg, nil
+}
