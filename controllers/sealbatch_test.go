@@ -1,0 +1,329 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/controllers"
+	"github.com/sealfleet/sealfleet/internal/render"
+)
+
+func configSkipNameValidation() config.Controller {
+	return config.Controller{SkipNameValidation: ptr.To(true)}
+}
+
+// TestBatchLifecycle walks one batch through every phase and checks what the operator
+// renders and records on the way, and that completion releases exactly its slot.
+func TestBatchLifecycle(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	ns := h.namespace("lifecycle")
+	h.addNode("node-a", 1, 4, map[string]string{"pool": "a"})
+
+	b := h.newBatch(ns, "b1", 4, nil)
+	placed := h.waitPhase(ns, "b1", sealv1.PhasePlaced)
+	if placed.Status.Node != "node-a" || placed.Status.Slot == nil || *placed.Status.Slot != 0 {
+		t.Fatalf("placement: node %q slot %v", placed.Status.Node, placed.Status.Slot)
+	}
+	if c := condition(placed, controllers.CondPlaced); c == nil || c.Status != "True" || c.ObservedGeneration != placed.Generation {
+		t.Errorf("Placed condition: %+v", c)
+	}
+	if l := h.ledger("node-a"); len(l.Reservations) != 1 || l.Reservations[0].BatchUID != string(b.UID) || l.Reservations[0].Hugepages1Gi != 1 {
+		t.Errorf("ledger: %+v", l)
+	}
+
+	pod := h.waitPod(ns, "b1-sealer-1")
+	c := pod.Spec.Containers[0]
+	if pod.Spec.NodeName != "node-a" || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("pod not pinned / restartable: %+v", pod.Spec)
+	}
+	if !equalLists(c.Resources.Requests, c.Resources.Limits) {
+		t.Errorf("requests != limits (not Guaranteed): %v vs %v", c.Resources.Requests, c.Resources.Limits)
+	}
+	hp := c.Resources.Limits[corev1.ResourceName("hugepages-1Gi")]
+	if hp.Cmp(resource.MustParse("1Gi")) != 0 {
+		t.Errorf("hugepages-1Gi = %s", hp.String())
+	}
+	cpu := c.Resources.Limits[corev1.ResourceCPU]
+	if cpu.MilliValue()%1000 != 0 || cpu.Value() < 2 {
+		t.Errorf("cpu must be whole CPUs of the layout, got %s", cpu.String())
+	}
+	if sc := c.SecurityContext; sc.Privileged != nil && *sc.Privileged {
+		t.Errorf("file-backed layers must not need a privileged pod")
+	}
+	if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+		t.Errorf("termination message policy %s", c.TerminationMessagePolicy)
+	}
+	if len(pod.OwnerReferences) != 1 || pod.OwnerReferences[0].UID != b.UID {
+		t.Errorf("pod not owned by the batch: %+v", pod.OwnerReferences)
+	}
+	var cm corev1.ConfigMap
+	if err := h.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "b1-sealer-config"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"sector_size": 8388608`, `"porep_id": "0600000000000000`, `"api_version": "1.1.0"`,
+		`"/var/lib/sealfleet/layers.img"`, `"sector_id": 103`, `"coordinators"`, `"output_dir": "/output/lifecycle/b1"`} {
+		if !strings.Contains(cm.Data[render.ConfigKey], want) {
+			t.Errorf("sealer config lacks %s:\n%s", want, cm.Data[render.ConfigKey])
+		}
+	}
+
+	h.progress.set(&controllers.ProgressReport{Phase: "pc1", Layer: 1, Layers: 2, Percent: 25, Rate: 1e6, ETASeconds: 30})
+	h.setPod(pod, corev1.PodRunning, 0, "")
+	got := h.waitPhase(ns, "b1", sealv1.PhasePC1)
+	h.eventually("progress", func() (bool, string) {
+		got = h.batch(ns, "b1")
+		p := got.Status.Progress
+		return p != nil && p.Layer == 1 && p.Percent == "25.0" && p.ETASeconds == 30, fmt.Sprintf("%+v", p)
+	})
+	if got.Status.CPUs == "" || got.Status.CoreLayout == "" {
+		t.Errorf("core layout not recorded: %q %q", got.Status.CPUs, got.Status.CoreLayout)
+	}
+	h.progress.set(&controllers.ProgressReport{Phase: "pc2", Layer: 2, Layers: 2, Percent: 80})
+	h.waitPhase(ns, "b1", sealv1.PhasePC2)
+
+	h.setPod(pod, corev1.PodSucceeded, 0, results(b))
+	h.succeedScrub(ns, "b1")
+	h.eventually("completed and released", func() (bool, string) {
+		got = h.batch(ns, "b1")
+		r := condition(got, controllers.CondReleased)
+		return got.Status.Phase == sealv1.PhaseCompleted && r != nil && r.Status == "True", got.Status.Message
+	})
+	if len(got.Status.Sectors) != 4 || got.Status.Sectors[0].CommR == "" || got.Status.Sectors[0].State != "Sealed" {
+		t.Errorf("sector results: %+v", got.Status.Sectors)
+	}
+	if l := h.ledger("node-a"); len(l.Reservations) != 0 {
+		t.Errorf("slot not released: %+v", l.Reservations)
+	}
+	scrub := h.pod(ns, "b1-scrub")
+	if scrub != nil && scrub.DeletionTimestamp == nil {
+		t.Errorf("scrub pod left behind")
+	}
+}
+
+// TestOneSlotTwoBatches: two batches race for one slot; exactly one wins, the other stays
+// Pending with a reason naming the slot, and gets the slot once the first is deleted.
+func TestOneSlotTwoBatches(t *testing.T) {
+	h := newHarness(t)
+	ns := h.namespace("race")
+	h.addNode("node-r", 1, 8, nil)
+	h.newBatch(ns, "first", 2, nil)
+	h.newBatch(ns, "second", 2, nil)
+
+	var winner, loser string
+	h.eventually("one placed, one unschedulable", func() (bool, string) {
+		a, b := h.batch(ns, "first"), h.batch(ns, "second")
+		switch {
+		case a.Status.Node != "" && b.Status.Phase == sealv1.PhasePending && condition(b, controllers.CondPlaced) != nil:
+			winner, loser = "first", "second"
+		case b.Status.Node != "" && a.Status.Phase == sealv1.PhasePending && condition(a, controllers.CondPlaced) != nil:
+			winner, loser = "second", "first"
+		default:
+			return false, fmt.Sprintf("first=%s/%s second=%s/%s", a.Status.Phase, a.Status.Node, b.Status.Phase, b.Status.Node)
+		}
+		return true, ""
+	})
+	if winner != "first" {
+		t.Errorf("the older batch must win, got %s", winner)
+	}
+	c := condition(h.batch(ns, loser), controllers.CondPlaced)
+	if c.Reason != string(controllers.ReasonUnschedulable) || !strings.Contains(c.Message, "1 node:") ||
+		!(strings.Contains(c.Message, "pipelines busy") || strings.Contains(c.Message, "no free slot")) {
+		t.Errorf("unschedulable reason: %+v", c)
+	}
+	if l := h.ledger("node-r"); len(l.Reservations) != 1 {
+		t.Fatalf("double booking: %+v", l.Reservations)
+	}
+
+	// Deleting the winner releases its slot; the loser is placed there.
+	if err := h.c.Delete(context.Background(), h.batch(ns, winner)); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("winner gone", func() (bool, string) {
+		h.reapPods(ns)
+		if p := h.pod(ns, winner+"-scrub"); p != nil && p.Status.Phase != corev1.PodSucceeded {
+			h.setPod(p, corev1.PodSucceeded, 0, "")
+		}
+		return h.batch(ns, winner) == nil, "still there"
+	})
+	got := h.waitPhase(ns, loser, sealv1.PhasePlaced)
+	if got.Status.Node != "node-r" {
+		t.Errorf("loser placed on %q", got.Status.Node)
+	}
+}
+
+// TestRestartMidPC1: an operator restart while a batch runs rebuilds state from the API: no
+// second pod, no second slot.
+func TestRestartMidPC1(t *testing.T) {
+	h := newHarness(t)
+	ns := h.namespace("restart")
+	h.addNode("node-s", 2, 8, nil)
+	h.newBatch(ns, "b", 2, nil)
+	pod := h.waitPod(ns, "b-sealer-1")
+	h.progress.set(&controllers.ProgressReport{Phase: "pc1", Layer: 1, Layers: 2, Percent: 10})
+	h.setPod(pod, corev1.PodRunning, 0, "")
+	h.waitPhase(ns, "b", sealv1.PhasePC1)
+
+	h.stopOperator()
+	h.startOperator()
+	h.progress.set(&controllers.ProgressReport{Phase: "pc1", Layer: 2, Layers: 2, Percent: 40})
+	h.eventually("progress after restart", func() (bool, string) {
+		b := h.batch(ns, "b")
+		return b.Status.Progress != nil && b.Status.Progress.Layer == 2, "old progress"
+	})
+	var pods corev1.PodList
+	if err := h.c.List(context.Background(), &pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 {
+		t.Errorf("restart created pods: %d", len(pods.Items))
+	}
+	if l := h.ledger("node-s"); len(l.Reservations) != 1 {
+		t.Errorf("restart changed the ledger: %+v", l.Reservations)
+	}
+	if b := h.batch(ns, "b"); b.Status.Attempts != 1 {
+		t.Errorf("attempts %d", b.Status.Attempts)
+	}
+}
+
+// TestSealerFailureRetriesThenFails: a failing sealer is retried on the same node and slot as
+// often as the spec allows, then the batch fails with the sealer's message.
+func TestSealerFailureRetriesThenFails(t *testing.T) {
+	h := newHarness(t)
+	ns := h.namespace("retry")
+	h.addNode("node-f", 1, 8, nil)
+	h.newBatch(ns, "b", 2, func(b *sealv1.SealBatch) { b.Spec.MaxRetries = 1; b.Spec.ReleasePolicy = sealv1.ReleaseOnOutputsTaken })
+	first := h.waitPod(ns, "b-sealer-1")
+	h.setPod(first, corev1.PodFailed, 3, "layer device /var/lib/sealfleet/layers.img: I/O error")
+	second := h.waitPod(ns, "b-sealer-2")
+	if second.Spec.NodeName != "node-f" {
+		t.Errorf("retry moved to %s", second.Spec.NodeName)
+	}
+	b := h.batch(ns, "b")
+	if b.Status.Slot == nil || *b.Status.Slot != 0 || b.Status.Attempts != 2 {
+		t.Errorf("retry changed slot/attempts: %v %d", b.Status.Slot, b.Status.Attempts)
+	}
+	h.setPod(second, corev1.PodFailed, 2, "config: sectors[0].ticket is not 32 bytes")
+	got := h.waitPhase(ns, "b", sealv1.PhaseFailed)
+	c := condition(got, controllers.CondFailed)
+	if c == nil || c.Reason != string(controllers.ReasonSealerFailed) || !strings.Contains(c.Message, "exited 2 (bad input)") ||
+		!strings.Contains(c.Message, "ticket is not 32 bytes") {
+		t.Errorf("failure condition: %+v", c)
+	}
+	// OnOutputsTaken keeps the failed batch's slot (its layers) until it is deleted.
+	if l := h.ledger("node-f"); len(l.Reservations) != 1 {
+		t.Errorf("failed batch released its slot early: %+v", l.Reservations)
+	}
+}
+
+// TestNodeDeletedWhileRunning fails the batch with NodeLost.
+func TestNodeDeletedWhileRunning(t *testing.T) {
+	h := newHarness(t)
+	ns := h.namespace("nodelost")
+	h.addNode("node-l", 1, 8, nil)
+	h.newBatch(ns, "b", 2, nil)
+	pod := h.waitPod(ns, "b-sealer-1")
+	h.setPod(pod, corev1.PodRunning, 0, "")
+	h.waitPhase(ns, "b", sealv1.PhasePC1)
+	if err := h.c.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-l"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := h.waitPhase(ns, "b", sealv1.PhaseFailed)
+	if c := condition(got, controllers.CondFailed); c == nil || c.Reason != string(controllers.ReasonNodeLost) {
+		t.Errorf("want NodeLost, got %+v", c)
+	}
+}
+
+// TestDeleteInEveryPhase: deleting a batch in any phase removes its pod, frees exactly its
+// slot and lets the object go.
+func TestDeleteInEveryPhase(t *testing.T) {
+	h := newHarness(t)
+	ns := h.namespace("delete")
+	h.addNode("node-d", 2, 8, nil)
+	// A neighbour holds the other slot throughout; its reservation must survive.
+	h.newBatch(ns, "neighbour", 2, nil)
+	h.waitPhase(ns, "neighbour", sealv1.PhasePlaced)
+
+	steps := map[string]func(name string){
+		"Pending": func(name string) {
+			h.newBatch(ns, name, 2, func(b *sealv1.SealBatch) { b.Spec.Placement = &sealv1.Placement{NodeName: "no-such-node"} })
+			h.waitPhase(ns, name, sealv1.PhasePending)
+		},
+		"Placed": func(name string) { h.newBatch(ns, name, 2, nil); h.waitPod(ns, name+"-sealer-1") },
+		"PC1": func(name string) {
+			h.newBatch(ns, name, 2, nil)
+			h.setPod(h.waitPod(ns, name+"-sealer-1"), corev1.PodRunning, 0, "")
+			h.waitPhase(ns, name, sealv1.PhasePC1)
+		},
+		"Failed": func(name string) {
+			h.newBatch(ns, name, 2, func(b *sealv1.SealBatch) { b.Spec.ReleasePolicy = sealv1.ReleaseOnOutputsTaken })
+			h.setPod(h.waitPod(ns, name+"-sealer-1"), corev1.PodFailed, 4, "boom")
+			h.waitPhase(ns, name, sealv1.PhaseFailed)
+		},
+		"Completed": func(name string) {
+			b := h.newBatch(ns, name, 2, func(b *sealv1.SealBatch) { b.Spec.ReleasePolicy = sealv1.ReleaseOnOutputsTaken })
+			h.setPod(h.waitPod(ns, name+"-sealer-1"), corev1.PodSucceeded, 0, results(b))
+			h.waitPhase(ns, name, sealv1.PhaseCompleted)
+		},
+	}
+	for _, phase := range []string{"Pending", "Placed", "PC1", "Failed", "Completed"} {
+		name := "del-" + strings.ToLower(phase)
+		steps[phase](name)
+		b := h.batch(ns, name)
+		if err := h.c.Delete(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+		h.eventually(name+" deleted", func() (bool, string) {
+			h.reapPods(ns)
+			if p := h.pod(ns, name+"-scrub"); p != nil && p.Status.Phase != corev1.PodSucceeded {
+				h.setPod(p, corev1.PodSucceeded, 0, "")
+			}
+			cur := h.batch(ns, name)
+			if cur == nil {
+				return true, ""
+			}
+			return false, cur.Status.Message
+		})
+		var pods corev1.PodList
+		if err := h.c.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{render.LabelBatchUID: string(b.UID), render.LabelComponent: render.ComponentSeal}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				t.Errorf("%s: sealer pod %s still running after delete", phase, p.Name)
+			}
+		}
+		l := h.ledger("node-d")
+		for _, r := range l.Reservations {
+			if r.BatchUID == string(b.UID) {
+				t.Errorf("%s: slot %d still held by the deleted batch", phase, r.Slot)
+			}
+		}
+		if len(l.Reservations) != 1 || !strings.HasSuffix(l.Reservations[0].Batch, "/neighbour") {
+			t.Errorf("%s: neighbour's reservation disturbed: %+v", phase, l.Reservations)
+		}
+	}
+}
+
+func equalLists(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w, ok := b[k]
+		if !ok || v.Cmp(w) != 0 {
+			return false
+		}
+	}
+	return true
+}

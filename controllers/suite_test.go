@@ -1,0 +1,307 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/controllers"
+	"github.com/sealfleet/sealfleet/internal/layout"
+	"github.com/sealfleet/sealfleet/internal/testenv"
+)
+
+// fakeProgress serves whatever progress the test sets, for any pod.
+type fakeProgress struct {
+	mu  sync.Mutex
+	rep *controllers.ProgressReport
+}
+
+func (f *fakeProgress) set(r *controllers.ProgressReport) { f.mu.Lock(); f.rep = r; f.mu.Unlock() }
+
+func (f *fakeProgress) Read(context.Context, *corev1.Pod, int) (*controllers.ProgressReport, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rep == nil {
+		return nil, fmt.Errorf("no progress yet")
+	}
+	r := *f.rep
+	return &r, nil
+}
+
+type noResults struct{}
+
+func (noResults) Read(context.Context, *corev1.Pod) ([]byte, error) {
+	return nil, fmt.Errorf("no log in envtest")
+}
+
+// harness is one control plane plus a running operator that tests can restart.
+type harness struct {
+	t        *testing.T
+	env      *testenv.Env
+	c        client.Client
+	progress *fakeProgress
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+func newHarness(t *testing.T) *harness {
+	if os.Getenv("SEALFLEET_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	} else {
+		ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	}
+	env := testenv.Start(t)
+	h := &harness{t: t, env: env, c: env.Client, progress: &fakeProgress{}}
+	h.startOperator()
+	t.Cleanup(h.stopOperator)
+	return h
+}
+
+func (h *harness) startOperator() {
+	mgr, err := ctrl.NewManager(h.env.Config, ctrl.Options{
+		Scheme: h.env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: configSkipNameValidation(),
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := controllers.Setup(mgr, controllers.Options{
+		Progress: h.progress, Results: noResults{}, ProgressInterval: 200 * time.Millisecond,
+		ReleaseTimeout: time.Hour,
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel, h.done = cancel, make(chan struct{})
+	go func() {
+		defer close(h.done)
+		if err := mgr.Start(ctx); err != nil {
+			h.t.Errorf("manager: %v", err)
+		}
+	}()
+}
+
+func (h *harness) stopOperator() {
+	if h.cancel != nil {
+		h.cancel()
+		<-h.done
+		h.cancel = nil
+	}
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func (h *harness) eventually(what string, cond func() (bool, string)) {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		time.Sleep(100 * time.Millisecond)
+	}
+	h.t.Fatalf("timed out waiting for %s (last: %s)", what, last)
+}
+
+func (h *harness) batch(ns, name string) *sealv1.SealBatch {
+	var b sealv1.SealBatch
+	if err := h.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		h.t.Fatal(err)
+	}
+	return &b
+}
+
+func (h *harness) waitPhase(ns, name string, p sealv1.SealBatchPhase) *sealv1.SealBatch {
+	h.t.Helper()
+	var got *sealv1.SealBatch
+	h.eventually(fmt.Sprintf("%s/%s phase %s", ns, name, p), func() (bool, string) {
+		got = h.batch(ns, name)
+		if got == nil {
+			return false, "not found"
+		}
+		return got.Status.Phase == p, fmt.Sprintf("phase %q: %s", got.Status.Phase, got.Status.Message)
+	})
+	return got
+}
+
+// topology is a small 2-CCX, 4-cores-per-CCX, SMT-2 Zen3 machine.
+func topology() *sealv1.CPUTopology {
+	t := &sealv1.CPUTopology{Model: "Test EPYC", Vendor: "AuthenticAMD", Family: 25, SHANI: true, AVX2: true,
+		Sockets: 1, PhysicalCores: 8, LogicalCPUs: 16, ThreadsPerCore: 2}
+	for g := 0; g < 2; g++ {
+		grp := sealv1.L3Group{ID: int32(g)}
+		for c := 0; c < 4; c++ {
+			core := int32(g*4 + c)
+			grp.Cores = append(grp.Cores, sealv1.Core{CPUs: []int32{core, core + 8}})
+		}
+		t.L3Groups = append(t.L3Groups, grp)
+	}
+	return t
+}
+
+// addNode creates a Node and a Ready SealerNode with one layer file and `slots` slots.
+func (h *harness) addNode(name string, slots int32, hugepages int64, labels map[string]string) {
+	h.t.Helper()
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if err := h.c.Create(ctx, node); err != nil {
+		h.t.Fatal(err)
+	}
+	sn := &sealv1.SealerNode{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: sealv1.SealerNodeSpec{Pipelines: slots, LayerDevices: []sealv1.LayerDevice{{Path: "/var/lib/sealfleet/layers.img"}}}}
+	if err := h.c.Create(ctx, sn); err != nil {
+		h.t.Fatal(err)
+	}
+	cpu := topology()
+	ok, _ := layout.SupportedBatchSizes(layout.FromStatus(cpu), layout.Options{})
+	caps := &sealv1.Capabilities{HashersPerCore: 2}
+	for _, n := range ok {
+		caps.BatchSizes = append(caps.BatchSizes, int32(n))
+	}
+	sn.Status = sealv1.SealerNodeStatus{
+		CPU:          cpu,
+		Capabilities: caps,
+		NUMANodes:    []sealv1.NUMANode{{ID: 0, CPUs: "0-15", Hugepages: []sealv1.Hugepages{{PageSize: "1Gi", Total: hugepages, Free: hugepages}}}},
+		LayerDevices: []sealv1.LayerDeviceStatus{{Path: "/var/lib/sealfleet/layers.img", CapacityBytes: int64(slots) * 64 << 20, Ready: true, NUMANode: 0}},
+		Conditions:   []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Discovered", Message: "ok", LastTransitionTime: metav1.Now()}},
+	}
+	if err := h.c.Status().Update(ctx, sn); err != nil {
+		h.t.Fatal(err)
+	}
+	// The ledger reconciler derives the slot geometry from the layer devices.
+	h.eventually("ledger geometry on "+name, func() (bool, string) {
+		var got sealv1.SealerNode
+		if err := h.c.Get(ctx, client.ObjectKey{Name: name}, &got); err != nil {
+			return false, err.Error()
+		}
+		return got.Status.Slots != nil && got.Status.Slots.Count == slots, fmt.Sprintf("%+v", got.Status.Slots)
+	})
+}
+
+const ticket = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20"
+
+func (h *harness) newBatch(ns, name string, sectors int, mutate func(*sealv1.SealBatch)) *sealv1.SealBatch {
+	h.t.Helper()
+	b := &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: sealv1.SealBatchSpec{SectorSize: sealv1.SectorSize8MiB, MinerID: "t01000"}}
+	for i := 0; i < sectors; i++ {
+		b.Spec.Sectors = append(b.Spec.Sectors, sealv1.SectorSpec{Number: int64(100 + i), Ticket: ticket})
+	}
+	if mutate != nil {
+		mutate(b)
+	}
+	if err := h.c.Create(context.Background(), b); err != nil {
+		h.t.Fatal(err)
+	}
+	return b
+}
+
+func (h *harness) pod(ns, name string) *corev1.Pod {
+	var p corev1.Pod
+	if err := h.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		h.t.Fatal(err)
+	}
+	return &p
+}
+
+func (h *harness) waitPod(ns, name string) *corev1.Pod {
+	h.t.Helper()
+	var p *corev1.Pod
+	h.eventually("pod "+name, func() (bool, string) { p = h.pod(ns, name); return p != nil, "absent" })
+	return p
+}
+
+// setPod plays the kubelet: it sets a pod's phase and container state.
+func (h *harness) setPod(p *corev1.Pod, phase corev1.PodPhase, exit int32, message string) {
+	h.t.Helper()
+	p = h.pod(p.Namespace, p.Name)
+	p.Status.Phase = phase
+	p.Status.PodIP = "127.0.0.1"
+	cs := corev1.ContainerStatus{Name: p.Spec.Containers[0].Name, Image: p.Spec.Containers[0].Image}
+	switch phase {
+	case corev1.PodRunning:
+		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.Now()}
+	case corev1.PodSucceeded, corev1.PodFailed:
+		cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: exit, Message: message, Reason: "Completed"}
+		if exit != 0 {
+			cs.State.Terminated.Reason = "Error"
+		}
+	}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+	if err := h.c.Status().Update(context.Background(), p); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// reapPods plays the kubelet for deletions: pods marked for deletion go away.
+func (h *harness) reapPods(ns string) {
+	var pods corev1.PodList
+	if err := h.c.List(context.Background(), &pods, client.InNamespace(ns)); err != nil {
+		h.t.Fatal(err)
+	}
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp != nil {
+			_ = h.c.Delete(context.Background(), &pods.Items[i], client.GracePeriodSeconds(0))
+		}
+	}
+}
+
+// succeedScrub completes the batch's scrub pod once it exists.
+func (h *harness) succeedScrub(ns, batch string) {
+	h.t.Helper()
+	p := h.waitPod(ns, batch+"-scrub")
+	if p.Status.Phase != corev1.PodSucceeded {
+		h.setPod(p, corev1.PodSucceeded, 0, "")
+	}
+}
+
+func (h *harness) ledger(node string) *sealv1.SlotLedger {
+	var sn sealv1.SealerNode
+	if err := h.c.Get(context.Background(), client.ObjectKey{Name: node}, &sn); err != nil {
+		h.t.Fatal(err)
+	}
+	return sn.Status.Slots
+}
+
+func (h *harness) namespace(name string) string {
+	if err := h.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		h.t.Fatal(err)
+	}
+	return name
+}
+
+func results(b *sealv1.SealBatch) string {
+	var parts []string
+	for _, s := range b.Spec.Sectors {
+		parts = append(parts, fmt.Sprintf(`{"sector_id":%d,"replica_id":"%064x","comm_d":"%064x","comm_c":"%064x","comm_r_last":"%064x","comm_r":"%064x"}`,
+			s.Number, s.Number, 1, 2, 3, s.Number+7))
+	}
+	return `{"sectors":[` + strings.Join(parts, ",") + `]}`
+}
+
+func condition(b *sealv1.SealBatch, t string) *metav1.Condition {
+	return meta.FindStatusCondition(b.Status.Conditions, t)
+}

@@ -1,0 +1,248 @@
+package placement
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/ledger"
+)
+
+const ticket = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20"
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+type nodeOpt func(*Node)
+
+func node(name string, slots int32, hugepages int64, opts ...nodeOpt) *Node {
+	sn := &sealv1.SealerNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: sealv1.SealerNodeSpec{Pipelines: 1}}
+	sn.Status = sealv1.SealerNodeStatus{
+		CPU:          &sealv1.CPUTopology{SHANI: true},
+		Capabilities: &sealv1.Capabilities{BatchSizes: []int32{1, 2, 4, 8, 16, 32, 64}},
+		NUMANodes:    []sealv1.NUMANode{{ID: 0, Hugepages: []sealv1.Hugepages{{PageSize: "1Gi", Total: hugepages, Free: hugepages}}}},
+		Conditions:   []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}},
+		Slots:        &sealv1.SlotLedger{Count: slots, SlotBytes: 11 << 40},
+		LayerDevices: []sealv1.LayerDeviceStatus{{Path: "/dev/nvme1n1", Ready: true}},
+	}
+	n := &Node{Sealer: sn, Labels: map[string]string{"kubernetes.io/hostname": name}}
+	for _, o := range opts {
+		o(n)
+	}
+	return n
+}
+
+func pipelines(p int32) nodeOpt { return func(n *Node) { n.Sealer.Spec.Pipelines = p } }
+func withLabels(kv ...string) nodeOpt {
+	return func(n *Node) {
+		for i := 0; i+1 < len(kv); i += 2 {
+			n.Labels[kv[i]] = kv[i+1]
+		}
+	}
+}
+func taint(key string) nodeOpt {
+	return func(n *Node) {
+		n.Taints = append(n.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
+	}
+}
+func noSHA(n *Node)    { n.Sealer.Status.CPU.SHANI = false }
+func cordoned(n *Node) { n.Sealer.Spec.Cordon = true }
+func gpu(n *Node)      { n.Sealer.Status.GPUs = []sealv1.GPU{{PCIAddress: "0000:81:00.0"}} }
+func notReady(n *Node) { n.Sealer.Status.Conditions[0].Status = metav1.ConditionFalse }
+func batchSizes(s ...int32) nodeOpt {
+	return func(n *Node) { n.Sealer.Status.Capabilities.BatchSizes = s }
+}
+
+var uidSeq int
+
+func batch(name string, size sealv1.SectorSize, sectors int, age time.Duration, mutate ...func(*sealv1.SealBatch)) *sealv1.SealBatch {
+	uidSeq++
+	b := &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(fmt.Sprintf("uid-%d", uidSeq)),
+		CreationTimestamp: metav1.NewTime(epoch.Add(age))},
+		Spec: sealv1.SealBatchSpec{SectorSize: size, MinerID: "f01000", PC2Engine: sealv1.PC2EngineCPU}}
+	for i := 0; i < sectors; i++ {
+		b.Spec.Sectors = append(b.Spec.Sectors, sealv1.SectorSpec{Number: int64(i), Ticket: ticket})
+	}
+	for _, m := range mutate {
+		m(b)
+	}
+	return b
+}
+
+func TestScheduleFiltersExplainEachNodeClass(t *testing.T) {
+	nodes := []*Node{
+		node("a", 1, 100, noSHA),
+		node("b", 1, 100, cordoned),
+		node("c", 1, 100, notReady),
+		node("d", 1, 12),
+		node("e", 1, 12),
+		node("f", 1, 100, batchSizes(8, 16)),
+		node("g", 1, 100, taint("dedicated")),
+	}
+	// Hugepages: d and e have 12 of 36 because batches already hold 24 there.
+	for _, n := range nodes[3:5] {
+		n.Sealer.Status.Slots.Count = 2
+		n.Sealer.Spec.Pipelines = 2
+		if err := ledger.Reserve(n.Sealer, batch("holder", sealv1.SectorSize32GiB, 4, 0), 0, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := batch("big", sealv1.SectorSize32GiB, 32, time.Minute)
+	dec, failed := Schedule(nodes, []*sealv1.SealBatch{b})
+	if len(dec) != 0 {
+		t.Fatalf("placed on %v", dec)
+	}
+	msg := failed[b].Error()
+	for _, want := range []string{"0/7 nodes fit", "2 nodes: hugepages-1Gi 12 total < 36 needed", "1 node: no SHA-NI", "1 node: cordoned",
+		"1 node: not Ready", "1 node: batch size 32 unsupported", "1 node: untolerated taint dedicated"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+func TestScheduleBestFitFillsANodeFirst(t *testing.T) {
+	// b has one free slot left of two, a has three free: best fit fills b first.
+	a := node("a", 3, 200, pipelines(2))
+	bn := node("b", 2, 200, pipelines(2))
+	if err := ledger.Reserve(bn.Sealer, batch("x", sealv1.SectorSize32GiB, 8, 0), 0, 36, nil); err != nil {
+		t.Fatal(err)
+	}
+	nb := batch("new", sealv1.SectorSize32GiB, 8, time.Minute)
+	dec, failed := Schedule([]*Node{a, bn}, []*sealv1.SealBatch{nb})
+	if len(failed) > 0 || len(dec) != 1 || dec[0].Node != "b" || dec[0].Slot != 1 || dec[0].Hugepages != 36 {
+		t.Fatalf("want b/1, got %+v %v", dec, failed)
+	}
+}
+
+func TestScheduleRespectsSelectorPinTolerationsAndGPU(t *testing.T) {
+	nodes := []*Node{node("a", 1, 100, withLabels("pool", "x")), node("b", 1, 100, withLabels("pool", "y"), taint("t"), gpu), node("c", 1, 100, gpu)}
+	sel := batch("sel", sealv1.SectorSize8MiB, 4, 0, func(b *sealv1.SealBatch) {
+		b.Spec.Placement = &sealv1.Placement{NodeSelector: map[string]string{"pool": "y"}, Tolerations: []corev1.Toleration{{Key: "t", Operator: corev1.TolerationOpExists}}}
+	})
+	pin := batch("pin", sealv1.SectorSize8MiB, 4, time.Second, func(b *sealv1.SealBatch) { b.Spec.Placement = &sealv1.Placement{NodeName: "a"} })
+	g := batch("gpu", sealv1.SectorSize8MiB, 4, 2*time.Second, func(b *sealv1.SealBatch) { b.Spec.PC2Engine = sealv1.PC2EngineGPU })
+	dec, failed := Schedule(nodes, []*sealv1.SealBatch{g, pin, sel})
+	got := map[string]string{}
+	for _, d := range dec {
+		got[d.Batch.Name] = d.Node
+	}
+	if got["sel"] != "b" || got["pin"] != "a" || got["gpu"] != "c" || len(failed) != 0 {
+		t.Fatalf("placements %v, failed %v", got, failed)
+	}
+}
+
+func TestScheduleNeverDoubleBooks(t *testing.T) {
+	nodes := []*Node{node("a", 2, 1000, pipelines(2)), node("b", 1, 1000)}
+	var pending []*sealv1.SealBatch
+	for i := 0; i < 10; i++ {
+		pending = append(pending, batch(fmt.Sprintf("b%d", i), sealv1.SectorSize8MiB, 2, time.Duration(i)*time.Second))
+	}
+	dec, failed := Schedule(nodes, pending)
+	if len(dec) != 3 || len(failed) != 7 {
+		t.Fatalf("want 3 placed, 7 waiting; got %d, %d", len(dec), len(failed))
+	}
+	seen := map[string]bool{}
+	for _, d := range dec {
+		k := fmt.Sprintf("%s/%d", d.Node, d.Slot)
+		if seen[k] {
+			t.Fatalf("slot %s booked twice", k)
+		}
+		seen[k] = true
+	}
+	// Oldest first.
+	for _, d := range dec {
+		if d.Batch.Name > "b2" {
+			t.Errorf("a younger batch (%s) was placed before older ones", d.Batch.Name)
+		}
+	}
+}
+
+func TestSchedulePriorityThenAge(t *testing.T) {
+	nodes := []*Node{node("a", 1, 100)}
+	old := batch("old", sealv1.SectorSize8MiB, 2, 0)
+	urgent := batch("urgent", sealv1.SectorSize8MiB, 2, time.Hour, func(b *sealv1.SealBatch) { b.Spec.Priority = 5 })
+	dec, _ := Schedule(nodes, []*sealv1.SealBatch{old, urgent})
+	if len(dec) != 1 || dec[0].Batch.Name != "urgent" {
+		t.Fatalf("want urgent first, got %+v", dec)
+	}
+}
+
+// TestBigBatchNotStarved: a big batch waiting for hugepages on the only node that can run it
+// keeps small batches from taking that node, so it is not starved by a stream of them.
+func TestBigBatchNotStarved(t *testing.T) {
+	n := node("a", 4, 40, pipelines(4))
+	if err := ledger.Reserve(n.Sealer, batch("running", sealv1.SectorSize32GiB, 8, 0), 0, 36, nil); err != nil {
+		t.Fatal(err)
+	}
+	big := batch("big", sealv1.SectorSize32GiB, 32, time.Second)
+	small := batch("small", sealv1.SectorSize8MiB, 2, 2*time.Second)
+	dec, failed := Schedule([]*Node{n}, []*sealv1.SealBatch{small, big})
+	if len(dec) != 0 {
+		t.Fatalf("small batch jumped the queue: %+v", dec)
+	}
+	if !strings.Contains(failed[small].Error(), "held for an older or higher-priority batch") {
+		t.Errorf("small batch reason: %s", failed[small].Error())
+	}
+	// A node the big batch can never use stays open to small ones.
+	other := node("tiny", 1, 4)
+	dec, _ = Schedule([]*Node{node("a2", 4, 40, pipelines(4), func(x *Node) { *x.Sealer.Status.Slots = *n.Sealer.Status.Slots }), other},
+		[]*sealv1.SealBatch{small, big})
+	if len(dec) != 1 || dec[0].Node != "tiny" {
+		t.Fatalf("small batch should use the node big cannot run on: %+v", dec)
+	}
+}
+
+func TestUnschedulableWithNoNodes(t *testing.T) {
+	b := batch("b", sealv1.SectorSize8MiB, 1, 0)
+	_, failed := Schedule(nil, []*sealv1.SealBatch{b})
+	if !strings.Contains(failed[b].Error(), "no SealerNodes") {
+		t.Errorf("got %s", failed[b].Error())
+	}
+}
+
+func TestNeeds(t *testing.T) {
+	if got := SlotBytesFor(sealv1.SectorSize32GiB, 32); got != 11*32<<30*32 {
+		t.Errorf("32GiB × 32 slot = %d", got)
+	}
+	if got := SlotBytesFor(sealv1.SectorSize8MiB, 4); got != 2*8<<20*4 {
+		t.Errorf("8MiB × 4 slot = %d", got)
+	}
+	if HugepagesFor(sealv1.SectorSize64GiB, 1) != 36 || HugepagesFor(sealv1.SectorSize2KiB, 128) != 1 {
+		t.Error("hugepage sizing")
+	}
+}
+
+// BenchmarkSchedule1000x5000 measures one scheduling cycle of 5,000 pending batches over
+// 1,000 nodes; the reported ns/decision is the cost per batch considered.
+func BenchmarkSchedule1000x5000(b *testing.B) {
+	sizes := []sealv1.SectorSize{sealv1.SectorSize32GiB, sealv1.SectorSize64GiB, sealv1.SectorSize8MiB}
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		var nodes []*Node
+		for j := 0; j < 1000; j++ {
+			n := node(fmt.Sprintf("n%04d", j), 2, 80, pipelines(2), withLabels("pool", fmt.Sprintf("p%d", j%4)))
+			if j%10 == 0 {
+				gpu(n)
+			}
+			nodes = append(nodes, n)
+		}
+		var pending []*sealv1.SealBatch
+		for j := 0; j < 5000; j++ {
+			pending = append(pending, batch(fmt.Sprintf("b%05d", j), sizes[j%3], 1<<(j%7), time.Duration(j)*time.Millisecond,
+				func(bb *sealv1.SealBatch) {
+					if j%5 == 0 {
+						bb.Spec.Placement = &sealv1.Placement{NodeSelector: map[string]string{"pool": fmt.Sprintf("p%d", j%4)}}
+					}
+				}))
+		}
+		b.StartTimer()
+		Schedule(nodes, pending)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/5000, "ns/decision")
+}

@@ -1,0 +1,160 @@
+package render
+
+import (
+	"encoding/base32"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+)
+
+func TestProverID(t *testing.T) {
+	cases := map[string]string{
+		"f01000": "e807", // 1000 = 0xe8 0x07 as LEB128
+		"t01":    "01",
+		"f0127":  "7f",
+		"f0128":  "8001",
+	}
+	for addr, want := range cases {
+		got, err := ProverID(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := hex.EncodeToString(got[:]); !strings.HasPrefix(h, want) || strings.Trim(h[len(want):], "0") != "" {
+			t.Errorf("%s: got %s", addr, h)
+		}
+	}
+	for _, bad := range []string{"f1abc", "f0", "x01", "f0-1"} {
+		if _, err := ProverID(bad); err == nil || !strings.Contains(err.Error(), "spec.minerID") {
+			t.Errorf("%q: want an error naming spec.minerID, got %v", bad, err)
+		}
+	}
+}
+
+func TestCommDAndTicketDecoding(t *testing.T) {
+	// A piece CID is "b" + lower-case unpadded base32 of the CID prefix and the 32 bytes.
+	want := "077e5fde35c50a9303a55009e3498a4ebedff39c42b710b730d8ec7ac7afa63e"
+	raw, _ := hex.DecodeString(want)
+	cid := "b" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(append(append([]byte{}, pieceCIDPrefix...), raw...)))
+	if cid != "baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq" {
+		t.Fatalf("CID encoding: %s", cid)
+	}
+	d, err := CommD("commD", cid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hex.EncodeToString(d[:]) != want {
+		t.Errorf("CID decoded to %x", d)
+	}
+	d2, err := CommD("commD", want)
+	if err != nil || d2 != d {
+		t.Errorf("hex commD: %x %v", d2, err)
+	}
+	if _, err := CommD("spec.sectors[0].commD", "baga6ea4seaqzzzz"); err == nil || !strings.Contains(err.Error(), "spec.sectors[0].commD") {
+		t.Errorf("bad CID: %v", err)
+	}
+	b64, err := Bytes32("ticket", "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=")
+	if err != nil || b64[0] != 1 || b64[31] != 32 {
+		t.Errorf("base64 ticket: %x %v", b64, err)
+	}
+}
+
+func testBatch() *sealv1.SealBatch {
+	return &sealv1.SealBatch{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b", UID: "u1"},
+		Spec: sealv1.SealBatchSpec{SectorSize: sealv1.SectorSize32GiB, ProofType: sealv1.ProofTypeSyntheticPoRep, MinerID: "f01000",
+			PC2Engine: sealv1.PC2EngineGPU,
+			Sectors: []sealv1.SectorSpec{{Number: 7, Ticket: strings.Repeat("ab", 32)}, {Number: 8, Ticket: strings.Repeat("cd", 32),
+				CommD: "baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq"}}},
+	}
+}
+
+func TestConfig(t *testing.T) {
+	cfg, err := Config(ConfigInput{Batch: testBatch(), LayerPaths: []string{"/dev/nvme1n1", "/dev/nvme2n1"}, SlotOffset: 1 << 40, OutputDir: "/output/ns/b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SectorSize != 32<<30 || cfg.APIVersion != "1.2.0" || len(cfg.Features) != 1 || cfg.Features[0] != "SyntheticPoRep" {
+		t.Errorf("proof fields: %+v", cfg)
+	}
+	if cfg.PoRepID != "0d"+strings.Repeat("0", 62) { // 32GiB SyntheticPoRep = id 13
+		t.Errorf("porep id %s", cfg.PoRepID)
+	}
+	if cfg.Sectors[0].Ticket != strings.Repeat("ab", 32) || cfg.Sectors[0].CommD != "" || !strings.HasPrefix(cfg.Sectors[1].CommD, "077e5fde") {
+		t.Errorf("sectors: %+v", cfg.Sectors)
+	}
+	if cfg.Layers.SlotOffset != 1<<40 || len(cfg.Layers.Paths) != 2 {
+		t.Errorf("layers: %+v", cfg.Layers)
+	}
+}
+
+func podOpts() PodOptions {
+	return PodOptions{Image: "sealer:1", MemoryBase: resource.MustParse("2Gi"), MemoryPerSector: resource.MustParse("256Mi"), MetricsPort: 9464}
+}
+
+func TestPodPrivilegeFollowsDeviceMode(t *testing.T) {
+	b := testBatch()
+	files := Pod(PodInput{Batch: b, Node: "n1", Attempt: 1, CPUs: 16, Hugepages: 36,
+		Devices: []sealv1.LayerDeviceStatus{{Path: "/data/l.img", Ready: true}, {Path: "/data/skip.img"}}}, podOpts())
+	c := files.Spec.Containers[0]
+	if c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+		t.Error("file layers made the pod privileged")
+	}
+	if len(c.SecurityContext.Capabilities.Add) != 1 || c.SecurityContext.Capabilities.Add[0] != "IPC_LOCK" {
+		t.Errorf("capabilities %+v", c.SecurityContext.Capabilities)
+	}
+	mem := c.Resources.Limits[corev1.ResourceMemory]
+	if mem.Cmp(resource.MustParse("2560Mi")) != 0 {
+		t.Errorf("memory %s", mem.String())
+	}
+	gpu := c.Resources.Limits["nvidia.com/gpu"]
+	if gpu.Value() != 1 || c.Resources.Limits.Cpu().Value() != 16 {
+		t.Errorf("gpu/cpu %v", c.Resources.Limits)
+	}
+	mounted := 0
+	for _, v := range files.Spec.Volumes {
+		if v.HostPath != nil && strings.HasPrefix(v.HostPath.Path, "/data/") {
+			mounted++
+		}
+	}
+	if mounted != 1 {
+		t.Errorf("want exactly the one ready device mounted, got %d", mounted)
+	}
+
+	block := Pod(PodInput{Batch: b, Node: "n1", Attempt: 2, CPUs: 16, Devices: []sealv1.LayerDeviceStatus{{Path: "/dev/nvme1n1", Ready: true}}}, podOpts())
+	if p := block.Spec.Containers[0].SecurityContext.Privileged; p == nil || !*p {
+		t.Error("block devices need a privileged container")
+	}
+	if block.Name != "b-sealer-2" || block.Spec.NodeName != "n1" {
+		t.Errorf("name/node %s %s", block.Name, block.Spec.NodeName)
+	}
+
+	vfio := Pod(PodInput{Batch: b, Node: "n1", Attempt: 1, CPUs: 16, DeviceMode: sealv1.DeviceModeVFIO,
+		Devices: []sealv1.LayerDeviceStatus{{PCIAddress: "0000:41:00.0", IOMMUGroup: "17", Ready: true}}}, podOpts())
+	paths := map[string]bool{}
+	for _, v := range vfio.Spec.Volumes {
+		if v.HostPath != nil {
+			paths[v.HostPath.Path] = true
+		}
+	}
+	if !paths["/dev/vfio/17"] || !paths["/dev/vfio/vfio"] || paths["/dev/vfio"] {
+		t.Errorf("vfio volumes: %v", paths)
+	}
+}
+
+func TestScrubPodCoversOnlyTheSlot(t *testing.T) {
+	p := ScrubPod(ScrubInput{Batch: testBatch(), Node: "n1", Offset: 4096, Length: 8192,
+		Devices: []sealv1.LayerDeviceStatus{{Path: "/data/a.img", Ready: true}, {Path: "/dev/nvme1n1", Ready: true}}}, "op:1", corev1.PullNever)
+	args := strings.Join(p.Spec.Containers[0].Args, " ")
+	if args != "scrub --offset 4096 --length 8192 /data/a.img /dev/nvme1n1" {
+		t.Errorf("args %q", args)
+	}
+	if p.Spec.NodeName != "n1" || p.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("scrub pod spec %+v", p.Spec)
+	}
+}
