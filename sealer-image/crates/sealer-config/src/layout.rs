@@ -1,0 +1,258 @@
+//! CPU layout: which logical CPU runs which sealer thread.
+
+use crate::{err, ConfigError};
+use serde::{Deserialize, Serialize};
+
+/// One hasher thread: its CPU and how many sectors it hashes (2 per thread is the
+/// multi-buffer sweet spot; 1 works).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hasher {
+    /// Logical CPU id.
+    pub cpu: usize,
+    /// Sectors this thread hashes.
+    pub sectors: usize,
+}
+
+/// A coordinator (one per L3 group) and the hashers it feeds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coordinator {
+    /// Logical CPU id of the coordinator thread.
+    pub cpu: usize,
+    /// Its hasher threads.
+    pub hashers: Vec<Hasher>,
+}
+
+/// Batch-wide I/O and control threads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Roles {
+    /// CPU of the layer writer thread.
+    pub writer: usize,
+    /// CPU of the parent reader thread.
+    pub reader: usize,
+    /// CPU of the orchestrator (progress, layer sequencing).
+    pub orchestrator: usize,
+}
+
+/// The calculator's JSON: `{"batch_size", "supported", "coordinators", "roles"}`.
+/// Unknown keys are ignored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layout {
+    /// Sectors in the batch.
+    pub batch_size: usize,
+    /// Whether this machine can run the batch size.
+    pub supported: bool,
+    /// Coordinators with their hashers.
+    pub coordinators: Vec<Coordinator>,
+    /// I/O and control threads.
+    pub roles: Roles,
+}
+
+impl Layout {
+    /// Check the layout against the batch size.
+    pub fn validate(&self, n: usize) -> Result<(), ConfigError> {
+        if !self.supported {
+            return err("layout.supported", "the calculator marked this batch size unsupported on this node; choose a smaller batch or another node");
+        }
+        if self.batch_size != n {
+            return err("layout.batch_size", format!("{} does not match the {n} sectors listed; recompute the layout for batch size {n}", self.batch_size));
+        }
+        if self.coordinators.is_empty() {
+            return err("layout.coordinators", "empty; give at least one coordinator with hashers");
+        }
+        let mut total = 0;
+        for (i, c) in self.coordinators.iter().enumerate() {
+            if c.hashers.is_empty() {
+                return err(format!("layout.coordinators[{i}].hashers"), "empty; each coordinator needs at least one hasher");
+            }
+            for (j, h) in c.hashers.iter().enumerate() {
+                if h.sectors == 0 {
+                    return err(format!("layout.coordinators[{i}].hashers[{j}].sectors"), "must be at least 1");
+                }
+                total += h.sectors;
+            }
+        }
+        if total != n {
+            return err("layout.coordinators", format!("hashers cover {total} sectors but the batch has {n}; the `sectors` of all hashers must add up to the batch size"));
+        }
+        Ok(())
+    }
+
+    /// Check that every CPU the layout names is one this process may run on.
+    pub fn check_cpus(&self, allowed: &[usize]) -> Result<(), ConfigError> {
+        let ok = |c: usize| allowed.contains(&c);
+        let list = format_cpu_list(allowed);
+        for (i, c) in self.coordinators.iter().enumerate() {
+            if !ok(c.cpu) {
+                return err(format!("layout.coordinators[{i}].cpu"), format!("CPU {} is not available to this process (allowed: {list}); recompute the layout on this node", c.cpu));
+            }
+            for (j, h) in c.hashers.iter().enumerate() {
+                if !ok(h.cpu) {
+                    return err(format!("layout.coordinators[{i}].hashers[{j}].cpu"), format!("CPU {} is not available to this process (allowed: {list}); recompute the layout on this node", h.cpu));
+                }
+            }
+        }
+        for (name, c) in [("writer", self.roles.writer), ("reader", self.roles.reader), ("orchestrator", self.roles.orchestrator)] {
+            if !ok(c) {
+                return err(format!("layout.roles.{name}"), format!("CPU {c} is not available to this process (allowed: {list})"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Default layout for `n` sectors on this machine, from `/sys` and the affinity mask.
+    pub fn default_for(n: usize) -> Layout {
+        Self::compute(n, &l3_groups())
+    }
+
+    /// Layout for `n` sectors given L3 groups (lists of logical CPUs sharing an L3).
+    ///
+    /// Rules: the I/O and control roles share the first CPU of the first group; each group
+    /// gets a coordinator on its first CPU; hashers go on the group's other CPUs (on groups of
+    /// one or two CPUs they also use the coordinator's CPU, which then time-shares). Sectors
+    /// are dealt to hashers in pairs (multi-buffer x2), as evenly as possible.
+    pub fn compute(n: usize, groups: &[Vec<usize>]) -> Layout {
+        let groups: Vec<Vec<usize>> = groups.iter().filter(|g| !g.is_empty()).cloned().collect();
+        let groups = if groups.is_empty() { vec![vec![0]] } else { groups };
+        let roles_cpu = groups[0][0];
+        let total_cpus: usize = groups.iter().map(|g| g.len()).sum();
+        // Hasher CPUs per group.
+        let mut slots: Vec<(usize, usize)> = Vec::new(); // (group, cpu)
+        for (gi, g) in groups.iter().enumerate() {
+            let mut cpus: Vec<usize> = if g.len() <= 2 { g.clone() } else { g[1..].to_vec() };
+            if gi == 0 && total_cpus > 4 && cpus.len() > 1 {
+                // keep the roles CPU free of hashers on bigger machines
+                cpus.retain(|&c| c != roles_cpu);
+            }
+            for c in cpus {
+                slots.push((gi, c));
+            }
+        }
+        let units = n.div_ceil(2); // sector pairs
+        let threads = slots.len().min(units).max(1);
+        // distribute pairs to threads, order by group so coordinators stay local
+        let mut per_thread = vec![0usize; threads];
+        let mut remaining = n;
+        let mut t = 0;
+        while remaining > 0 {
+            let take = remaining.min(2);
+            per_thread[t % threads] += take;
+            remaining -= take;
+            t += 1;
+        }
+        let mut coords: Vec<Coordinator> = Vec::new();
+        for (ti, (gi, cpu)) in slots.iter().take(threads).enumerate() {
+            let gcpu = groups[*gi][0];
+            if coords.last().map(|c| c.cpu) != Some(gcpu) {
+                coords.push(Coordinator { cpu: gcpu, hashers: vec![] });
+            }
+            coords.last_mut().unwrap().hashers.push(Hasher { cpu: *cpu, sectors: per_thread[ti] });
+        }
+        Layout {
+            batch_size: n,
+            supported: n.is_power_of_two() && n <= crate::MAX_BATCH,
+            coordinators: coords,
+            roles: Roles { writer: roles_cpu, reader: roles_cpu, orchestrator: roles_cpu },
+        }
+    }
+}
+
+/// Parse a kernel CPU list like `0-3,8,10-11`.
+pub fn parse_cpu_list(s: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        if let Some((a, b)) = part.split_once('-') {
+            if let (Ok(a), Ok(b)) = (a.trim().parse::<usize>(), b.trim().parse::<usize>()) {
+                out.extend(a..=b);
+            }
+        } else if let Ok(a) = part.trim().parse() {
+            out.push(a);
+        }
+    }
+    out
+}
+
+fn format_cpu_list(c: &[usize]) -> String {
+    c.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+}
+
+/// CPUs this process may run on (from `/proc/self/status` `Cpus_allowed_list`, else all
+/// online CPUs).
+pub fn allowed_cpus() -> Vec<usize> {
+    if let Ok(s) = std::fs::read_to_string("/proc/self/status") {
+        for line in s.lines() {
+            if let Some(rest) = line.strip_prefix("Cpus_allowed_list:") {
+                let v = parse_cpu_list(rest);
+                if !v.is_empty() {
+                    return v;
+                }
+            }
+        }
+    }
+    if let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/online") {
+        let v = parse_cpu_list(&s);
+        if !v.is_empty() {
+            return v;
+        }
+    }
+    vec![0]
+}
+
+/// Allowed CPUs grouped by shared L3 (`cache/index3/shared_cpu_list`); CPUs without that file
+/// form one group.
+pub fn l3_groups() -> Vec<Vec<usize>> {
+    let allowed = allowed_cpus();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut loose = Vec::new();
+    for &c in &allowed {
+        if seen.contains(&c) {
+            continue;
+        }
+        let p = format!("/sys/devices/system/cpu/cpu{c}/cache/index3/shared_cpu_list");
+        match std::fs::read_to_string(&p) {
+            Ok(s) => {
+                let g: Vec<usize> = parse_cpu_list(&s).into_iter().filter(|x| allowed.contains(x)).collect();
+                for x in &g {
+                    seen.insert(*x);
+                }
+                if !g.is_empty() {
+                    groups.push(g);
+                }
+            }
+            Err(_) => {
+                seen.insert(c);
+                loose.push(c);
+            }
+        }
+    }
+    if !loose.is_empty() {
+        groups.push(loose);
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_list() {
+        assert_eq!(parse_cpu_list("0-3,8,10-11\n"), vec![0, 1, 2, 3, 8, 10, 11]);
+    }
+
+    #[test]
+    fn compute_layouts_are_valid() {
+        for n in [1, 2, 4, 8, 32, 128] {
+            for groups in [vec![vec![0, 1]], vec![(0..8).collect(), (8..16).collect()], vec![vec![0]]] {
+                let l = Layout::compute(n, &groups);
+                l.validate(n).unwrap();
+                let all: Vec<usize> = groups.concat();
+                l.check_cpus(&all).unwrap();
+            }
+        }
+        let l = Layout::compute(8, &[vec![0, 1]]);
+        assert_eq!(l.coordinators.len(), 1);
+        assert_eq!(l.coordinators[0].hashers.len(), 2);
+        assert_eq!(l.coordinators[0].hashers[0].sectors, 4);
+    }
+}

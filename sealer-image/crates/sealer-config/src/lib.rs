@@ -1,0 +1,659 @@
+//! Batch configuration for the sealfleet sealer.
+//!
+//! The operator renders one JSON file per batch. [`BatchConfig::from_json`] parses and
+//! validates it; every error names the offending field and how to fix it ([`ConfigError`]),
+//! and validation happens before the sealer touches any storage.
+//!
+//! The CPU [`Layout`] accepts exactly the JSON printed by the node agent's calculator (and by
+//! `sealer calc`); when a config has no layout, [`Layout::default_for`] derives one from
+//! this machine's `/sys` topology.
+
+#![warn(missing_docs)]
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+mod layout;
+pub use layout::{allowed_cpus, l3_groups, parse_cpu_list, Coordinator, Hasher, Layout, Roles};
+
+/// Largest batch the sealer supports (one node of every sector fills a 4 KiB page).
+pub const MAX_BATCH: usize = 128;
+
+/// A configuration error: which field, and what is wrong / how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// JSON path of the field, e.g. `sectors[3].ticket`.
+    pub field: String,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid config field `{}`: {}", self.field, self.message)
+    }
+}
+impl std::error::Error for ConfigError {}
+
+fn err<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError { field: field.into(), message: message.into() })
+}
+
+/// PoRep API version; selects the graph rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ApiVersion {
+    /// 1.0.0: legacy graph (different DRG slot order, u32 expander truncation).
+    V1_0_0,
+    /// 1.1.0.
+    V1_1_0,
+    /// 1.2.0 (same PC1 as 1.1.0; used with SyntheticPoRep / NonInteractivePoRep).
+    V1_2_0,
+}
+
+impl ApiVersion {
+    /// Parse "1.0.0" / "1.1.0" / "1.2.0".
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "1.0.0" | "1.0" => Some(ApiVersion::V1_0_0),
+            "1.1.0" | "1.1" => Some(ApiVersion::V1_1_0),
+            "1.2.0" | "1.2" => Some(ApiVersion::V1_2_0),
+            _ => None,
+        }
+    }
+    /// Dotted form.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ApiVersion::V1_0_0 => "1.0.0",
+            ApiVersion::V1_1_0 => "1.1.0",
+            ApiVersion::V1_2_0 => "1.2.0",
+        }
+    }
+}
+
+/// Optional PoRep features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Feature {
+    /// Synthetic PoRep.
+    SyntheticPoRep,
+    /// Non-interactive PoRep.
+    NonInteractivePoRep,
+}
+
+impl Feature {
+    /// Name as used in configs.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Feature::SyntheticPoRep => "SyntheticPoRep",
+            Feature::NonInteractivePoRep => "NonInteractivePoRep",
+        }
+    }
+}
+
+/// Sector sizes with published parameters, their index in the proof-id table and layer count.
+pub const SECTOR_SIZES: [(u64, &str, u64, usize); 5] = [
+    (2 << 10, "2KiB", 0, 2),
+    (8 << 20, "8MiB", 1, 2),
+    (512 << 20, "512MiB", 2, 2),
+    (32 << 30, "32GiB", 3, 11),
+    (64 << 30, "64GiB", 4, 11),
+];
+
+/// Number of SDR layers rust-fil-proofs uses for `sector_size`.
+pub fn layers_for(sector_size: u64) -> Option<usize> {
+    SECTOR_SIZES.iter().find(|s| s.0 == sector_size).map(|s| s.3)
+}
+
+/// `porep_id = LE64(proof_id) ‖ LE64(0) ‖ 0^16`.
+pub fn porep_id_for(proof_id: u64) -> [u8; 32] {
+    let mut id = [0u8; 32];
+    id[..8].copy_from_slice(&proof_id.to_le_bytes());
+    id
+}
+
+/// What a `registered_proof` name stands for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegisteredProof {
+    /// Sector size in bytes.
+    pub sector_size: u64,
+    /// Numeric proof id (0..=19).
+    pub proof_id: u64,
+    /// API version.
+    pub api_version: ApiVersion,
+    /// Features.
+    pub features: Vec<Feature>,
+}
+
+impl RegisteredProof {
+    /// Parse names like `StackedDrg32GiBV1_1`, `StackedDrg2KiBV1`,
+    /// `StackedDrg8MiBV1_1_Feat_SyntheticPoRep`, `StackedDrg64GiBV1_2_Feat_NonInteractivePoRep`.
+    pub fn parse(name: &str) -> Option<Self> {
+        let rest = name.strip_prefix("StackedDrg")?;
+        for (i, (size, label, _, _)) in SECTOR_SIZES.iter().enumerate() {
+            if let Some(v) = rest.strip_prefix(label) {
+                let i = i as u64;
+                let (base, api, features) = match v {
+                    "V1" => (0, ApiVersion::V1_0_0, vec![]),
+                    "V1_1" => (5, ApiVersion::V1_1_0, vec![]),
+                    "V1_1_Feat_SyntheticPoRep" => (10, ApiVersion::V1_2_0, vec![Feature::SyntheticPoRep]),
+                    "V1_2_Feat_NonInteractivePoRep" => {
+                        (15, ApiVersion::V1_2_0, vec![Feature::NonInteractivePoRep])
+                    }
+                    _ => return None,
+                };
+                return Some(RegisteredProof { sector_size: *size, proof_id: base + i, api_version: api, features });
+            }
+        }
+        None
+    }
+}
+
+/// One sector of the batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SectorSpec {
+    /// Prover id (32 bytes).
+    pub prover_id: [u8; 32],
+    /// Sector number.
+    pub sector_id: u64,
+    /// Ticket (32 bytes).
+    pub ticket: [u8; 32],
+    /// comm_d; `None` means a CC sector (all-zero data commitment is used).
+    pub comm_d: Option<[u8; 32]>,
+}
+
+/// Where the interleaved layers live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerPaths {
+    /// Block devices or regular files; pages are striped over them in this order.
+    pub paths: Vec<PathBuf>,
+    /// Offset of this batch's slot on every path, in 4 KiB blocks.
+    pub slot_offset: u64,
+}
+
+/// A validated batch configuration.
+#[derive(Clone, Debug)]
+pub struct BatchConfig {
+    /// Sector size in bytes (one of [`SECTOR_SIZES`]).
+    pub sector_size: u64,
+    /// PoRep id (32 bytes).
+    pub porep_id: [u8; 32],
+    /// API version.
+    pub api_version: ApiVersion,
+    /// Features.
+    pub features: Vec<Feature>,
+    /// The sectors, in pipeline order (index = column in the interleaved pages).
+    pub sectors: Vec<SectorSpec>,
+    /// Layer storage.
+    pub layers: LayerPaths,
+    /// Output directory (state file, progress, exports).
+    pub output_dir: PathBuf,
+    /// CPU layout, if given in the config.
+    pub layout: Option<Layout>,
+    /// Optional machine-readable progress file (JSON, rewritten atomically).
+    pub progress_file: Option<PathBuf>,
+    /// Optional HTTP port for `/progress` and `/metrics`.
+    pub metrics_port: Option<u16>,
+}
+
+#[derive(Deserialize)]
+struct RawSector {
+    prover_id: Option<serde_json::Value>,
+    sector_id: Option<serde_json::Value>,
+    ticket: Option<serde_json::Value>,
+    comm_d: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct RawLayers {
+    paths: Option<Vec<serde_json::Value>>,
+    slot_offset: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct RawConfig {
+    sector_size: Option<serde_json::Value>,
+    porep_id: Option<serde_json::Value>,
+    api_version: Option<serde_json::Value>,
+    features: Option<Vec<serde_json::Value>>,
+    registered_proof: Option<serde_json::Value>,
+    sectors: Option<Vec<serde_json::Value>>,
+    layers: Option<serde_json::Value>,
+    output_dir: Option<serde_json::Value>,
+    layout: Option<serde_json::Value>,
+    progress_file: Option<serde_json::Value>,
+    metrics_port: Option<serde_json::Value>,
+}
+
+fn as_str<'a>(field: &str, v: &'a serde_json::Value) -> Result<&'a str, ConfigError> {
+    v.as_str().map_or_else(|| err(field, format!("must be a string, got {v}")), Ok)
+}
+
+fn as_u64(field: &str, v: &serde_json::Value) -> Result<u64, ConfigError> {
+    match v {
+        serde_json::Value::Number(n) if n.as_u64().is_some() => Ok(n.as_u64().unwrap()),
+        // Large ids may arrive as decimal strings from JSON producers that fear precision loss.
+        serde_json::Value::String(s) if s.parse::<u64>().is_ok() => Ok(s.parse().unwrap()),
+        _ => err(field, format!("must be a non-negative integer, got {v}")),
+    }
+}
+
+/// Parse a 32-byte value given as 64 hex characters (an optional `0x` prefix is accepted).
+pub fn parse_hex32(field: &str, v: &serde_json::Value) -> Result<[u8; 32], ConfigError> {
+    let s = as_str(field, v)?;
+    let s = s.strip_prefix("0x").unwrap_or(s);
+    let bytes = match hex::decode(s) {
+        Ok(b) => b,
+        Err(e) => return err(field, format!("must be 64 hex characters (32 bytes): {e}")),
+    };
+    if bytes.len() != 32 {
+        return err(field, format!("must be 32 bytes (64 hex characters), got {} bytes", bytes.len()));
+    }
+    let mut out = [0u8; 32];
+    out.copy_from_slice(&bytes);
+    Ok(out)
+}
+
+fn size_names() -> String {
+    SECTOR_SIZES.iter().map(|s| format!("{} ({})", s.0, s.1)).collect::<Vec<_>>().join(", ")
+}
+
+impl BatchConfig {
+    /// Read and validate a config file.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            field: "<file>".into(),
+            message: format!("cannot read {}: {e}", path.display()),
+        })?;
+        Self::from_json(&text)
+    }
+
+    /// Parse and validate config JSON. Unknown keys are ignored (forward compatibility).
+    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
+        let raw: RawConfig = serde_json::from_str(text).map_err(|e| ConfigError {
+            field: "<document>".into(),
+            message: format!("not a valid JSON object: {e}"),
+        })?;
+
+        // registered_proof fills sector_size / porep_id / api_version / features.
+        let reg = match &raw.registered_proof {
+            None => None,
+            Some(v) => {
+                let name = as_str("registered_proof", v)?;
+                match RegisteredProof::parse(name) {
+                    Some(r) => Some(r),
+                    None => {
+                        return err(
+                            "registered_proof",
+                            format!(
+                                "unknown proof `{name}`; use e.g. StackedDrg32GiBV1_1, StackedDrg2KiBV1, \
+                                 StackedDrg8MiBV1_1_Feat_SyntheticPoRep, StackedDrg64GiBV1_2_Feat_NonInteractivePoRep"
+                            ),
+                        )
+                    }
+                }
+            }
+        };
+
+        let sector_size = match (&raw.sector_size, &reg) {
+            (Some(v), r) => {
+                let s = as_u64("sector_size", v)?;
+                if layers_for(s).is_none() {
+                    return err("sector_size", format!("unsupported size {s}; use one of {}", size_names()));
+                }
+                if let Some(r) = r {
+                    if r.sector_size != s {
+                        return err(
+                            "sector_size",
+                            format!("{s} contradicts registered_proof (size {}); drop one of them", r.sector_size),
+                        );
+                    }
+                }
+                s
+            }
+            (None, Some(r)) => r.sector_size,
+            (None, None) => {
+                return err("sector_size", format!("missing; set it to one of {} or set registered_proof", size_names()))
+            }
+        };
+
+        let porep_id = match (&raw.porep_id, &reg) {
+            (Some(v), r) => {
+                let id = parse_hex32("porep_id", v)?;
+                if let Some(r) = r {
+                    if id != porep_id_for(r.proof_id) {
+                        return err("porep_id", "contradicts registered_proof; drop one of them");
+                    }
+                }
+                id
+            }
+            (None, Some(r)) => porep_id_for(r.proof_id),
+            (None, None) => {
+                return err("porep_id", "missing; give 64 hex characters (LE64 proof id ‖ LE64 nonce ‖ 16 zero bytes) or set registered_proof")
+            }
+        };
+
+        let api_version = match (&raw.api_version, &reg) {
+            (Some(v), r) => {
+                let s = as_str("api_version", v)?;
+                let a = match ApiVersion::parse(s) {
+                    Some(a) => a,
+                    None => return err("api_version", format!("unknown `{s}`; use \"1.0.0\", \"1.1.0\" or \"1.2.0\"")),
+                };
+                if let Some(r) = r {
+                    if r.api_version != a {
+                        return err("api_version", format!("{s} contradicts registered_proof ({}); drop one of them", r.api_version.as_str()));
+                    }
+                }
+                a
+            }
+            (None, Some(r)) => r.api_version,
+            (None, None) => return err("api_version", "missing; use \"1.0.0\", \"1.1.0\" or \"1.2.0\" or set registered_proof"),
+        };
+
+        let features = match (&raw.features, &reg) {
+            (Some(list), r) => {
+                let mut out = Vec::new();
+                for (i, v) in list.iter().enumerate() {
+                    let f = format!("features[{i}]");
+                    let s = as_str(&f, v)?;
+                    let feat = match s {
+                        "SyntheticPoRep" => Feature::SyntheticPoRep,
+                        "NonInteractivePoRep" => Feature::NonInteractivePoRep,
+                        _ => return err(f, format!("unknown feature `{s}`; use \"SyntheticPoRep\" or \"NonInteractivePoRep\"")),
+                    };
+                    if !out.contains(&feat) {
+                        out.push(feat);
+                    }
+                }
+                if let Some(r) = r {
+                    if r.features != out {
+                        return err("features", "contradicts registered_proof; drop one of them");
+                    }
+                }
+                out
+            }
+            (None, Some(r)) => r.features.clone(),
+            (None, None) => vec![],
+        };
+        if !features.is_empty() && api_version != ApiVersion::V1_2_0 {
+            return err("features", "SyntheticPoRep / NonInteractivePoRep need api_version \"1.2.0\"");
+        }
+        if features.len() > 1 {
+            return err("features", "give at most one of SyntheticPoRep and NonInteractivePoRep");
+        }
+
+        // Sectors.
+        let sectors_raw = match raw.sectors {
+            Some(s) => s,
+            None => return err("sectors", "missing; give a list of {prover_id, sector_id, ticket}"),
+        };
+        let n = sectors_raw.len();
+        if n == 0 || n > MAX_BATCH || !n.is_power_of_two() {
+            return err("sectors", format!("batch of {n} sectors is not supported; use a power of two from 1 to {MAX_BATCH}"));
+        }
+        let mut sectors = Vec::with_capacity(n);
+        for (i, v) in sectors_raw.into_iter().enumerate() {
+            let f = |k: &str| format!("sectors[{i}].{k}");
+            let rs: RawSector = serde_json::from_value(v).map_err(|e| ConfigError {
+                field: format!("sectors[{i}]"),
+                message: format!("must be an object {{prover_id, sector_id, ticket}}: {e}"),
+            })?;
+            let prover_id = match &rs.prover_id {
+                Some(v) => parse_hex32(&f("prover_id"), v)?,
+                None => return err(f("prover_id"), "missing; give 64 hex characters"),
+            };
+            let sector_id = match &rs.sector_id {
+                Some(v) => as_u64(&f("sector_id"), v)?,
+                None => return err(f("sector_id"), "missing; give the sector number"),
+            };
+            let ticket = match &rs.ticket {
+                Some(v) => parse_hex32(&f("ticket"), v)?,
+                None => return err(f("ticket"), "missing; give 64 hex characters"),
+            };
+            let comm_d = match &rs.comm_d {
+                None | Some(serde_json::Value::Null) => None,
+                Some(v) => Some(parse_hex32(&f("comm_d"), v)?),
+            };
+            sectors.push(SectorSpec { prover_id, sector_id, ticket, comm_d });
+        }
+        for i in 0..n {
+            for j in 0..i {
+                if sectors[i].sector_id == sectors[j].sector_id && sectors[i].prover_id == sectors[j].prover_id {
+                    return err(format!("sectors[{i}].sector_id"), format!("duplicates sectors[{j}] (same prover and sector id)"));
+                }
+            }
+        }
+
+        // Layers.
+        let layers_v = match raw.layers {
+            Some(v) => v,
+            None => return err("layers", "missing; give {\"paths\": [...], \"slot_offset\": 0}"),
+        };
+        let rl: RawLayers = serde_json::from_value(layers_v).map_err(|e| ConfigError {
+            field: "layers".into(),
+            message: format!("must be an object {{paths, slot_offset}}: {e}"),
+        })?;
+        let paths = match rl.paths {
+            Some(p) if !p.is_empty() => {
+                let mut out = Vec::new();
+                for (i, v) in p.iter().enumerate() {
+                    let f = format!("layers.paths[{i}]");
+                    let s = as_str(&f, v)?;
+                    if s.is_empty() || !s.starts_with('/') {
+                        return err(f, format!("`{s}` must be an absolute path to a block device or file"));
+                    }
+                    let pb = PathBuf::from(s);
+                    if out.contains(&pb) {
+                        return err(f, format!("`{s}` is listed twice; each path may appear once"));
+                    }
+                    out.push(pb);
+                }
+                out
+            }
+            _ => return err("layers.paths", "missing or empty; list at least one block device or file"),
+        };
+        let slot_offset = match &rl.slot_offset {
+            None => 0,
+            Some(v) => as_u64("layers.slot_offset", v)?,
+        };
+
+        let output_dir = match &raw.output_dir {
+            Some(v) => {
+                let s = as_str("output_dir", v)?;
+                if s.is_empty() {
+                    return err("output_dir", "must not be empty");
+                }
+                PathBuf::from(s)
+            }
+            None => return err("output_dir", "missing; give a directory for state, progress and outputs"),
+        };
+
+        let layout = match raw.layout {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => {
+                let l: Layout = serde_json::from_value(v).map_err(|e| ConfigError {
+                    field: "layout".into(),
+                    message: format!(
+                        "must be the calculator's JSON {{batch_size, supported, coordinators:[{{cpu, hashers:[{{cpu, sectors}}]}}], roles:{{writer, reader, orchestrator}}}}: {e}"
+                    ),
+                })?;
+                l.validate(n)?;
+                Some(l)
+            }
+        };
+
+        let progress_file = match &raw.progress_file {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => Some(PathBuf::from(as_str("progress_file", v)?)),
+        };
+        let metrics_port = match &raw.metrics_port {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => {
+                let p = as_u64("metrics_port", v)?;
+                if p == 0 || p > 65535 {
+                    return err("metrics_port", format!("{p} is not a TCP port; use 1..65535"));
+                }
+                Some(p as u16)
+            }
+        };
+
+        Ok(BatchConfig {
+            sector_size,
+            porep_id,
+            api_version,
+            features,
+            sectors,
+            layers: LayerPaths { paths, slot_offset },
+            output_dir,
+            layout,
+            progress_file,
+            metrics_port,
+        })
+    }
+
+    /// Number of SDR layers for this sector size.
+    pub fn num_layers(&self) -> usize {
+        layers_for(self.sector_size).expect("validated")
+    }
+
+    /// Nodes per sector.
+    pub fn nodes(&self) -> u64 {
+        self.sector_size / 32
+    }
+
+    /// The layout to use: the config's, or the default for this machine.
+    pub fn effective_layout(&self) -> Layout {
+        self.layout.clone().unwrap_or_else(|| Layout::default_for(self.sectors.len()))
+    }
+
+    /// Serialise back to the JSON format accepted by [`BatchConfig::from_json`].
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "sector_size": self.sector_size,
+            "porep_id": hex::encode(self.porep_id),
+            "api_version": self.api_version.as_str(),
+            "features": self.features.iter().map(|f| f.as_str()).collect::<Vec<_>>(),
+            "sectors": self.sectors.iter().map(|s| {
+                let mut o = serde_json::json!({
+                    "prover_id": hex::encode(s.prover_id),
+                    "sector_id": s.sector_id,
+                    "ticket": hex::encode(s.ticket),
+                });
+                if let Some(c) = s.comm_d { o["comm_d"] = hex::encode(c).into(); }
+                o
+            }).collect::<Vec<_>>(),
+            "layers": {
+                "paths": self.layers.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+                "slot_offset": self.layers.slot_offset,
+            },
+            "output_dir": self.output_dir.display().to_string(),
+        });
+        if let Some(l) = &self.layout {
+            v["layout"] = serde_json::to_value(l).unwrap();
+        }
+        if let Some(p) = &self.progress_file {
+            v["progress_file"] = p.display().to_string().into();
+        }
+        if let Some(p) = self.metrics_port {
+            v["metrics_port"] = p.into();
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> serde_json::Value {
+        serde_json::json!({
+            "sector_size": 8388608, "porep_id": hex::encode(porep_id_for(6)), "api_version": "1.1.0",
+            "features": [], "sectors": [{"prover_id": "00".repeat(32), "sector_id": 1234, "ticket": "11".repeat(32)}],
+            "layers": {"paths": ["/dev/nvme1n1", "/data/l1.img"], "slot_offset": 0}, "output_dir": "/out"
+        })
+    }
+
+    fn field_of(v: serde_json::Value) -> String {
+        BatchConfig::from_json(&v.to_string()).unwrap_err().field
+    }
+
+    #[test]
+    fn parses_issue_example() {
+        let c = BatchConfig::from_json(&base().to_string()).unwrap();
+        assert_eq!(c.sector_size, 8 << 20);
+        assert_eq!(c.num_layers(), 2);
+        assert_eq!(c.sectors[0].sector_id, 1234);
+        assert_eq!(c.layers.paths.len(), 2);
+    }
+
+    #[test]
+    fn registered_proof_fills_fields() {
+        let v = serde_json::json!({
+            "registered_proof": "StackedDrg32GiBV1_1",
+            "sectors": [{"prover_id": "00".repeat(32), "sector_id": 1, "ticket": "11".repeat(32)}],
+            "layers": {"paths": ["/x"]}, "output_dir": "/out", "unknown_key": 5
+        });
+        let c = BatchConfig::from_json(&v.to_string()).unwrap();
+        assert_eq!(c.sector_size, 32 << 30);
+        assert_eq!(c.porep_id[0], 8);
+        assert_eq!(c.api_version, ApiVersion::V1_1_0);
+        assert_eq!(c.num_layers(), 11);
+        let r = RegisteredProof::parse("StackedDrg8MiBV1_1_Feat_SyntheticPoRep").unwrap();
+        assert_eq!((r.proof_id, r.api_version), (11, ApiVersion::V1_2_0));
+        assert_eq!(RegisteredProof::parse("StackedDrg2KiBV1").unwrap().proof_id, 0);
+        assert_eq!(RegisteredProof::parse("StackedDrg64GiBV1_2_Feat_NonInteractivePoRep").unwrap().proof_id, 19);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let mut v = base();
+        v["sector_size"] = 1000.into();
+        assert_eq!(field_of(v), "sector_size");
+        let mut v = base();
+        v["porep_id"] = "abc".into();
+        assert_eq!(field_of(v), "porep_id");
+        let mut v = base();
+        v["api_version"] = "2.0".into();
+        assert_eq!(field_of(v), "api_version");
+        let mut v = base();
+        v["sectors"][0]["ticket"] = "zz".into();
+        assert_eq!(field_of(v), "sectors[0].ticket");
+        let mut v = base();
+        let s0 = v["sectors"][0].clone();
+        v["sectors"].as_array_mut().unwrap().push(s0.clone());
+        v["sectors"][1]["sector_id"] = 5.into();
+        v["sectors"].as_array_mut().unwrap().push(s0);
+        assert_eq!(field_of(v), "sectors");
+        let mut v = base();
+        v["layers"]["paths"] = serde_json::json!([]);
+        assert_eq!(field_of(v), "layers.paths");
+        let mut v = base();
+        v["features"] = serde_json::json!(["SyntheticPoRep"]);
+        assert_eq!(field_of(v), "features");
+        let mut v = base();
+        v["registered_proof"] = "StackedDrg2KiBV1".into();
+        assert_eq!(field_of(v), "sector_size");
+        let mut v = base();
+        v.as_object_mut().unwrap().remove("output_dir");
+        assert_eq!(field_of(v), "output_dir");
+    }
+
+    #[test]
+    fn layout_from_calculator_json() {
+        let mut v = base();
+        v["sectors"] = serde_json::json!((0..4).map(|i| serde_json::json!({"prover_id": "00".repeat(32), "sector_id": i, "ticket": "11".repeat(32)})).collect::<Vec<_>>());
+        v["layout"] = serde_json::json!({"batch_size": 4, "supported": true, "extra": {"x": 1},
+            "coordinators": [{"cpu": 0, "hashers": [{"cpu": 1, "sectors": 2, "sibling": 3}, {"cpu": 1, "sectors": 2}]}],
+            "roles": {"writer": 0, "reader": 0, "orchestrator": 0, "pc2_hasher": 9}});
+        let c = BatchConfig::from_json(&v.to_string()).unwrap();
+        assert_eq!(c.layout.as_ref().unwrap().coordinators[0].hashers.len(), 2);
+        let mut v2 = v.clone();
+        v2["layout"]["batch_size"] = 8.into();
+        assert_eq!(field_of(v2), "layout.batch_size");
+        let mut v3 = v.clone();
+        v3["layout"]["coordinators"][0]["hashers"][0]["sectors"] = 1.into();
+        assert_eq!(field_of(v3), "layout.coordinators");
+        let mut v4 = v;
+        v4["layout"]["supported"] = false.into();
+        assert_eq!(field_of(v4), "layout.supported");
+    }
+}

@@ -1,0 +1,147 @@
+//! SHA-256 compression with the x86 SHA extensions: one stream, and two independent streams
+//! interleaved instruction by instruction so the CPU overlaps their `sha256rnds2` chains.
+#![cfg(target_arch = "x86_64")]
+#![allow(clippy::missing_safety_doc)]
+
+use core::arch::x86_64::*;
+
+#[rustfmt::skip]
+static K: [u32; 64] = [
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+];
+
+#[inline(always)]
+unsafe fn kv(i: usize) -> __m128i {
+    _mm_loadu_si128(K.as_ptr().add(i * 4) as *const __m128i)
+}
+
+#[inline(always)]
+unsafe fn bswap_mask() -> __m128i {
+    _mm_set_epi64x(0x0c0d_0e0f_0809_0a0bu64 as i64, 0x0405_0607_0001_0203u64 as i64)
+}
+
+/// Load the state as (ABEF, CDGH) register pair.
+#[inline(always)]
+unsafe fn load_state(state: &[u32; 8]) -> (__m128i, __m128i) {
+    let p = state.as_ptr() as *const __m128i;
+    let dcba = _mm_loadu_si128(p);
+    let hgfe = _mm_loadu_si128(p.add(1));
+    let cdab = _mm_shuffle_epi32(dcba, 0xB1);
+    let efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+    let abef = _mm_alignr_epi8(cdab, efgh, 8);
+    let cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+    (abef, cdgh)
+}
+
+#[inline(always)]
+unsafe fn store_state(state: &mut [u32; 8], abef: __m128i, cdgh: __m128i) {
+    let feba = _mm_shuffle_epi32(abef, 0x1B);
+    let dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+    let dcba = _mm_blend_epi16(feba, dchg, 0xF0);
+    let hgef = _mm_alignr_epi8(dchg, feba, 8);
+    let p = state.as_mut_ptr() as *mut __m128i;
+    _mm_storeu_si128(p, dcba);
+    _mm_storeu_si128(p.add(1), hgef);
+}
+
+/// Next four message words from the previous sixteen.
+#[inline(always)]
+unsafe fn sched(w0: __m128i, w1: __m128i, w2: __m128i, w3: __m128i) -> __m128i {
+    let t1 = _mm_sha256msg1_epu32(w0, w1);
+    let t2 = _mm_alignr_epi8(w3, w2, 4);
+    _mm_sha256msg2_epu32(_mm_add_epi32(t1, t2), w3)
+}
+
+/// Four rounds with message words `w` and constants of group `i`.
+#[inline(always)]
+unsafe fn rounds4(abef: &mut __m128i, cdgh: &mut __m128i, w: __m128i, i: usize) {
+    let t = _mm_add_epi32(w, kv(i));
+    *cdgh = _mm_sha256rnds2_epu32(*cdgh, *abef, t);
+    let t2 = _mm_shuffle_epi32(t, 0x0E);
+    *abef = _mm_sha256rnds2_epu32(*abef, *cdgh, t2);
+}
+
+/// One stream.
+#[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+pub unsafe fn compress_x1(state: &mut [u32; 8], blocks: &[*const u8]) {
+    let mask = bswap_mask();
+    let (mut abef, mut cdgh) = load_state(state);
+    for &blk in blocks {
+        let (sa, sc) = (abef, cdgh);
+        let p = blk as *const __m128i;
+        let mut w = [
+            _mm_shuffle_epi8(_mm_loadu_si128(p), mask),
+            _mm_shuffle_epi8(_mm_loadu_si128(p.add(1)), mask),
+            _mm_shuffle_epi8(_mm_loadu_si128(p.add(2)), mask),
+            _mm_shuffle_epi8(_mm_loadu_si128(p.add(3)), mask),
+        ];
+        for i in 0..4 {
+            rounds4(&mut abef, &mut cdgh, w[i], i);
+        }
+        for i in 4..16 {
+            let n = sched(w[i & 3], w[(i + 1) & 3], w[(i + 2) & 3], w[(i + 3) & 3]);
+            w[i & 3] = n;
+            rounds4(&mut abef, &mut cdgh, n, i);
+        }
+        abef = _mm_add_epi32(abef, sa);
+        cdgh = _mm_add_epi32(cdgh, sc);
+    }
+    store_state(state, abef, cdgh);
+}
+
+/// Two independent streams of equally many blocks, interleaved.
+#[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+pub unsafe fn compress_x2(
+    sa: &mut [u32; 8],
+    sb: &mut [u32; 8],
+    blocks_a: &[*const u8],
+    blocks_b: &[*const u8],
+) {
+    let mask = bswap_mask();
+    let (mut abef_a, mut cdgh_a) = load_state(sa);
+    let (mut abef_b, mut cdgh_b) = load_state(sb);
+    let n = blocks_a.len().min(blocks_b.len());
+    for j in 0..n {
+        let (save_aa, save_ca) = (abef_a, cdgh_a);
+        let (save_ab, save_cb) = (abef_b, cdgh_b);
+        let pa = blocks_a[j] as *const __m128i;
+        let pb = blocks_b[j] as *const __m128i;
+        let mut wa = [
+            _mm_shuffle_epi8(_mm_loadu_si128(pa), mask),
+            _mm_shuffle_epi8(_mm_loadu_si128(pa.add(1)), mask),
+            _mm_shuffle_epi8(_mm_loadu_si128(pa.add(2)), mask),
+            _mm_shuffle_epi8(_mm_loadu_si128(pa.add(3)), mask),
+        ];
+        let mut wb = [
+            _mm_shuffle_epi8(_mm_loadu_si128(pb), mask),
+            _mm_shuffle_epi8(_mm_loadu_si128(pb.add(1)), mask),
+            _mm_shuffle_epi8(_mm_loadu_si128(pb.add(2)), mask),
+            _mm_shuffle_epi8(_mm_loadu_si128(pb.add(3)), mask),
+        ];
+        for i in 0..4 {
+            rounds4(&mut abef_a, &mut cdgh_a, wa[i], i);
+            rounds4(&mut abef_b, &mut cdgh_b, wb[i], i);
+        }
+        for i in 4..16 {
+            let na = sched(wa[i & 3], wa[(i + 1) & 3], wa[(i + 2) & 3], wa[(i + 3) & 3]);
+            let nb = sched(wb[i & 3], wb[(i + 1) & 3], wb[(i + 2) & 3], wb[(i + 3) & 3]);
+            wa[i & 3] = na;
+            wb[i & 3] = nb;
+            rounds4(&mut abef_a, &mut cdgh_a, na, i);
+            rounds4(&mut abef_b, &mut cdgh_b, nb, i);
+        }
+        abef_a = _mm_add_epi32(abef_a, save_aa);
+        cdgh_a = _mm_add_epi32(cdgh_a, save_ca);
+        abef_b = _mm_add_epi32(abef_b, save_ab);
+        cdgh_b = _mm_add_epi32(cdgh_b, save_cb);
+    }
+    store_state(sa, abef_a, cdgh_a);
+    store_state(sb, abef_b, cdgh_b);
+}

@@ -1,0 +1,485 @@
+//! The batch labelling engine: one layer at a time, all sectors at once.
+//!
+//! Threads per layer (all pinned per the layout):
+//! * **reader** — for chunk `c`, resolves the 14 parents of every node: near base parents
+//!   come from the node cache (ring), far base parents and all expander parents are read as
+//!   4 KiB pages (deduplicated per chunk) into a read-ahead slot; runs `depth` chunks ahead.
+//! * **coordinator** (one per L3 group) — copies the parent rows read for chunk `c` into a
+//!   compact, group-local buffer laid out exactly as the hashers consume it
+//!   (`[node][sector][14 × 32 bytes]`), so hashers stream from L3.
+//! * **hashers** — each owns a fixed set of sectors (its columns of every page); fills the
+//!   ring parents in place and hashes two sectors per SHA-NI call. Hashers never wait on each
+//!   other: a sector's labels depend only on the same sector.
+//! * **writer** — writes each finished chunk's pages from the ring, striped over the devices.
+//!
+//! The orchestrator (the calling thread) reports progress and sequences layers.
+
+use crate::geometry::Geometry;
+use crate::sync::{Aborted, Counter};
+use crate::Pc1Error;
+use sealer_graph::Parents;
+use sealer_hash::{LabelHasher, DEGREE};
+use sealer_storage::{coalesce, AlignedBuf, PageBackend, PageIo, Stripe, PAGE};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+const RING_FLAG: u32 = 1 << 31;
+const PB: usize = DEGREE * 32; // bytes of one node's parents for one sector
+
+/// A hasher thread's assignment.
+#[derive(Clone, Debug)]
+pub struct HasherPlan {
+    /// CPU to pin to.
+    pub cpu: usize,
+    /// First sector (column) it hashes.
+    pub first: usize,
+    /// Number of sectors.
+    pub count: usize,
+}
+
+/// A coordinator and its hashers (one L3 group).
+#[derive(Clone, Debug)]
+pub struct GroupPlan {
+    /// CPU to pin to.
+    pub cpu: usize,
+    /// First sector of the group.
+    pub first: usize,
+    /// Sectors in the group.
+    pub count: usize,
+    /// Hashers of the group.
+    pub hashers: Vec<HasherPlan>,
+}
+
+/// Thread placement for the engine.
+#[derive(Clone, Debug)]
+pub struct ThreadPlan {
+    /// Groups in order.
+    pub groups: Vec<GroupPlan>,
+    /// Reader CPU.
+    pub reader: usize,
+    /// Writer CPU.
+    pub writer: usize,
+    /// Orchestrator CPU.
+    pub orchestrator: usize,
+    /// Whether to pin threads at all.
+    pub pin: bool,
+}
+
+impl ThreadPlan {
+    /// Build from a validated layout.
+    pub fn from_layout(l: &sealer_config::Layout, pin: bool) -> ThreadPlan {
+        let mut groups = Vec::new();
+        let mut next = 0;
+        for c in &l.coordinators {
+            let first = next;
+            let mut hashers = Vec::new();
+            for h in &c.hashers {
+                hashers.push(HasherPlan { cpu: h.cpu, first: next, count: h.sectors });
+                next += h.sectors;
+            }
+            groups.push(GroupPlan { cpu: c.cpu, first, count: next - first, hashers });
+        }
+        ThreadPlan { groups, reader: l.roles.reader, writer: l.roles.writer, orchestrator: l.roles.orchestrator, pin }
+    }
+
+    fn hashers(&self) -> usize {
+        self.groups.iter().map(|g| g.hashers.len()).sum()
+    }
+}
+
+/// Pin the calling thread to one CPU (best effort; returns false on failure).
+pub fn pin_to(cpu: usize) -> bool {
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// Live counters the orchestrator and the metrics endpoint read.
+#[derive(Default)]
+pub struct LiveStats {
+    /// Nodes (rows of all sectors) written in the current layer.
+    pub nodes_done: AtomicU64,
+    /// Pages read from storage (total).
+    pub pages_read: AtomicU64,
+    /// Pages written (total).
+    pub pages_written: AtomicU64,
+    /// Per-hasher busy nanoseconds (total).
+    pub hasher_busy_ns: Mutex<Vec<u64>>,
+    /// I/O errors seen.
+    pub io_errors: AtomicU64,
+}
+
+/// Long-lived buffers of a batch run (allocated once, reused per layer).
+pub struct Buffers {
+    ring: AlignedBuf,
+    slot_pages: Vec<AlignedBuf>,
+    _slot_tables: Vec<Mutex<Vec<u32>>>,
+    tables_ptr: Vec<*mut u32>,
+    gather: Vec<Vec<AlignedBuf>>, // [group][slot]
+    max_pages: usize,
+}
+unsafe impl Send for Buffers {}
+unsafe impl Sync for Buffers {}
+
+impl Buffers {
+    /// Allocate for `g` and `plan`.
+    pub fn new(g: &Geometry, plan: &ThreadPlan) -> Buffers {
+        let k = g.chunk as usize;
+        let max_pages = k * DEGREE;
+        let ring = AlignedBuf::new(g.ring as usize * g.row);
+        let slot_pages = (0..g.depth).map(|_| AlignedBuf::new(max_pages * PAGE)).collect();
+        let slot_tables: Vec<Mutex<Vec<u32>>> = (0..g.depth).map(|_| Mutex::new(vec![0u32; k * DEGREE])).collect();
+        let tables_ptr = slot_tables.iter().map(|m| m.lock().unwrap().as_mut_ptr()).collect();
+        let gather = plan
+            .groups
+            .iter()
+            .map(|gr| (0..g.depth).map(|_| AlignedBuf::new(k * gr.count * PB)).collect())
+            .collect();
+        Buffers { ring, slot_pages, _slot_tables: slot_tables, tables_ptr, gather, max_pages }
+    }
+
+    /// Regions worth registering with the backend (ring and read slots).
+    pub fn io_regions(&self) -> Vec<(*mut u8, usize)> {
+        let mut v = vec![(self.ring.as_mut_ptr(), self.ring.len().div_ceil(PAGE) * PAGE)];
+        for s in &self.slot_pages {
+            v.push((s.as_mut_ptr(), s.len()));
+        }
+        v
+    }
+}
+
+struct LayerShared<'a> {
+    g: Geometry,
+    layer: u32,
+    parents: &'a Parents,
+    stripe: Stripe,
+    bufs: &'a Buffers,
+    replica_ids: &'a [[u8; 32]],
+    hasher: LabelHasher,
+    read_ready: Counter,
+    coord_done: Vec<Counter>,
+    hash_done: Vec<Counter>,
+    written: Counter,
+    abort: AtomicBool,
+    error: Mutex<Option<Pc1Error>>,
+    stats: &'a LiveStats,
+    slow_chunk_us: u64,
+}
+
+impl LayerShared<'_> {
+    fn fail(&self, e: Pc1Error) {
+        let mut slot = self.error.lock().unwrap();
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+        self.abort.store(true, Ordering::SeqCst);
+        self.read_ready.poke();
+        self.written.poke();
+        for c in self.coord_done.iter().chain(self.hash_done.iter()) {
+            c.poke();
+        }
+    }
+
+    fn wait_all(&self, cs: &[Counter], target: u64) -> Result<(), Aborted> {
+        for c in cs {
+            c.wait_at_least(target, &self.abort)?;
+        }
+        Ok(())
+    }
+
+    fn chunk_range(&self, c: u64) -> (u64, u64) {
+        let v0 = c * self.g.chunk;
+        (v0, (v0 + self.g.chunk).min(self.g.nodes))
+    }
+
+    fn ring_ptr(&self, node: u64) -> *mut u8 {
+        unsafe { self.bufs.ring.as_mut_ptr().add((node % self.g.ring) as usize * self.g.row) }
+    }
+}
+
+/// Label one layer of every sector. `backend_r` / `backend_w` are the reader's and writer's
+/// queues. Returns when the layer is fully written (not yet flushed).
+#[allow(clippy::too_many_arguments)]
+pub fn run_layer(
+    g: &Geometry,
+    layer: u32,
+    parents: &Parents,
+    stripe: Stripe,
+    bufs: &Buffers,
+    replica_ids: &[[u8; 32]],
+    hasher: LabelHasher,
+    plan: &ThreadPlan,
+    backend_r: &mut dyn PageBackend,
+    backend_w: &mut dyn PageBackend,
+    stats: &LiveStats,
+    mut on_tick: impl FnMut(u64),
+) -> Result<(), Pc1Error> {
+    let sh = LayerShared {
+        g: *g,
+        layer,
+        parents,
+        stripe,
+        bufs,
+        replica_ids,
+        hasher,
+        read_ready: Counter::new(0),
+        coord_done: plan.groups.iter().map(|_| Counter::new(0)).collect(),
+        hash_done: (0..plan.hashers()).map(|_| Counter::new(0)).collect(),
+        written: Counter::new(0),
+        abort: AtomicBool::new(false),
+        error: Mutex::new(None),
+        stats,
+        slow_chunk_us: std::env::var("SEALER_TEST_SLOW_CHUNK_US").ok().and_then(|s| s.parse().ok()).unwrap_or(0),
+    };
+    stats.nodes_done.store(0, Ordering::Relaxed);
+    {
+        let mut b = stats.hasher_busy_ns.lock().unwrap();
+        if b.len() != plan.hashers() {
+            *b = vec![0; plan.hashers()];
+        }
+    }
+    let sh = &sh;
+    std::thread::scope(|s| {
+        let pin = plan.pin;
+        s.spawn(move || {
+            if pin {
+                pin_to(plan.reader);
+            }
+            if let Err(e) = reader(sh, backend_r) {
+                sh.fail(e);
+            }
+        });
+        s.spawn(move || {
+            if pin {
+                pin_to(plan.writer);
+            }
+            if let Err(e) = writer(sh, backend_w) {
+                sh.fail(e);
+            }
+        });
+        let mut hix = 0;
+        for (gi, gp) in plan.groups.iter().enumerate() {
+            s.spawn(move || {
+                if pin {
+                    pin_to(gp.cpu);
+                }
+                let _ = coordinator(sh, gi, gp);
+            });
+            for hp in &gp.hashers {
+                let my = hix;
+                hix += 1;
+                s.spawn(move || {
+                    if pin {
+                        pin_to(hp.cpu);
+                    }
+                    let _ = hash_worker(sh, gi, gp, hp, my);
+                });
+            }
+        }
+        // Orchestrator: progress until the layer is written or failed.
+        loop {
+            let w = sh.written.get();
+            on_tick(sh.stats.nodes_done.load(Ordering::Relaxed));
+            if w >= sh.g.chunks || sh.abort.load(Ordering::Relaxed) {
+                break;
+            }
+            let _ = sh.written.wait_at_least(w + 1, &sh.abort);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    });
+    if let Some(e) = sh.error.lock().unwrap().take() {
+        return Err(e);
+    }
+    on_tick(g.nodes);
+    Ok(())
+}
+
+fn reader(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
+    let g = &sh.g;
+    let k = g.chunk;
+    let np = if sh.layer == 1 { 6 } else { DEGREE };
+    let mut map: HashMap<(u32, u64), u32> = HashMap::with_capacity(sh.bufs.max_pages);
+    let mut ios: Vec<PageIo> = Vec::with_capacity(sh.bufs.max_pages);
+    let rc = g.ring_chunks();
+    for c in 0..g.chunks {
+        let slot = (c % g.depth) as usize;
+        // slot free: every hasher finished chunk c - depth
+        if c >= g.depth {
+            sh.wait_all(&sh.hash_done, c + 1 - g.depth).map_err(|_| Pc1Error::Aborted)?;
+        }
+        // far base parents written
+        if c + 1 > rc {
+            sh.written.wait_at_least(c + 1 - rc, &sh.abort).map_err(|_| Pc1Error::Aborted)?;
+        }
+        let table = unsafe { std::slice::from_raw_parts_mut(sh.bufs.tables_ptr[slot], (k as usize) * DEGREE) };
+        let pages = sh.bufs.slot_pages[slot].as_mut_ptr();
+        map.clear();
+        ios.clear();
+        let (v0, v1) = sh.chunk_range(c);
+        for v in v0.max(1)..v1 {
+            let ps = sh.parents.get(v);
+            let row = (v - v0) as usize * DEGREE;
+            for (kk, &p) in ps.iter().enumerate().take(np) {
+                let p = p as u64;
+                if kk < 6 && g.in_ring(c, p) {
+                    table[row + kk] = RING_FLAG | p as u32;
+                    continue;
+                }
+                let src_layer = if kk < 6 { sh.layer } else { sh.layer - 1 };
+                let page = p / g.npp;
+                let next = map.len() as u32;
+                let ps_ix = *map.entry((src_layer, page)).or_insert_with(|| {
+                    let (dev, offset) = sh.stripe.locate(src_layer, page);
+                    ios.push(PageIo { dev, offset, buf: unsafe { pages.add(next as usize * PAGE) }, len: PAGE });
+                    next
+                });
+                table[row + kk] = ps_ix * g.npp as u32 + (p % g.npp) as u32;
+            }
+        }
+        if !ios.is_empty() {
+            if let Err(e) = be.read(&ios) {
+                sh.stats.io_errors.fetch_add(1, Ordering::Relaxed);
+                return Err(Pc1Error::Io(format!("reading parents of layer {} chunk {c}: {e}", sh.layer)));
+            }
+            sh.stats.pages_read.fetch_add(ios.len() as u64, Ordering::Relaxed);
+        }
+        sh.read_ready.set(c + 1);
+    }
+    Ok(())
+}
+
+fn coordinator(sh: &LayerShared, gi: usize, gp: &GroupPlan) -> Result<(), Aborted> {
+    let g = &sh.g;
+    let np = if sh.layer == 1 { 6 } else { DEGREE };
+    let gs = gp.count;
+    for c in 0..g.chunks {
+        sh.read_ready.wait_at_least(c + 1, &sh.abort)?;
+        let slot = (c % g.depth) as usize;
+        let table = unsafe { std::slice::from_raw_parts(sh.bufs.tables_ptr[slot], (g.chunk as usize) * DEGREE) };
+        let pages = sh.bufs.slot_pages[slot].as_mut_ptr();
+        let dst = sh.bufs.gather[gi][slot].as_mut_ptr();
+        let (v0, v1) = sh.chunk_range(c);
+        for v in v0.max(1)..v1 {
+            let vi = (v - v0) as usize;
+            for kk in 0..np {
+                let e = table[vi * DEGREE + kk];
+                if e & RING_FLAG != 0 {
+                    continue;
+                }
+                unsafe {
+                    let src = pages.add(e as usize * g.row + gp.first * 32);
+                    let d0 = dst.add(vi * gs * PB + kk * 32);
+                    for s in 0..gs {
+                        std::ptr::copy_nonoverlapping(src.add(s * 32), d0.add(s * PB), 32);
+                    }
+                }
+            }
+        }
+        sh.coord_done[gi].set(c + 1);
+    }
+    Ok(())
+}
+
+fn hash_worker(sh: &LayerShared, gi: usize, gp: &GroupPlan, hp: &HasherPlan, my: usize) -> Result<(), Aborted> {
+    let g = &sh.g;
+    let layer = sh.layer;
+    let np = if layer == 1 { 6 } else { DEGREE };
+    let gs = gp.count;
+    let rc = g.ring_chunks();
+    let mut busy = 0u64;
+    for c in 0..g.chunks {
+        sh.coord_done[gi].wait_at_least(c + 1, &sh.abort)?;
+        if c + 1 > rc {
+            // the ring rows this chunk overwrites must be on storage
+            sh.written.wait_at_least(c + 1 - rc, &sh.abort)?;
+        }
+        let t0 = Instant::now();
+        let slot = (c % g.depth) as usize;
+        let table = unsafe { std::slice::from_raw_parts(sh.bufs.tables_ptr[slot], (g.chunk as usize) * DEGREE) };
+        let gbuf = sh.bufs.gather[gi][slot].as_mut_ptr();
+        let (v0, v1) = sh.chunk_range(c);
+        for v in v0..v1 {
+            let vi = (v - v0) as usize;
+            let out_row = sh.ring_ptr(v);
+            if v == 0 {
+                for s in hp.first..hp.first + hp.count {
+                    let out = unsafe { std::slice::from_raw_parts_mut(out_row.add(s * 32), 32) };
+                    sh.hasher.label_node0(&sh.replica_ids[s], layer, out);
+                }
+                continue;
+            }
+            let trow = &table[vi * DEGREE..vi * DEGREE + DEGREE];
+            // fill ring parents for my sectors
+            for (kk, &e) in trow.iter().enumerate().take(np) {
+                if e & RING_FLAG == 0 {
+                    continue;
+                }
+                let src_row = sh.ring_ptr((e & !RING_FLAG) as u64);
+                for s in hp.first..hp.first + hp.count {
+                    unsafe {
+                        let d = gbuf.add((vi * gs + (s - gp.first)) * PB + kk * 32);
+                        std::ptr::copy_nonoverlapping(src_row.add(s * 32), d, 32);
+                    }
+                }
+            }
+            let mut s = hp.first;
+            let end = hp.first + hp.count;
+            while s < end {
+                unsafe {
+                    let pa = std::slice::from_raw_parts(gbuf.add((vi * gs + (s - gp.first)) * PB), PB);
+                    let oa = std::slice::from_raw_parts_mut(out_row.add(s * 32), 32);
+                    if s + 1 < end {
+                        let pb = std::slice::from_raw_parts(gbuf.add((vi * gs + (s + 1 - gp.first)) * PB), PB);
+                        let ob = std::slice::from_raw_parts_mut(out_row.add((s + 1) * 32), 32);
+                        sh.hasher.label_x2(&sh.replica_ids[s], &sh.replica_ids[s + 1], layer, v, pa, pb, oa, ob);
+                        s += 2;
+                    } else {
+                        sh.hasher.label(&sh.replica_ids[s], layer, v, pa, oa);
+                        s += 1;
+                    }
+                }
+            }
+        }
+        busy += t0.elapsed().as_nanos() as u64;
+        sh.hash_done[my].set(c + 1);
+        if c % 64 == 63 || c + 1 == g.chunks {
+            if let Ok(mut b) = sh.stats.hasher_busy_ns.lock() {
+                b[my] += busy;
+            }
+            busy = 0;
+        }
+    }
+    Ok(())
+}
+
+fn writer(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
+    let g = &sh.g;
+    let mut ios: Vec<PageIo> = Vec::new();
+    for c in 0..g.chunks {
+        sh.wait_all(&sh.hash_done, c + 1).map_err(|_| Pc1Error::Aborted)?;
+        let (v0, v1) = sh.chunk_range(c);
+        let p0 = v0 / g.npp;
+        let p1 = v1.div_ceil(g.npp);
+        ios.clear();
+        for p in p0..p1 {
+            let (dev, offset) = sh.stripe.locate(sh.layer, p);
+            ios.push(PageIo { dev, offset, buf: sh.ring_ptr(p * g.npp), len: PAGE });
+        }
+        coalesce(&mut ios, 1 << 20);
+        if let Err(e) = be.write(&ios) {
+            sh.stats.io_errors.fetch_add(1, Ordering::Relaxed);
+            return Err(Pc1Error::Io(format!("writing layer {} chunk {c}: {e}", sh.layer)));
+        }
+        sh.stats.pages_written.fetch_add(p1 - p0, Ordering::Relaxed);
+        if sh.slow_chunk_us > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(sh.slow_chunk_us));
+        }
+        sh.stats.nodes_done.store(v1, Ordering::Relaxed);
+        sh.written.set(c + 1);
+    }
+    Ok(())
+}

@@ -1,0 +1,101 @@
+//! Sizes of the interleaved layout and of the engine's buffers.
+
+use sealer_storage::PAGE;
+
+/// Geometry of one batch: how nodes map to pages, and the engine's chunk / ring sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Nodes per sector (sector_size / 32).
+    pub nodes: u64,
+    /// Sectors in the batch (N, a power of two ≤ 128).
+    pub sectors: usize,
+    /// SDR layers.
+    pub layers: usize,
+    /// Bytes of one interleaved row: node v of every sector, N × 32.
+    pub row: usize,
+    /// Rows (nodes) per 4 KiB page: 4096 / row.
+    pub npp: u64,
+    /// Pages per layer.
+    pub ppl: u64,
+    /// Nodes per chunk (the unit of read-ahead, hashing hand-off and write-back).
+    pub chunk: u64,
+    /// Chunks per layer.
+    pub chunks: u64,
+    /// Nodes kept in the in-memory node cache (ring) of the current layer.
+    pub ring: u64,
+    /// Chunks of read-ahead.
+    pub depth: u64,
+}
+
+/// Tunables for [`Geometry::new`].
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// Target nodes per chunk.
+    pub chunk_nodes: u64,
+    /// Memory budget of the node cache, bytes.
+    pub ring_bytes: u64,
+    /// Chunks of read-ahead.
+    pub depth: u64,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning { chunk_nodes: 512, ring_bytes: 256 << 20, depth: 4 }
+    }
+}
+
+fn pow2_floor(x: u64) -> u64 {
+    if x == 0 {
+        0
+    } else {
+        1u64 << (63 - x.leading_zeros())
+    }
+}
+
+impl Geometry {
+    /// Compute the geometry for `sectors` sectors of `nodes` nodes and `layers` layers.
+    pub fn new(nodes: u64, sectors: usize, layers: usize, t: Tuning) -> Geometry {
+        assert!(sectors.is_power_of_two() && sectors <= 128);
+        assert!(nodes.is_power_of_two());
+        let row = sectors * 32;
+        let npp = (PAGE / row) as u64;
+        let ppl = nodes.div_ceil(npp);
+        let padded = ppl * npp;
+        let chunk = pow2_floor(t.chunk_nodes.max(npp)).max(npp).min(padded);
+        let chunks = padded / chunk;
+        let depth = t.depth.clamp(1, chunks.max(1));
+        let budget_nodes = pow2_floor(t.ring_bytes / row as u64).max(chunk * (depth + 2));
+        let ring = if budget_nodes >= padded { padded } else { budget_nodes };
+        Geometry { nodes, sectors, layers, row, npp, ppl, chunk, chunks, ring, depth }
+    }
+
+    /// Chunks that fit in the ring.
+    pub fn ring_chunks(&self) -> u64 {
+        self.ring / self.chunk
+    }
+
+    /// True when a base parent `p` of a node in chunk `c` is still in the ring.
+    #[inline]
+    pub fn in_ring(&self, c: u64, p: u64) -> bool {
+        p + self.ring >= (c + 1) * self.chunk
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry_shapes() {
+        let g = Geometry::new(64, 1, 2, Tuning::default());
+        assert_eq!((g.npp, g.ppl, g.chunk, g.chunks, g.ring), (128, 1, 128, 1, 128));
+        let g = Geometry::new(1 << 18, 32, 2, Tuning::default());
+        assert_eq!(g.npp, 4);
+        assert_eq!(g.ppl, 1 << 16);
+        assert_eq!(g.ring, 1 << 18);
+        let g = Geometry::new(1 << 30, 128, 11, Tuning::default());
+        assert_eq!(g.npp, 1);
+        assert_eq!(g.ring, 1 << 16);
+        assert!(g.ring_chunks() >= g.depth + 2);
+    }
+}

@@ -1,0 +1,460 @@
+//! Batch PC1 for the sealfleet sealer: stacked-DRG labels of N sectors at once, bit-identical
+//! to rust-fil-proofs, on interleaved page storage.
+//!
+//! Storage layout: a 4 KiB page holds `4096 / (N·32)` consecutive nodes; each row is node `v`
+//! of every sector (sector `s` at byte `s·32` of the row). Pages are striped over the layer
+//! paths ([`sealer_storage::Stripe`]).
+//!
+//! Entry points: [`run_pc1`] (label every layer, resumable at layer granularity),
+//! [`export_layers`] (rust-fil-proofs layer files), [`verify_nodes`] (recompute random labels
+//! from stored parents).
+
+#![warn(missing_docs)]
+
+pub mod engine;
+pub mod geometry;
+pub mod progress;
+pub mod state;
+pub mod sync;
+
+use engine::{Buffers, LiveStats, ThreadPlan};
+pub use geometry::{Geometry, Tuning};
+use progress::{Progress, ProgressSink};
+use sealer_config::{ApiVersion, BatchConfig};
+use sealer_graph::{GraphApi, Parents};
+use sealer_hash::{Kernel, LabelHasher};
+use sealer_storage::{AlignedBuf, Devices, PageBackend, PageIo, Stripe, UringBackend, PAGE};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Errors of a PC1 run, grouped by what the operator should do about them.
+#[derive(Debug)]
+pub enum Pc1Error {
+    /// Bad input (config, layout vs this machine). Fix the input.
+    Input(String),
+    /// The CPU lacks what the hot path needs (SHA-NI).
+    Unsupported(String),
+    /// Storage or file-system failure.
+    Io(String),
+    /// Another thread failed first (internal; never returned from [`run_pc1`]).
+    Aborted,
+    /// A bug or unexpected state.
+    Internal(String),
+}
+
+impl Pc1Error {
+    /// Process exit code for this error class: 2 input, 3 I/O, 4 unsupported CPU, 1 internal.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Pc1Error::Input(_) => 2,
+            Pc1Error::Io(_) => 3,
+            Pc1Error::Unsupported(_) => 4,
+            Pc1Error::Aborted | Pc1Error::Internal(_) => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for Pc1Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Pc1Error::Input(s) => write!(f, "invalid input: {s}"),
+            Pc1Error::Unsupported(s) => write!(f, "unsupported machine: {s}"),
+            Pc1Error::Io(s) => write!(f, "storage error: {s}"),
+            Pc1Error::Aborted => write!(f, "aborted"),
+            Pc1Error::Internal(s) => write!(f, "internal error: {s}"),
+        }
+    }
+}
+impl std::error::Error for Pc1Error {}
+
+impl From<sealer_config::ConfigError> for Pc1Error {
+    fn from(e: sealer_config::ConfigError) -> Self {
+        Pc1Error::Input(e.to_string())
+    }
+}
+
+/// Options that are not part of the batch config.
+#[derive(Clone, Debug)]
+pub struct Pc1Options {
+    /// Accept the portable (non SHA-NI) kernel when SHA-NI is missing.
+    pub allow_portable_hash: bool,
+    /// Force the portable kernel (tests of the fallback).
+    pub force_portable_hash: bool,
+    /// Engine tunables.
+    pub tuning: Tuning,
+    /// Pin threads per the layout.
+    pub pin_threads: bool,
+    /// Draw a progress bar on stderr.
+    pub progress_bar: bool,
+    /// Ignore existing state and start from layer 1.
+    pub restart: bool,
+    /// io_uring queue depth per backend.
+    pub queue_depth: u32,
+}
+
+impl Default for Pc1Options {
+    fn default() -> Self {
+        Pc1Options {
+            allow_portable_hash: false,
+            force_portable_hash: false,
+            tuning: Tuning::default(),
+            pin_threads: true,
+            progress_bar: false,
+            restart: false,
+            queue_depth: 128,
+        }
+    }
+}
+
+/// What a finished run reports.
+#[derive(Clone, Debug)]
+pub struct Pc1Report {
+    /// replica_id per sector, in config order.
+    pub replica_ids: Vec<[u8; 32]>,
+    /// comm_d per sector.
+    pub comm_ds: Vec<[u8; 32]>,
+    /// First layer computed in this run (layers before it were already done).
+    pub first_layer: usize,
+    /// Layers.
+    pub layers: usize,
+    /// Wall seconds spent labelling in this run.
+    pub seconds: f64,
+    /// Sector-labels computed in this run.
+    pub labels: u64,
+    /// Hash kernel used.
+    pub kernel: Kernel,
+    /// Storage backend name.
+    pub backend: String,
+    /// Geometry used.
+    pub geometry: Geometry,
+    /// Hasher threads.
+    pub hasher_threads: usize,
+}
+
+/// comm_d and replica_id of every sector.
+pub fn sector_ids(cfg: &BatchConfig) -> (Vec<[u8; 32]>, Vec<[u8; 32]>) {
+    let cc = sealer_hash::cc_comm_d(cfg.sector_size);
+    let mut rids = Vec::new();
+    let mut cds = Vec::new();
+    for s in &cfg.sectors {
+        let cd = s.comm_d.unwrap_or(cc);
+        rids.push(sealer_hash::replica_id(&s.prover_id, s.sector_id, &s.ticket, &cd, &cfg.porep_id));
+        cds.push(cd);
+    }
+    (rids, cds)
+}
+
+/// The graph API for a config.
+pub fn graph_api(a: ApiVersion) -> GraphApi {
+    match a {
+        ApiVersion::V1_0_0 => GraphApi::V1_0_0,
+        ApiVersion::V1_1_0 => GraphApi::V1_1_0,
+        ApiVersion::V1_2_0 => GraphApi::V1_2_0,
+    }
+}
+
+/// Open (building if needed) the parent graph of a config.
+pub fn open_parents(cfg: &BatchConfig) -> Result<Parents, Pc1Error> {
+    Parents::open(cfg.nodes(), cfg.porep_id, graph_api(cfg.api_version)).map_err(|e| Pc1Error::Io(e.to_string()))
+}
+
+/// Geometry for a config.
+pub fn geometry(cfg: &BatchConfig, t: Tuning) -> Geometry {
+    Geometry::new(cfg.nodes(), cfg.sectors.len(), cfg.num_layers(), t)
+}
+
+/// The stripe for a config.
+pub fn stripe(cfg: &BatchConfig, g: &Geometry) -> Stripe {
+    Stripe::new(cfg.layers.paths.len(), cfg.layers.slot_offset, g.ppl)
+}
+
+/// Path of the state file.
+pub fn state_path(cfg: &BatchConfig) -> PathBuf {
+    cfg.output_dir.join("pc1-state.json")
+}
+
+fn io_err(what: &str, e: impl std::fmt::Display) -> Pc1Error {
+    Pc1Error::Io(format!("{what}: {e}"))
+}
+
+/// Run PC1 for the batch: every layer of every sector, resuming after the last layer a
+/// previous run completed for the same batch.
+pub fn run_pc1(cfg: &BatchConfig, opts: &Pc1Options) -> Result<Pc1Report, Pc1Error> {
+    // --- checks before any work ---
+    let kernel = if opts.force_portable_hash {
+        Kernel::Portable
+    } else {
+        Kernel::select(opts.allow_portable_hash).map_err(|e| Pc1Error::Unsupported(e.to_string()))?
+    };
+    let layout = cfg.effective_layout();
+    layout.validate(cfg.sectors.len())?;
+    if opts.pin_threads {
+        layout.check_cpus(&sealer_config::allowed_cpus())?;
+    }
+    let plan = ThreadPlan::from_layout(&layout, opts.pin_threads);
+    let g = geometry(cfg, opts.tuning);
+    let stripe = stripe(cfg, &g);
+    let layers = cfg.num_layers();
+    let (rids, cds) = sector_ids(cfg);
+
+    std::fs::create_dir_all(&cfg.output_dir).map_err(|e| io_err(&format!("creating {}", cfg.output_dir.display()), e))?;
+    let key = state::batch_key(cfg, &rids);
+    let spath = state_path(cfg);
+    let mut done = 0usize;
+    if !opts.restart {
+        if let Some(st) = state::load(&spath) {
+            if st.batch_key == key && st.layers == layers {
+                done = st.layers_done.min(layers);
+            } else {
+                eprintln!("sealer: state file {} belongs to another batch; starting from layer 1", spath.display());
+            }
+        }
+    }
+    let sink = ProgressSink::new(cfg, opts.progress_bar)?;
+    let mut prog = Progress::new(cfg, layers, done);
+    if done == layers {
+        prog.finish();
+        sink.publish(&prog);
+        return Ok(Pc1Report {
+            replica_ids: rids,
+            comm_ds: cds,
+            first_layer: layers + 1,
+            layers,
+            seconds: 0.0,
+            labels: 0,
+            kernel,
+            backend: "none".into(),
+            geometry: g,
+            hasher_threads: plan.groups.iter().map(|g| g.hashers.len()).sum(),
+        });
+    }
+    if done > 0 {
+        eprintln!("sealer: resuming batch at layer {} of {layers}", done + 1);
+    }
+
+    let devs = Devices::open(&cfg.layers.paths, stripe.bytes_per_device(layers)).map_err(|e| io_err("opening layer storage", e))?;
+    let parents = open_parents(cfg)?;
+    let bufs = Buffers::new(&g, &plan);
+    let mut be_r = UringBackend::new(devs.clone(), opts.queue_depth).map_err(|e| io_err("creating io_uring", e))?;
+    let mut be_w = UringBackend::new(devs.clone(), opts.queue_depth).map_err(|e| io_err("creating io_uring", e))?;
+    let regions = bufs.io_regions();
+    unsafe {
+        be_r.register_buffers(&regions);
+        be_w.register_buffers(&regions);
+    }
+    let backend = be_r.name().to_string();
+    let stats = Arc::new(LiveStats::default());
+    sink.attach_stats(stats.clone());
+    if opts.pin_threads {
+        engine::pin_to(plan.orchestrator);
+    }
+    let hasher = LabelHasher::new(kernel);
+    let t0 = Instant::now();
+    for layer in done + 1..=layers {
+        prog.start_layer(layer);
+        sink.publish(&prog);
+        let mut last = Instant::now();
+        engine::run_layer(&g, layer as u32, &parents, stripe, &bufs, &rids, hasher, &plan, &mut be_r, &mut be_w, &stats, |nodes| {
+            if last.elapsed().as_millis() >= 250 {
+                prog.update(nodes);
+                sink.publish(&prog);
+                last = Instant::now();
+            }
+        })
+        .inspect_err(|e| {
+            prog.fail(&e.to_string());
+            sink.publish(&prog);
+        })?;
+        prog.update(g.nodes);
+        be_w.flush().map_err(|e| io_err("flushing layer storage", e))?;
+        state::store(&spath, &state::State { batch_key: key.clone(), layers, layers_done: layer })
+            .map_err(|e| io_err(&format!("writing {}", spath.display()), e))?;
+        sink.publish(&prog);
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    prog.finish();
+    sink.publish(&prog);
+    sink.close();
+    Ok(Pc1Report {
+        replica_ids: rids,
+        comm_ds: cds,
+        first_layer: done + 1,
+        layers,
+        seconds,
+        labels: (layers - done) as u64 * g.nodes * cfg.sectors.len() as u64,
+        kernel,
+        backend,
+        geometry: g,
+        hasher_threads: plan.groups.iter().map(|g| g.hashers.len()).sum(),
+    })
+}
+
+/// Layers a previous run completed for this batch (0 when none or another batch).
+pub fn layers_done(cfg: &BatchConfig) -> usize {
+    let (rids, _) = sector_ids(cfg);
+    match state::load(&state_path(cfg)) {
+        Some(st) if st.batch_key == state::batch_key(cfg, &rids) => st.layers_done,
+        _ => 0,
+    }
+}
+
+/// Reads interleaved pages of a finished (or partly finished) batch.
+pub struct LayerReader {
+    g: Geometry,
+    stripe: Stripe,
+    be: UringBackend,
+}
+
+impl LayerReader {
+    /// Open the batch's storage for reading.
+    pub fn open(cfg: &BatchConfig) -> Result<Self, Pc1Error> {
+        let g = geometry(cfg, Tuning::default());
+        let stripe = stripe(cfg, &g);
+        let devs = Devices::open_existing(&cfg.layers.paths).map_err(|e| io_err("opening layer storage", e))?;
+        let be = UringBackend::new(devs, 64).map_err(|e| io_err("creating io_uring", e))?;
+        Ok(LayerReader { g, stripe, be })
+    }
+
+    /// Geometry of the batch.
+    pub fn geometry(&self) -> &Geometry {
+        &self.g
+    }
+
+    /// Read pages `[p0, p0 + count)` of `layer` into `buf` (count × 4096 bytes, aligned).
+    pub fn read_pages(&mut self, layer: u32, p0: u64, count: usize, buf: &mut AlignedBuf) -> Result<(), Pc1Error> {
+        assert!(buf.len() >= count * PAGE);
+        let base = buf.as_mut_ptr();
+        let ios: Vec<PageIo> = (0..count)
+            .map(|i| {
+                let (dev, offset) = self.stripe.locate(layer, p0 + i as u64);
+                PageIo { dev, offset, buf: unsafe { base.add(i * PAGE) }, len: PAGE }
+            })
+            .collect();
+        self.be.read(&ios).map_err(|e| io_err("reading layer pages", e))
+    }
+
+    /// Read the row (node `v` of all sectors) of `layer`.
+    pub fn read_row(&mut self, layer: u32, v: u64, page_buf: &mut AlignedBuf) -> Result<Vec<u8>, Pc1Error> {
+        let p = v / self.g.npp;
+        self.read_pages(layer, p, 1, page_buf)?;
+        let off = (v % self.g.npp) as usize * self.g.row;
+        Ok(page_buf.as_slice()[off..off + self.g.row].to_vec())
+    }
+}
+
+/// Write every completed layer of every sector as rust-fil-proofs layer files:
+/// `out/<sector_id>/sc-02-data-layer-<l>.dat` (N·32 bytes of labels, node order).
+/// Returns the number of layers exported.
+pub fn export_layers(cfg: &BatchConfig, out: &Path) -> Result<usize, Pc1Error> {
+    use std::io::Write;
+    let done = layers_done(cfg);
+    if done == 0 {
+        return Err(Pc1Error::Input(format!(
+            "no completed layers for this batch (state file {}); run `sealer pc1` first",
+            state_path(cfg).display()
+        )));
+    }
+    let mut rd = LayerReader::open(cfg)?;
+    let g = *rd.geometry();
+    let n = cfg.sectors.len();
+    let batch_pages = 256usize;
+    let mut buf = AlignedBuf::new(batch_pages * PAGE);
+    for layer in 1..=done {
+        let mut files = Vec::new();
+        for s in &cfg.sectors {
+            let dir = out.join(s.sector_id.to_string());
+            std::fs::create_dir_all(&dir).map_err(|e| io_err(&format!("creating {}", dir.display()), e))?;
+            let path = dir.join(format!("sc-02-data-layer-{layer}.dat"));
+            let tmp = dir.join(format!("sc-02-data-layer-{layer}.dat.tmp"));
+            let f = std::fs::File::create(&tmp).map_err(|e| io_err(&format!("creating {}", tmp.display()), e))?;
+            files.push((std::io::BufWriter::with_capacity(1 << 20, f), tmp, path));
+        }
+        let mut p = 0u64;
+        let mut per_sector: Vec<Vec<u8>> = vec![Vec::with_capacity(batch_pages * g.npp as usize * 32); n];
+        while p < g.ppl {
+            let cnt = ((g.ppl - p) as usize).min(batch_pages);
+            rd.read_pages(layer as u32, p, cnt, &mut buf)?;
+            for b in per_sector.iter_mut() {
+                b.clear();
+            }
+            let data = buf.as_slice();
+            for i in 0..cnt as u64 * g.npp {
+                let v = p * g.npp + i;
+                if v >= g.nodes {
+                    break;
+                }
+                let row = &data[i as usize * g.row..(i as usize + 1) * g.row];
+                for (s, b) in per_sector.iter_mut().enumerate() {
+                    b.extend_from_slice(&row[s * 32..s * 32 + 32]);
+                }
+            }
+            for (s, b) in per_sector.iter().enumerate() {
+                files[s].0.write_all(b).map_err(|e| io_err("writing layer file", e))?;
+            }
+            p += cnt as u64;
+        }
+        for (w, tmp, path) in files {
+            let f = w.into_inner().map_err(|e| io_err("flushing layer file", e.error()))?;
+            f.sync_all().map_err(|e| io_err("syncing layer file", e))?;
+            std::fs::rename(&tmp, &path).map_err(|e| io_err(&format!("renaming {}", tmp.display()), e))?;
+        }
+    }
+    Ok(done)
+}
+
+/// Result of [`verify_nodes`].
+#[derive(Clone, Debug)]
+pub struct VerifyReport {
+    /// (layer, node) pairs checked (each for every sector).
+    pub checked: usize,
+    /// Mismatches as (layer, node, sector index).
+    pub mismatches: Vec<(u32, u64, usize)>,
+}
+
+/// Recompute `count` random labels (every sector of each picked node) from their parents as
+/// stored, and compare with the stored labels. Only completed layers are sampled.
+pub fn verify_nodes(cfg: &BatchConfig, count: usize, seed: u64) -> Result<VerifyReport, Pc1Error> {
+    let done = layers_done(cfg);
+    if done == 0 {
+        return Err(Pc1Error::Input("no completed layers to verify; run `sealer pc1` first".into()));
+    }
+    let (rids, _) = sector_ids(cfg);
+    let parents = open_parents(cfg)?;
+    let mut rd = LayerReader::open(cfg)?;
+    let g = *rd.geometry();
+    let mut page = AlignedBuf::new(PAGE);
+    let mut x = seed | 1;
+    let mut rnd = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut mism = Vec::new();
+    for _ in 0..count {
+        let layer = (rnd() % done as u64) as u32 + 1;
+        let v = rnd() % g.nodes;
+        let stored = rd.read_row(layer, v, &mut page)?;
+        let ps = parents.get(v);
+        let np = if layer == 1 { 6 } else { 14 };
+        let mut prow = Vec::with_capacity(np);
+        if v > 0 {
+            for (k, &p) in ps.iter().enumerate().take(np) {
+                let l = if k < 6 { layer } else { layer - 1 };
+                prow.push(rd.read_row(l, p as u64, &mut page)?);
+            }
+        }
+        for s in 0..cfg.sectors.len() {
+            let mut pbuf = vec![0u8; np * 32];
+            for (k, r) in prow.iter().enumerate() {
+                pbuf[k * 32..k * 32 + 32].copy_from_slice(&r[s * 32..s * 32 + 32]);
+            }
+            let want = sealer_hash::reference_label(&rids[s], layer, v, &pbuf);
+            if want[..] != stored[s * 32..s * 32 + 32] {
+                mism.push((layer, v, s));
+            }
+        }
+    }
+    Ok(VerifyReport { checked: count, mismatches: mism })
+}

@@ -1,0 +1,206 @@
+//! `sealer bench pc1`: the SHA bound, rust-fil-proofs PC1, and the sealer on N sectors, all
+//! on this machine in one invocation, reported as sector-labels/s per core.
+
+use crate::oracle;
+use sealer_config::{porep_id_for, ApiVersion, BatchConfig, Layout};
+use sealer_hash::{Kernel, LabelHasher};
+use sealer_pc1::{Pc1Options, Tuning};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Bench options.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// Sector size in bytes (8 MiB quick, 512 MiB default).
+    pub sector_size: u64,
+    /// Batch sizes for the sealer.
+    pub batches: Vec<usize>,
+    /// Directory for layer files (use tmpfs to measure the engine, a disk to measure I/O).
+    pub dir: PathBuf,
+    /// Skip the rust-fil-proofs baseline.
+    pub skip_baseline: bool,
+    /// Seconds per SHA-bound measurement.
+    pub sha_seconds: f64,
+}
+
+/// One row of the result table.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// What was measured.
+    pub name: String,
+    /// Sector-labels per second (all cores used).
+    pub labels_per_s: f64,
+    /// Cores the measurement used.
+    pub cores: f64,
+    /// Wall seconds.
+    pub seconds: f64,
+}
+
+impl Row {
+    /// Labels/s per core.
+    pub fn per_core(&self) -> f64 {
+        self.labels_per_s / self.cores
+    }
+}
+
+fn sha_bound(x2: bool, secs: f64) -> f64 {
+    let k = match Kernel::select(false) {
+        Ok(k) => k,
+        Err(_) => return 0.0,
+    };
+    let h = LabelHasher::new(k);
+    let rid_a = [7u8; 32];
+    let rid_b = [9u8; 32];
+    let pa = [3u8; 448];
+    let pb = [5u8; 448];
+    let mut oa = [0u8; 32];
+    let mut ob = [0u8; 32];
+    let t0 = Instant::now();
+    let mut n = 0u64;
+    let mut node = 1u64;
+    while t0.elapsed() < Duration::from_secs_f64(secs) {
+        for _ in 0..1000 {
+            if x2 {
+                h.label_x2(&rid_a, &rid_b, 2, node, &pa, &pb, &mut oa, &mut ob);
+                n += 2;
+            } else {
+                h.label(&rid_a, 2, node, &pa, &mut oa);
+                n += 1;
+            }
+            node += 1;
+        }
+    }
+    std::hint::black_box((oa, ob));
+    n as f64 / t0.elapsed().as_secs_f64()
+}
+
+fn cores_of(l: &Layout) -> f64 {
+    let mut cpus = std::collections::BTreeSet::new();
+    for c in &l.coordinators {
+        cpus.insert(c.cpu);
+        for h in &c.hashers {
+            cpus.insert(h.cpu);
+        }
+    }
+    cpus.insert(l.roles.reader);
+    cpus.insert(l.roles.writer);
+    cpus.insert(l.roles.orchestrator);
+    cpus.len() as f64
+}
+
+fn rand32(seed: &mut u64) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for b in out.iter_mut() {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *b = (*seed >> 33) as u8;
+    }
+    out
+}
+
+/// A random CC batch config for the bench and tests.
+pub fn random_config(sector_size: u64, proof_id: u64, api: ApiVersion, n: usize, seed: u64, layer_dir: &Path, out: &Path) -> BatchConfig {
+    let mut s = seed;
+    let sectors: Vec<serde_json::Value> = (0..n)
+        .map(|i| {
+            serde_json::json!({
+                "prover_id": hex::encode(rand32(&mut s)),
+                "sector_id": 1000 + i as u64 + (seed % 1000) * 1000,
+                "ticket": hex::encode(rand32(&mut s)),
+            })
+        })
+        .collect();
+    let features: Vec<&str> = if proof_id >= 10 { vec!["SyntheticPoRep"] } else { vec![] };
+    let v = serde_json::json!({
+        "sector_size": sector_size,
+        "porep_id": hex::encode(porep_id_for(proof_id)),
+        "api_version": api.as_str(),
+        "features": features,
+        "sectors": sectors,
+        "layers": {"paths": [layer_dir.join("layers-a.img").display().to_string(), layer_dir.join("layers-b.img").display().to_string()], "slot_offset": 0},
+        "output_dir": out.display().to_string(),
+    });
+    BatchConfig::from_json(&v.to_string()).expect("valid bench config")
+}
+
+/// Run the benchmark and return the table rows.
+pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
+    let mut rows = Vec::new();
+    let size_idx = sealer_config::SECTOR_SIZES.iter().position(|s| s.0 == o.sector_size).ok_or("unsupported sector size")?;
+    let proof_id = 5 + size_idx as u64; // V1_1
+    std::fs::create_dir_all(&o.dir).map_err(|e| e.to_string())?;
+    oracle::set_cache_env(&o.dir.join("fil-cache"));
+    std::env::set_var("FIL_PROOFS_USE_MULTICORE_SDR", "1");
+
+    eprintln!("bench: SHA-NI bound (single stream, then 2 streams interleaved)…");
+    let s1 = sha_bound(false, o.sha_seconds);
+    rows.push(Row { name: "SHA-NI bound, 1 stream (20 blocks/label)".into(), labels_per_s: s1, cores: 1.0, seconds: o.sha_seconds });
+    let s2 = sha_bound(true, o.sha_seconds);
+    rows.push(Row { name: "SHA-NI bound, 2 streams interleaved".into(), labels_per_s: s2, cores: 1.0, seconds: o.sha_seconds });
+
+    // Build the parent cache first so neither side pays for it in the timings.
+    let probe = random_config(o.sector_size, proof_id, ApiVersion::V1_1_0, 1, 1, &o.dir, &o.dir.join("probe"));
+    sealer_pc1::open_parents(&probe).map_err(|e| e.to_string())?;
+
+    if !o.skip_baseline {
+        let multicore = cfg!(feature = "oracle-multicore");
+        eprintln!("bench: rust-fil-proofs PC1, one sector (multicore-sdr: {multicore})…");
+        let work = o.dir.join("rfp");
+        std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+        let t0 = Instant::now();
+        oracle::pc1_sector(o.sector_size, porep_id_for(proof_id), ApiVersion::V1_1_0, &[], [1u8; 32], 1, [2u8; 32], &work, false)
+            .map_err(|e| e.to_string())?;
+        let secs = t0.elapsed().as_secs_f64();
+        let labels = (o.sector_size / 32) as f64 * oracle::filecoin_proofs_layers(o.sector_size) as f64;
+        let cores = if multicore { sealer_config::allowed_cpus().len() as f64 } else { 1.0 };
+        rows.push(Row {
+            name: format!("rust-fil-proofs PC1, 1 sector ({})", if multicore { "multicore-sdr" } else { "single-core path" }),
+            labels_per_s: labels / secs,
+            cores,
+            seconds: secs,
+        });
+        let _ = std::fs::remove_dir_all(&work);
+    }
+
+    for &n in &o.batches {
+        eprintln!("bench: sealer PC1, N = {n}…");
+        let out = o.dir.join(format!("sealer-n{n}"));
+        let _ = std::fs::remove_dir_all(&out);
+        let cfg = random_config(o.sector_size, proof_id, ApiVersion::V1_1_0, n, 42 + n as u64, &o.dir.join(format!("sealer-n{n}-layers")), &out);
+        let opts = Pc1Options { tuning: Tuning::default(), restart: true, ..Default::default() };
+        let rep = sealer_pc1::run_pc1(&cfg, &opts).map_err(|e| e.to_string())?;
+        let cores = cores_of(&cfg.effective_layout());
+        rows.push(Row {
+            name: format!("sealer PC1, N = {n} ({} hasher threads, {:?}, {})", rep.hasher_threads, rep.kernel, rep.backend),
+            labels_per_s: rep.labels as f64 / rep.seconds,
+            cores,
+            seconds: rep.seconds,
+        });
+        let _ = std::fs::remove_dir_all(&out);
+        let _ = std::fs::remove_dir_all(o.dir.join(format!("sealer-n{n}-layers")));
+    }
+    Ok(rows)
+}
+
+/// Render the table with ratios against the rust-fil-proofs row and the 1-stream bound.
+pub fn render(rows: &[Row], sector_size: u64) -> String {
+    let base = rows.iter().find(|r| r.name.starts_with("rust-fil-proofs")).map(|r| r.per_core());
+    let bound = rows.first().map(|r| r.per_core());
+    let mut s = format!(
+        "sector size {sector_size} B, {} CPUs available\n| measurement | wall s | cores | M labels/s | M labels/s/core | vs rust-fil-proofs | vs SHA bound (1 stream) |\n|---|---:|---:|---:|---:|---:|---:|\n",
+        sealer_config::allowed_cpus().len()
+    );
+    for r in rows {
+        let vs = |b: Option<f64>| b.filter(|b| *b > 0.0).map(|b| format!("{:.2}×", r.per_core() / b)).unwrap_or_else(|| "–".into());
+        s += &format!(
+            "| {} | {:.2} | {} | {:.3} | {:.3} | {} | {} |\n",
+            r.name,
+            r.seconds,
+            r.cores,
+            r.labels_per_s / 1e6,
+            r.per_core() / 1e6,
+            vs(base),
+            vs(bound)
+        );
+    }
+    s
+}

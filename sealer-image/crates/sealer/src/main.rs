@@ -1,0 +1,218 @@
+//! `sealer`: native batch sealer for sealfleet.
+//!
+//! Exit codes: 0 success, 1 internal error, 2 invalid input (config/flags), 3 storage / I/O
+//! failure, 4 unsupported CPU (no SHA-NI without `--allow-portable-hash`), 5 verification
+//! found mismatching labels.
+
+use clap::{Parser, Subcommand};
+use sealer_config::{BatchConfig, Layout};
+use sealer_pc1::{Pc1Error, Pc1Options};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "sealer", version, about = "sealfleet native batch sealer (PC1)")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Label every layer of every sector of the batch (resumes after the last finished layer).
+    Pc1 {
+        /// Batch config (JSON).
+        #[arg(long)]
+        config: PathBuf,
+        /// Accept the slow portable SHA-256 kernel when the CPU lacks SHA-NI.
+        #[arg(long)]
+        allow_portable_hash: bool,
+        /// Ignore saved progress and start again from layer 1.
+        #[arg(long)]
+        restart: bool,
+        /// Do not pin threads to the layout's CPUs.
+        #[arg(long)]
+        no_pin: bool,
+        /// No progress bar on the terminal.
+        #[arg(long)]
+        quiet: bool,
+        /// Node-cache budget in MiB.
+        #[arg(long, default_value_t = 256)]
+        cache_mib: u64,
+    },
+    /// Recompute K random labels from their parents as stored and compare.
+    VerifyPc1 {
+        /// Batch config (JSON).
+        #[arg(long)]
+        config: PathBuf,
+        /// Number of (layer, node) samples; each checks every sector.
+        #[arg(long, default_value_t = 1000)]
+        nodes: usize,
+        /// RNG seed (default: time based).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Write each sector's layers as rust-fil-proofs files DIR/<sector_id>/sc-02-data-layer-<n>.dat.
+    LayerExport {
+        /// Batch config (JSON).
+        #[arg(long)]
+        config: PathBuf,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Print the CPU layout the sealer would use on this machine (calculator JSON).
+    Calc {
+        /// Batch size (power of two, 1..=128).
+        #[arg(long, default_value_t = 32)]
+        batch_size: usize,
+        /// Take the batch size (and layout, if any) from this config instead.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// SHA bound vs rust-fil-proofs PC1 vs sealer PC1 on N = 1, 8, 32.
+    Pc1 {
+        /// Sector size: 2KiB, 8MiB (quick) or 512MiB.
+        #[arg(long, default_value = "512MiB")]
+        sector_size: String,
+        /// Comma-separated batch sizes.
+        #[arg(long, default_value = "1,8,32")]
+        batches: String,
+        /// Directory for layer files (tmpfs measures the engine; a disk measures I/O).
+        #[arg(long, default_value = "/dev/shm/sealer-bench")]
+        dir: PathBuf,
+        /// Skip the rust-fil-proofs baseline.
+        #[arg(long)]
+        skip_baseline: bool,
+        /// Seconds per SHA-bound measurement.
+        #[arg(long, default_value_t = 2.0)]
+        sha_seconds: f64,
+    },
+}
+
+fn fail(e: Pc1Error) -> ExitCode {
+    eprintln!("sealer: {e}");
+    ExitCode::from(e.exit_code() as u8)
+}
+
+fn load(path: &PathBuf) -> Result<BatchConfig, Pc1Error> {
+    BatchConfig::from_file(path).map_err(Pc1Error::from)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Pc1 { config, allow_portable_hash, restart, no_pin, quiet, cache_mib } => {
+            let cfg = match load(&config) {
+                Ok(c) => c,
+                Err(e) => return fail(e),
+            };
+            let mut opts = Pc1Options { allow_portable_hash, restart, pin_threads: !no_pin, progress_bar: !quiet, ..Default::default() };
+            opts.tuning.ring_bytes = cache_mib << 20;
+            match sealer_pc1::run_pc1(&cfg, &opts) {
+                Ok(r) => {
+                    let out = serde_json::json!({
+                        "phase": "pc1",
+                        "state": "done",
+                        "layers": r.layers,
+                        "first_layer_this_run": r.first_layer,
+                        "seconds": r.seconds,
+                        "labels": r.labels,
+                        "labels_per_second": if r.seconds > 0.0 { r.labels as f64 / r.seconds } else { 0.0 },
+                        "kernel": format!("{:?}", r.kernel),
+                        "backend": r.backend,
+                        "sectors": cfg.sectors.iter().zip(r.replica_ids.iter().zip(r.comm_ds.iter())).map(|(s, (rid, cd))| serde_json::json!({
+                            "sector_id": s.sector_id, "replica_id": hex::encode(rid), "comm_d": hex::encode(cd)
+                        })).collect::<Vec<_>>(),
+                    });
+                    println!("{}", serde_json::to_string_pretty(&out).unwrap());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Cmd::VerifyPc1 { config, nodes, seed } => {
+            let cfg = match load(&config) {
+                Ok(c) => c,
+                Err(e) => return fail(e),
+            };
+            let seed = seed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64);
+            match sealer_pc1::verify_nodes(&cfg, nodes, seed) {
+                Ok(r) => {
+                    println!(
+                        "{}",
+                        serde_json::json!({"checked_nodes": r.checked, "sectors": cfg.sectors.len(), "seed": seed,
+                            "mismatches": r.mismatches.iter().map(|(l, v, s)| serde_json::json!({"layer": l, "node": v, "sector_id": cfg.sectors[*s].sector_id})).collect::<Vec<_>>()})
+                    );
+                    if r.mismatches.is_empty() {
+                        ExitCode::SUCCESS
+                    } else {
+                        eprintln!("sealer: {} mismatching labels", r.mismatches.len());
+                        ExitCode::from(5)
+                    }
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Cmd::LayerExport { config, out } => {
+            let cfg = match load(&config) {
+                Ok(c) => c,
+                Err(e) => return fail(e),
+            };
+            match sealer_pc1::export_layers(&cfg, &out) {
+                Ok(n) => {
+                    eprintln!("sealer: exported {n} layers of {} sectors to {}", cfg.sectors.len(), out.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Cmd::Calc { batch_size, config } => {
+            let layout = match config {
+                Some(p) => match load(&p) {
+                    Ok(c) => c.effective_layout(),
+                    Err(e) => return fail(e),
+                },
+                None => {
+                    if batch_size == 0 || batch_size > sealer_config::MAX_BATCH || !batch_size.is_power_of_two() {
+                        eprintln!("sealer: --batch-size must be a power of two from 1 to {}", sealer_config::MAX_BATCH);
+                        return ExitCode::from(2);
+                    }
+                    Layout::default_for(batch_size)
+                }
+            };
+            println!("{}", serde_json::to_string_pretty(&layout).unwrap());
+            ExitCode::SUCCESS
+        }
+        Cmd::Bench { what: BenchCmd::Pc1 { sector_size, batches, dir, skip_baseline, sha_seconds } } => {
+            let size = match sealer_config::SECTOR_SIZES.iter().find(|s| s.1.eq_ignore_ascii_case(&sector_size) || s.0.to_string() == sector_size) {
+                Some(s) => s.0,
+                None => {
+                    eprintln!("sealer: --sector-size must be one of 2KiB, 8MiB, 512MiB");
+                    return ExitCode::from(2);
+                }
+            };
+            let batches: Vec<usize> = batches.split(',').filter_map(|s| s.trim().parse().ok()).filter(|n: &usize| n.is_power_of_two() && *n <= 128).collect();
+            let o = sealer::bench::BenchOptions { sector_size: size, batches, dir, skip_baseline, sha_seconds };
+            match sealer::bench::run(&o) {
+                Ok(rows) => {
+                    println!("{}", sealer::bench::render(&rows, size));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("sealer: bench failed: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! rust-fil-proofs as an oracle and as the benchmark baseline: one CC sector through
+//! crates.io `filecoin-proofs` `seal_pre_commit_phase1`.
+
+use filecoin_proofs::{seal_pre_commit_phase1, PoRepConfig, SectorShapeBase};
+use sealer_config::{ApiVersion, Feature};
+use std::path::Path;
+use storage_proofs_core::api_version::{ApiFeature, ApiVersion as SpApi};
+use storage_proofs_core::sector::SectorId;
+
+/// Point the filecoin crates' caches at `dir` unless already set. Must run before their
+/// settings are first read (they are read once per process).
+pub fn set_cache_env(dir: &Path) {
+    for (k, sub) in [
+        ("FIL_PROOFS_PARENT_CACHE", "parents"),
+        ("FIL_PROOFS_PARAMETER_CACHE", "params"),
+        ("FIL_PROOFS_CACHE_DIR", "cache"),
+    ] {
+        if std::env::var_os(k).is_none() {
+            let p = dir.join(sub);
+            let _ = std::fs::create_dir_all(&p);
+            std::env::set_var(k, &p);
+        }
+    }
+}
+
+/// Output of one oracle run.
+pub struct OracleSector {
+    /// Labels of every layer (N·32 bytes each).
+    pub layers: Vec<Vec<u8>>,
+    /// comm_d reported by filecoin-proofs.
+    pub comm_d: [u8; 32],
+}
+
+/// Seal one CC sector's PC1 with filecoin-proofs in `work` and read back its layer files.
+/// Only the sizes whose shape is `SectorShapeBase` (2 KiB, 8 MiB, 512 MiB) are supported.
+#[allow(clippy::too_many_arguments)]
+pub fn pc1_sector(
+    sector_size: u64,
+    porep_id: [u8; 32],
+    api: ApiVersion,
+    features: &[Feature],
+    prover_id: [u8; 32],
+    sector_id: u64,
+    ticket: [u8; 32],
+    work: &Path,
+    read_layers: bool,
+) -> anyhow_lite::Result<OracleSector> {
+    let cfg = porep_config(sector_size, porep_id, api, features)?;
+    let cache = work.join(format!("cache-{sector_id}"));
+    std::fs::create_dir_all(&cache).map_err(anyhow_lite::wrap)?;
+    let sealed = work.join(format!("sealed-{sector_id}"));
+    std::fs::File::create(&sealed).map_err(anyhow_lite::wrap)?;
+    let out = seal_pre_commit_phase1::<_, _, _, SectorShapeBase>(
+        &cfg,
+        &cache,
+        "/dev/zero",
+        &sealed,
+        prover_id,
+        SectorId::from(sector_id),
+        ticket,
+        &[],
+    )
+    .map_err(|e| anyhow_lite::Error(format!("seal_pre_commit_phase1: {e:#}")))?;
+    let layers = if read_layers {
+        let n = filecoin_proofs_layers(sector_size);
+        (1..=n)
+            .map(|l| std::fs::read(cache.join(format!("sc-02-data-layer-{l}.dat"))).map_err(anyhow_lite::wrap))
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        vec![]
+    };
+    let _ = std::fs::remove_dir_all(&cache);
+    let _ = std::fs::remove_file(&sealed);
+    Ok(OracleSector { layers, comm_d: out.comm_d })
+}
+
+/// Layer count filecoin-proofs uses for a size.
+pub fn filecoin_proofs_layers(sector_size: u64) -> usize {
+    *filecoin_proofs::constants::LAYERS.read().unwrap().get(&sector_size).expect("known size")
+}
+
+/// The filecoin-proofs PoRepConfig for these inputs.
+pub fn porep_config(sector_size: u64, porep_id: [u8; 32], api: ApiVersion, features: &[Feature]) -> anyhow_lite::Result<PoRepConfig> {
+    let api = match api {
+        ApiVersion::V1_0_0 => SpApi::V1_0_0,
+        ApiVersion::V1_1_0 => SpApi::V1_1_0,
+        ApiVersion::V1_2_0 => SpApi::V1_2_0,
+    };
+    let feats = features
+        .iter()
+        .map(|f| match f {
+            Feature::SyntheticPoRep => ApiFeature::SyntheticPoRep,
+            Feature::NonInteractivePoRep => ApiFeature::NonInteractivePoRep,
+        })
+        .collect();
+    PoRepConfig::new_groth16_with_features(sector_size, porep_id, api, feats)
+        .map_err(|e| anyhow_lite::Error(format!("PoRepConfig: {e:#}")))
+}
+
+/// A tiny error type so this crate does not need `anyhow` directly.
+pub mod anyhow_lite {
+    /// String error.
+    #[derive(Debug)]
+    pub struct Error(pub String);
+    impl std::fmt::Display for Error {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+    impl std::error::Error for Error {}
+    /// Result alias.
+    pub type Result<T> = std::result::Result<T, Error>;
+    /// Wrap any displayable error.
+    pub fn wrap(e: impl std::fmt::Display) -> Error {
+        Error(e.to_string())
+    }
+}
