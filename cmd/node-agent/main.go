@@ -1,0 +1,184 @@
+// Command node-agent runs on every opted-in node: it discovers the machine, prepares it as
+// the SealerNode spec asks, publishes SealerNode status and serves /metrics. `discover` and
+// `calc` print the inventory and the sealer core layout for a machine root.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sealfleet/sealfleet/internal/cpuset"
+	"github.com/sealfleet/sealfleet/internal/kube"
+	"github.com/sealfleet/sealfleet/internal/layout"
+	"github.com/sealfleet/sealfleet/internal/nodeagent"
+	"github.com/sealfleet/sealfleet/internal/topology"
+)
+
+func main() {
+	if err := newRoot().Execute(); err != nil {
+		if errors.Is(err, errUnsupported) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "node-agent",
+		Short:         "sealfleet node agent: topology discovery, node preparation, SealerNode status, hasher metrics",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	root.AddCommand(newRun(), newDiscover(), newCalc())
+	return root
+}
+
+// print writes v as JSON or YAML.
+func print(w io.Writer, v any, format string) error {
+	switch format {
+	case "json", "":
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, string(b))
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	return fmt.Errorf("--output %q: want json or yaml", format)
+}
+
+func newDiscover() *cobra.Command {
+	var root, output string
+	c := &cobra.Command{
+		Use:   "discover",
+		Short: "Print the topology discovered under --root (sys/ and proc/)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := topology.Discover(root)
+			if err != nil {
+				return err
+			}
+			return print(cmd.OutOrStdout(), t, output)
+		},
+	}
+	c.Flags().StringVar(&root, "root", "/", "filesystem root holding sys/ and proc/")
+	c.Flags().StringVarP(&output, "output", "o", "json", "json or yaml")
+	return c
+}
+
+func newCalc() *cobra.Command {
+	var root, output, reserved string
+	var batch, hpc, maxPer int
+	c := &cobra.Command{
+		Use:   "calc",
+		Short: "Print the sealer core layout for --batch-size on the machine under --root, or why it cannot run",
+		Long: "Prints {\"batch_size\",\"supported\",\"reason\",\"coordinators\":[{\"cpu\",\"hashers\":[{\"cpu\",\"sectors\"}]}],\"roles\":{...}}.\n" +
+			"CPU numbers are logical CPU ids as Linux numbers them. Exit status 2 when the batch size is unsupported.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := topology.Discover(root)
+			if err != nil {
+				return err
+			}
+			res, err := cpuset.Parse(reserved)
+			if err != nil {
+				return fmt.Errorf("--reserved-cpus: %w", err)
+			}
+			l, cerr := layout.Calculate(t.Layout(), batch, layout.Options{HashersPerCore: hpc, ReservedCPUs: res, MaxHashersPerCoordinator: maxPer})
+			if err := print(cmd.OutOrStdout(), l, output); err != nil {
+				return err
+			}
+			if cerr != nil {
+				return errUnsupported
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&root, "root", "/", "filesystem root holding sys/ and proc/")
+	c.Flags().StringVarP(&output, "output", "o", "json", "json or yaml")
+	c.Flags().IntVarP(&batch, "batch-size", "b", 32, "sectors in the batch (1, 2, 4, ... 128)")
+	c.Flags().IntVar(&hpc, "hashers-per-core", 0, "hasher threads per physical core (0 = detect)")
+	c.Flags().StringVar(&reserved, "reserved-cpus", "", "cpulist the sealer must not use")
+	c.Flags().IntVar(&maxPer, "max-hashers-per-coordinator", 0, "lower the per-coordinator cap (0 = sealer default 14)")
+	return c
+}
+
+// errUnsupported makes calc exit 2 after printing the reason.
+var errUnsupported = errors.New("batch size not supported on this machine")
+
+func newRun() *cobra.Command {
+	a := &nodeagent.Agent{}
+	var metricsAddr string
+	c := &cobra.Command{
+		Use:   "run",
+		Short: "Scan, prepare and publish this node's SealerNode until stopped",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logf.SetLogger(zap.New())
+			if a.NodeName == "" {
+				a.NodeName = os.Getenv("NODE_NAME")
+			}
+			if a.NodeName == "" {
+				return errors.New("--node-name (or NODE_NAME from the downward API) is required")
+			}
+			cfg, err := ctrlconfig.GetConfig()
+			if err != nil {
+				return err
+			}
+			cl, err := client.New(cfg, client.Options{Scheme: kube.Scheme()})
+			if err != nil {
+				return err
+			}
+			a.Client = cl
+			a.Metrics = nodeagent.NewMetrics(a.NodeName)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			ctx = logf.IntoContext(ctx, logf.Log.WithName("node-agent").WithValues("node", a.NodeName))
+			if metricsAddr != "0" {
+				mux := http.NewServeMux()
+				mux.Handle("/metrics", promhttp.HandlerFor(a.Metrics.Registry, promhttp.HandlerOpts{}))
+				mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+				srv := &http.Server{Addr: metricsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+				go func() {
+					if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+						logf.FromContext(ctx).Error(err, "metrics server")
+					}
+				}()
+				defer srv.Close()
+			}
+			return a.Run(ctx)
+		},
+	}
+	c.Flags().StringVar(&a.NodeName, "node-name", "", "this node's name (default $NODE_NAME)")
+	c.Flags().StringVar(&a.Root, "root", "/", "host filesystem root holding sys/ and proc/ (mount the host's /sys and /proc there)")
+	c.Flags().DurationVar(&a.Interval, "interval", time.Minute, "time between scans")
+	c.Flags().DurationVar(&a.Heartbeat, "heartbeat", 10*time.Minute, "write status at least this often even without change")
+	c.Flags().DurationVar(&a.MetricsInterval, "metrics-interval", 15*time.Second, "time between /proc/stat samples")
+	c.Flags().BoolVar(&a.DryRun, "dry-run", false, "never change the machine; report planned changes only")
+	c.Flags().StringVar(&metricsAddr, "metrics-bind-address", ":8090", "address of /metrics and /healthz (0 disables)")
+	return c
+}

@@ -1,0 +1,451 @@
+// Package nodeagent is the node agent's loop: scan the machine, prepare it as the SealerNode
+// spec asks, publish SealerNode status by server-side apply (only on change), and export
+// hasher-utilisation, hugepage and device metrics.
+package nodeagent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/cpuset"
+	"github.com/sealfleet/sealfleet/internal/layout"
+	"github.com/sealfleet/sealfleet/internal/nodeprep"
+	"github.com/sealfleet/sealfleet/internal/topology"
+)
+
+// FieldManager is the server-side apply field manager of the agent's writes.
+const FieldManager = "sealfleet-node-agent"
+
+// Condition types the agent owns on SealerNode.
+const (
+	CondReady           = "Ready"
+	CondDegraded        = "Degraded"
+	CondHugepagesShort  = "HugepagesShort"
+	CondDevicesNotReady = "DevicesNotReady"
+)
+
+// Condition reasons.
+const (
+	ReasonReady              = "Ready"
+	ReasonNoSHANI            = "NoSHANI"
+	ReasonNoBatchSize        = "NoSupportedBatchSize"
+	ReasonDevicesNotReady    = "DevicesNotReady"
+	ReasonHugepagesShort     = "HugepagesShort"
+	ReasonAsExpected         = "AsExpected"
+	ReasonPrepareFailed      = "PrepareFailed"
+	ReasonBadSpec            = "InvalidSpec"
+	ReasonBelowTarget        = "BelowTarget"
+	ReasonAtTarget           = "AtTarget"
+	ReasonNoTarget           = "NoTarget"
+	ReasonDeviceRefused      = "DeviceRefused"
+	ReasonAllDevicesReady    = "AllDevicesReady"
+	ReasonNoDevices          = "NoLayerDevices"
+	ReasonDryRun             = "DryRun"
+	ConfigMapSuffix          = "-sealer-config"
+	ConfigKey                = "config.json"
+	defaultHeartbeat         = 10 * time.Minute
+	defaultInterval          = 60 * time.Second
+	defaultMetricsInterval   = 15 * time.Second
+	metricsIntervalMinimum   = time.Second
+	conditionMessageMaxBytes = 1024
+)
+
+// Agent publishes one node's SealerNode.
+type Agent struct {
+	// Client talks to the API server (a plain client: the agent reads few objects).
+	Client client.Client
+	// NodeName is the Node (and SealerNode) name.
+	NodeName string
+	// Root holds the host's sys/ and proc/ ("/" or a fixture tree).
+	Root string
+	// Interval between scans; Heartbeat forces a status write even without change.
+	Interval, Heartbeat time.Duration
+	// MetricsInterval between /proc/stat samples.
+	MetricsInterval time.Duration
+	// DryRun never changes the machine, whatever the spec says.
+	DryRun bool
+	// Metrics, optional.
+	Metrics *Metrics
+	// Now is the clock (tests).
+	Now func() time.Time
+
+	lastHash  string
+	lastWrite time.Time
+	topo      *topology.Topology
+	batches   []RunningBatch // from the last scan; the CPU sampler reuses them
+}
+
+// Run scans every Interval and samples CPU metrics every MetricsInterval until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	log := logf.FromContext(ctx)
+	a.defaults()
+	scan := time.NewTicker(a.Interval)
+	defer scan.Stop()
+	sample := time.NewTicker(a.MetricsInterval)
+	defer sample.Stop()
+	for {
+		if err := a.Sync(ctx); err != nil {
+			log.Error(err, "scan failed")
+		}
+		for done := false; !done; {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-scan.C:
+				done = true
+			case <-sample.C:
+				if err := a.SampleCPUs(ctx); err != nil {
+					log.V(1).Info("sampling CPUs", "error", err.Error())
+				}
+			}
+		}
+	}
+}
+
+func (a *Agent) defaults() {
+	if a.Interval <= 0 {
+		a.Interval = defaultInterval
+	}
+	if a.Heartbeat <= 0 {
+		a.Heartbeat = defaultHeartbeat
+	}
+	if a.MetricsInterval < metricsIntervalMinimum {
+		a.MetricsInterval = defaultMetricsInterval
+	}
+	if a.Now == nil {
+		a.Now = time.Now
+	}
+	if a.Root == "" {
+		a.Root = "/"
+	}
+}
+
+// Sync does one scan: discover, prepare, publish. It returns whether status was written.
+func (a *Agent) Sync(ctx context.Context) error {
+	_, err := a.SyncOnce(ctx)
+	return err
+}
+
+// SyncOnce is Sync reporting whether it wrote status.
+func (a *Agent) SyncOnce(ctx context.Context) (wrote bool, err error) {
+	a.defaults()
+	defer func() {
+		if a.Metrics != nil {
+			a.Metrics.scanned(err)
+		}
+	}()
+	var node corev1.Node
+	if err := a.Client.Get(ctx, client.ObjectKey{Name: a.NodeName}, &node); err != nil {
+		return false, fmt.Errorf("reading Node %s: %w", a.NodeName, err)
+	}
+	if err := a.ensureObject(ctx, &node); err != nil {
+		return false, err
+	}
+	var sn sealv1.SealerNode
+	if err := a.Client.Get(ctx, client.ObjectKey{Name: a.NodeName}, &sn); err != nil {
+		return false, fmt.Errorf("reading SealerNode %s: %w", a.NodeName, err)
+	}
+	topo, derr := topology.Discover(a.Root)
+	if derr != nil {
+		return false, fmt.Errorf("discovery: %w", derr)
+	}
+	a.topo = topo
+	prep, perr := nodeprep.Prepare(a.Root, topo, sn.Spec, a.DryRun)
+	if len(prep.Actions) > 0 && !prep.DryRun {
+		// The machine changed: read it again so status shows the result.
+		if t2, err := topology.Discover(a.Root); err == nil {
+			topo, a.topo = t2, t2
+		}
+	}
+	batches, berr := a.runningBatches(ctx)
+	a.batches = batches
+	st := a.buildStatus(&sn, topo, prep, perr, batches)
+	if a.Metrics != nil {
+		a.Metrics.ObserveInventory(topo, prep)
+	}
+	hash := statusHash(st)
+	now := a.Now()
+	if hash == a.lastHash && now.Sub(a.lastWrite) < a.Heartbeat {
+		return false, errors.Join(perr, berr)
+	}
+	t := metav1.NewTime(now.Truncate(time.Second))
+	st.LastScanTime = &t
+	if err := a.applyStatus(ctx, st); err != nil {
+		return false, err
+	}
+	a.lastHash, a.lastWrite = hash, now
+	return true, errors.Join(perr, berr)
+}
+
+// ensureObject creates the SealerNode (or refreshes its owner reference) by server-side
+// apply of metadata only: spec stays the administrator's.
+func (a *Agent) ensureObject(ctx context.Context, node *corev1.Node) error {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(sealv1.GroupVersion.String())
+	u.SetKind("SealerNode")
+	u.SetName(a.NodeName)
+	u.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
+	}})
+	u.SetLabels(map[string]string{"sealfleet.io/node": a.NodeName})
+	return a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership)
+}
+
+// applyStatus writes the agent's status fields by server-side apply on the status
+// subresource. The ledger (slots, freeSlots) is never part of it.
+func (a *Agent) applyStatus(ctx context.Context, st *sealv1.SealerNodeStatus) error {
+	st.Slots, st.FreeSlots = nil, 0
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	var status map[string]any
+	if err := json.Unmarshal(raw, &status); err != nil {
+		return err
+	}
+	delete(status, "slots")
+	delete(status, "freeSlots")
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": sealv1.GroupVersion.String(),
+		"kind":       "SealerNode",
+		"metadata":   map[string]any{"name": a.NodeName},
+		"status":     status,
+	}}
+	return a.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership)
+}
+
+// statusHash fingerprints what the agent would write, without times.
+func statusHash(st *sealv1.SealerNodeStatus) string {
+	c := st.DeepCopy()
+	c.LastScanTime = nil
+	for i := range c.Conditions {
+		c.Conditions[i].LastTransitionTime = metav1.Time{}
+	}
+	b, _ := json.Marshal(c)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// options turns the spec into calculator options.
+func options(spec sealv1.SealerNodeSpec) (layout.Options, error) {
+	reserved, err := cpuset.Parse(spec.ReservedCPUs)
+	if err != nil {
+		return layout.Options{}, fmt.Errorf("spec.reservedCPUs: %w", err)
+	}
+	return layout.Options{HashersPerCore: int(spec.HashersPerCore), ReservedCPUs: reserved}, nil
+}
+
+// buildStatus computes the agent's part of the status.
+func (a *Agent) buildStatus(sn *sealv1.SealerNode, topo *topology.Topology, prep *nodeprep.Result, perr error, batches []RunningBatch) *sealv1.SealerNodeStatus {
+	st := &sealv1.SealerNodeStatus{ObservedGeneration: sn.Generation}
+	topo.ApplyTo(st)
+	st.LayerDevices = prep.Devices
+	conds := append([]metav1.Condition(nil), sn.Status.Conditions...)
+	set := func(typ string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		if len(msg) > conditionMessageMaxBytes {
+			msg = msg[:conditionMessageMaxBytes]
+		}
+		meta.SetStatusCondition(&conds, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: sn.Generation, LastTransitionTime: metav1.NewTime(a.Now().Truncate(time.Second))})
+	}
+
+	lt := topo.Layout()
+	opts, oerr := options(sn.Spec)
+	var ok []int
+	unsupported := map[int]string{}
+	if oerr == nil {
+		ok, unsupported = layout.SupportedBatchSizes(lt, opts)
+		caps := &sealv1.Capabilities{HashersPerCore: int32(layout.HashersPerCore(lt, opts))}
+		for _, n := range ok {
+			caps.BatchSizes = append(caps.BatchSizes, int32(n))
+		}
+		var keys []int
+		for n := range unsupported {
+			keys = append(keys, n)
+		}
+		sort.Ints(keys)
+		for _, n := range keys {
+			caps.Unsupported = append(caps.Unsupported, sealv1.UnsupportedBatchSize{BatchSize: int32(n), Reason: unsupported[n]})
+		}
+		st.Capabilities = caps
+	}
+	st.FreeCores = int32(freeCores(lt, opts.ReservedCPUs, batches))
+
+	// HugepagesShort.
+	target := sn.Spec.Hugepages1GiPerNUMANode
+	var short []string
+	switch {
+	case target == 0:
+		set(CondHugepagesShort, false, ReasonNoTarget, "spec.hugepages1GiPerNUMANode is 0: the hugepage pool is left as it is")
+	default:
+		for _, h := range prep.Hugepages {
+			if h.Short {
+				short = append(short, fmt.Sprintf("NUMA node %d has %d of %d", h.NUMANode, h.Total, h.Target))
+			}
+		}
+		if len(short) > 0 {
+			set(CondHugepagesShort, true, ReasonBelowTarget, "1Gi hugepages below target: "+strings.Join(short, "; ")+"; reserve them on the kernel command line (hugepagesz=1G hugepages=N) if memory is fragmented")
+		} else {
+			set(CondHugepagesShort, false, ReasonAtTarget, fmt.Sprintf("%d x 1Gi hugepages on every NUMA node", target))
+		}
+	}
+	// DevicesNotReady.
+	bad := prep.DevicesNotReady()
+	switch {
+	case len(prep.Devices) == 0:
+		set(CondDevicesNotReady, false, ReasonNoDevices, "spec.layerDevices is empty")
+	case len(bad) > 0:
+		var why []string
+		for _, d := range bad {
+			why = append(why, d.PCIAddress+d.Path+": "+d.Reason)
+		}
+		reason := ReasonDeviceRefused
+		if prep.DryRun {
+			reason = ReasonDryRun
+		}
+		set(CondDevicesNotReady, true, reason, strings.Join(why, "; "))
+	default:
+		set(CondDevicesNotReady, false, ReasonAllDevicesReady, fmt.Sprintf("%d layer devices ready", len(prep.Devices)))
+	}
+	// Degraded.
+	switch {
+	case oerr != nil:
+		set(CondDegraded, true, ReasonBadSpec, oerr.Error())
+	case perr != nil:
+		set(CondDegraded, true, ReasonPrepareFailed, perr.Error())
+	default:
+		set(CondDegraded, false, ReasonAsExpected, "scan and preparation succeeded")
+	}
+	// Ready.
+	switch {
+	case !topo.CPU.SHANI:
+		set(CondReady, false, ReasonNoSHANI, fmt.Sprintf("CPU %q lacks the SHA extensions (sha_ni)", topo.CPU.Model))
+	case oerr != nil:
+		set(CondReady, false, ReasonBadSpec, oerr.Error())
+	case len(ok) == 0:
+		set(CondReady, false, ReasonNoBatchSize, "no batch size fits this CPU: "+unsupported[1])
+	case len(bad) > 0:
+		set(CondReady, false, ReasonDevicesNotReady, fmt.Sprintf("%d of %d layer devices not ready", len(bad), len(prep.Devices)))
+	case len(short) > 0:
+		set(CondReady, false, ReasonHugepagesShort, "1Gi hugepages below target")
+	default:
+		set(CondReady, true, ReasonReady, fmt.Sprintf("batch sizes %v", ok))
+	}
+	// Keep only the agent's condition types: others belong to other writers.
+	mine := map[string]bool{CondReady: true, CondDegraded: true, CondHugepagesShort: true, CondDevicesNotReady: true}
+	for _, c := range conds {
+		if mine[c.Type] {
+			st.Conditions = append(st.Conditions, c)
+		}
+	}
+	sort.Slice(st.Conditions, func(i, j int) bool { return st.Conditions[i].Type < st.Conditions[j].Type })
+	return st
+}
+
+// freeCores is the usable physical cores minus those of the running batches.
+func freeCores(t layout.Topology, reserved []int, batches []RunningBatch) int {
+	busy := map[int]bool{}
+	for _, c := range reserved {
+		busy[c] = true
+	}
+	for _, b := range batches {
+		if b.Layout != nil {
+			for _, c := range b.Layout.CPUs() {
+				busy[c] = true
+			}
+		}
+	}
+	n := 0
+	for _, g := range t.Groups {
+		for _, core := range g.Cores {
+			free := true
+			for _, c := range core {
+				if busy[c] {
+					free = false
+				}
+			}
+			if free {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// runningBatches finds the SealBatches placed here in PC1/PC2 and reads each one's layout
+// from its sealer ConfigMap (<batch>-sealer-config, key config.json, field "layout").
+func (a *Agent) runningBatches(ctx context.Context) ([]RunningBatch, error) {
+	var list sealv1.SealBatchList
+	if err := a.Client.List(ctx, &list); err != nil {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing SealBatches: %w", err)
+	}
+	var out []RunningBatch
+	var errs []error
+	for i := range list.Items {
+		b := &list.Items[i]
+		if b.Status.Node != a.NodeName || (b.Status.Phase != sealv1.PhasePC1 && b.Status.Phase != sealv1.PhasePC2) {
+			continue
+		}
+		rb := RunningBatch{Name: b.Namespace + "/" + b.Name}
+		var cm corev1.ConfigMap
+		if err := a.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Name + ConfigMapSuffix}, &cm); err != nil {
+			errs = append(errs, fmt.Errorf("batch %s: %w", rb.Name, err))
+			continue
+		}
+		l, err := LayoutFromConfig(cm.Data[ConfigKey])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("batch %s: %w", rb.Name, err))
+			continue
+		}
+		rb.Layout = l
+		out = append(out, rb)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, errors.Join(errs...)
+}
+
+// LayoutFromConfig extracts the "layout" object of a sealer config.json.
+func LayoutFromConfig(configJSON string) (*layout.Layout, error) {
+	var cfg struct {
+		Layout *layout.Layout `json:"layout"`
+	}
+	if err := json.Unmarshal([]byte(configJSON), &cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", ConfigKey, err)
+	}
+	if cfg.Layout == nil {
+		return nil, fmt.Errorf("%s has no layout", ConfigKey)
+	}
+	return cfg.Layout, nil
+}
+
+// SampleCPUs refreshes the hasher/coordinator busy ratios for the batches found by the
+// last scan (so sampling costs no API calls).
+func (a *Agent) SampleCPUs(ctx context.Context) error {
+	if a.Metrics == nil {
+		return nil
+	}
+	a.defaults()
+	return a.Metrics.ObserveStatFile(a.Root, Assignments(a.batches), a.topo)
+}

@@ -1,0 +1,166 @@
+package nodeagent
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sealfleet/sealfleet/internal/layout"
+	"github.com/sealfleet/sealfleet/internal/nodeprep"
+	"github.com/sealfleet/sealfleet/internal/topology"
+)
+
+// Metrics are the node agent's Prometheus gauges.
+type Metrics struct {
+	Registry  *prometheus.Registry
+	cpuBusy   *prometheus.GaugeVec
+	hugeFree  *prometheus.GaugeVec
+	devReady  *prometheus.GaugeVec
+	node      string
+	mu        sync.Mutex
+	prev      map[int]CPUTimes
+	scanTotal *prometheus.CounterVec
+}
+
+// NewMetrics registers the agent's metrics in a fresh registry.
+func NewMetrics(node string) *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		node:     node,
+		cpuBusy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sealfleet_node_cpu_busy_ratio",
+			Help: "Fraction of the last sampling interval that a CPU assigned to a running batch's hasher or coordinator was busy (from /proc/stat).",
+		}, []string{"node", "cpu", "role", "batch", "ccx"}),
+		hugeFree: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sealfleet_node_hugepages_free",
+			Help: "Free hugepages per NUMA node and page size.",
+		}, []string{"node", "numa", "size"}),
+		devReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sealfleet_node_layer_device_ready",
+			Help: "1 when a layer device from spec.layerDevices can be handed to a sealer, else 0.",
+		}, []string{"node", "device"}),
+		scanTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sealfleet_node_agent_scans_total",
+			Help: "Node agent scans by result (ok, error).",
+		}, []string{"node", "result"}),
+	}
+	m.Registry.MustRegister(m.cpuBusy, m.hugeFree, m.devReady, m.scanTotal)
+	return m
+}
+
+// RunningBatch is a batch placed on this node in PC1 or PC2 with its layout.
+type RunningBatch struct {
+	// Name is <namespace>/<name>.
+	Name   string
+	Layout *layout.Layout
+}
+
+// Assignment is one CPU's role in a running batch.
+type Assignment struct {
+	CPU   int
+	Role  string // "hasher" or "coordinator"
+	Batch string
+}
+
+// Assignments lists the hasher and coordinator CPUs of the running batches.
+func Assignments(batches []RunningBatch) []Assignment {
+	var out []Assignment
+	for _, b := range batches {
+		if b.Layout == nil {
+			continue
+		}
+		for _, c := range b.Layout.Coordinators {
+			out = append(out, Assignment{CPU: c.CPU, Role: "coordinator", Batch: b.Name})
+			for _, h := range c.Hashers {
+				out = append(out, Assignment{CPU: h.CPU, Role: "hasher", Batch: b.Name})
+			}
+		}
+	}
+	return out
+}
+
+// ObserveCPUs samples stat (the /proc/stat content as parsed by ParseStat) and sets the busy
+// ratio of every assigned CPU relative to the previous sample. The first sample only primes.
+func (m *Metrics) ObserveCPUs(stat map[int]CPUTimes, assigned []Assignment, topo *topology.Topology) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cpuBusy.Reset()
+	ccx := map[int]int{}
+	if topo != nil {
+		for _, g := range topo.L3Groups {
+			for _, core := range g.Cores {
+				for _, c := range core {
+					ccx[c] = g.ID
+				}
+			}
+		}
+	}
+	if m.prev != nil {
+		for _, a := range assigned {
+			prev, ok1 := m.prev[a.CPU]
+			cur, ok2 := stat[a.CPU]
+			if !ok1 || !ok2 {
+				continue
+			}
+			if r, ok := BusyRatio(prev, cur); ok {
+				g := ""
+				if id, ok := ccx[a.CPU]; ok {
+					g = strconv.Itoa(id)
+				}
+				m.cpuBusy.WithLabelValues(m.node, strconv.Itoa(a.CPU), a.Role, a.Batch, g).Set(r)
+			}
+		}
+	}
+	m.prev = stat
+}
+
+// ObserveStatFile reads root/proc/stat and calls ObserveCPUs.
+func (m *Metrics) ObserveStatFile(root string, assigned []Assignment, topo *topology.Topology) error {
+	f, err := os.Open(filepath.Join(root, "proc", "stat"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	stat, err := ParseStat(f)
+	if err != nil {
+		return err
+	}
+	m.ObserveCPUs(stat, assigned, topo)
+	return nil
+}
+
+// ObserveInventory sets the hugepage and device gauges.
+func (m *Metrics) ObserveInventory(topo *topology.Topology, prep *nodeprep.Result) {
+	m.hugeFree.Reset()
+	for _, n := range topo.NUMANodes {
+		for _, h := range n.Hugepages {
+			m.hugeFree.WithLabelValues(m.node, strconv.Itoa(n.ID), topology.PageSize(h.SizeKB)).Set(float64(h.Free))
+		}
+	}
+	m.devReady.Reset()
+	if prep != nil {
+		for _, d := range prep.Devices {
+			name := d.PCIAddress
+			if name == "" {
+				name = d.Path
+			}
+			v := 0.0
+			if d.Ready {
+				v = 1
+			}
+			m.devReady.WithLabelValues(m.node, name).Set(v)
+		}
+	}
+}
+
+// scanned counts a scan.
+func (m *Metrics) scanned(err error) {
+	r := "ok"
+	if err != nil {
+		r = "error"
+	}
+	m.scanTotal.WithLabelValues(m.node, r).Inc()
+}

@@ -1,0 +1,107 @@
+package nodeagent
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sealfleet/sealfleet/internal/layout"
+	"github.com/sealfleet/sealfleet/internal/nodeprep"
+	"github.com/sealfleet/sealfleet/internal/topology"
+)
+
+func stat(t *testing.T, name string) map[int]CPUTimes {
+	f, err := os.Open("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, err := ParseStat(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestParseStatBusyRatio(t *testing.T) {
+	a, b := stat(t, "stat-0"), stat(t, "stat-1")
+	if len(a) != 4 || a[17].Busy != 150 || a[17].Idle != 1010 {
+		t.Fatalf("parse: %+v", a)
+	}
+	cases := map[int]float64{0: 100.0 / 200, 1: 1, 2: 0.95, 17: 0}
+	for cpu, want := range cases {
+		got, ok := BusyRatio(a[cpu], b[cpu])
+		if !ok || got != want {
+			t.Errorf("cpu%d: %v %v, want %v", cpu, got, ok, want)
+		}
+	}
+	if _, ok := BusyRatio(b[0], a[0]); ok {
+		t.Error("counters going backwards accepted")
+	}
+}
+
+func TestCPUMetrics(t *testing.T) {
+	topo, err := topology.Discover("../topology/testdata/epyc-7313")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &layout.Layout{BatchSize: 4, Supported: true, Coordinators: []layout.Coordinator{
+		{CPU: 0, Hashers: []layout.Hasher{{CPU: 1, Sectors: 2}, {CPU: 17, Sectors: 2}}},
+	}}
+	as := Assignments([]RunningBatch{{Name: "ns/b1", Layout: l}})
+	if len(as) != 3 || as[0].Role != "coordinator" || as[2].CPU != 17 {
+		t.Fatalf("assignments %+v", as)
+	}
+	m := NewMetrics("n1")
+	m.ObserveCPUs(stat(t, "stat-0"), as, topo)
+	if n := testutil.CollectAndCount(m.cpuBusy); n != 0 {
+		t.Fatalf("first sample exported %d series", n)
+	}
+	m.ObserveCPUs(stat(t, "stat-1"), as, topo)
+	want := `
+# HELP sealfleet_node_cpu_busy_ratio Fraction of the last sampling interval that a CPU assigned to a running batch's hasher or coordinator was busy (from /proc/stat).
+# TYPE sealfleet_node_cpu_busy_ratio gauge
+sealfleet_node_cpu_busy_ratio{batch="ns/b1",ccx="0",cpu="0",node="n1",role="coordinator"} 0.5
+sealfleet_node_cpu_busy_ratio{batch="ns/b1",ccx="0",cpu="1",node="n1",role="hasher"} 1
+sealfleet_node_cpu_busy_ratio{batch="ns/b1",ccx="0",cpu="17",node="n1",role="hasher"} 0
+`
+	if err := testutil.CollectAndCompare(m.cpuBusy, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	// Batch gone: its series disappear on the next sample.
+	m.ObserveCPUs(stat(t, "stat-1"), nil, topo)
+	if n := testutil.CollectAndCount(m.cpuBusy); n != 0 {
+		t.Errorf("%d stale series", n)
+	}
+	// Fixture /proc/stat read through the file path.
+	if err := m.ObserveStatFile("../topology/testdata/epyc-7313", as, topo); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInventoryMetrics(t *testing.T) {
+	topo, err := topology.Discover("../topology/testdata/epyc-9654-nps4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMetrics("n1")
+	m.ObserveInventory(topo, &nodeprep.Result{Devices: nil})
+	if got := testutil.ToFloat64(m.hugeFree.WithLabelValues("n1", "3", "1Gi")); got != 18 {
+		t.Errorf("hugepages free = %v", got)
+	}
+	if n := testutil.CollectAndCount(m.hugeFree); n != 8 {
+		t.Errorf("%d hugepage series, want 4 nodes x 2 sizes", n)
+	}
+}
+
+func TestLayoutFromConfig(t *testing.T) {
+	l, err := LayoutFromConfig(`{"sector_size": 2048, "layout": {"batch_size": 2, "supported": true, "coordinators": [{"cpu": 4, "hashers": [{"cpu": 5, "sectors": 2}]}], "roles": {"writer": 1, "reader": 2, "orchestrator": 3, "pc2_reader": 6, "pc2_hasher": 7, "pc2_hasher_cpu": 8, "pc2_writer": 9, "c1_reader": 10}}}`)
+	if err != nil || l.Coordinators[0].Hashers[0].CPU != 5 || l.Roles.C1Reader != 10 {
+		t.Fatalf("%+v %v", l, err)
+	}
+	if _, err := LayoutFromConfig(`{}`); err == nil {
+		t.Error("config without layout accepted")
+	}
+}
