@@ -1,0 +1,173 @@
+package nodeagent
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/testenv"
+)
+
+// copyFixture makes a writable copy of a fixture machine (nodeprep may write to it).
+func copyFixture(t *testing.T, name string) string {
+	t.Helper()
+	src := filepath.Join("..", "topology", "testdata", name)
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		out := filepath.Join(dst, rel)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(l, out)
+		case d.IsDir():
+			return os.MkdirAll(out, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(out, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// TestAgentPublishesStatus runs the agent against a real API server: it creates the
+// SealerNode owned by the Node, publishes inventory, capabilities and conditions by
+// server-side apply, writes only on change, and never touches the operator's ledger.
+func TestAgentPublishesStatus(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := env.Client
+
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "sealer-1"}}
+	if err := c.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	// The admin opts in with intent: two layer devices (one clean, one mounted) and hugepages.
+	sn := &sealv1.SealerNode{ObjectMeta: metav1.ObjectMeta{Name: "sealer-1"}, Spec: sealv1.SealerNodeSpec{
+		LayerDevices:            []sealv1.LayerDevice{{PCIAddress: "0000:03:00.0"}, {PCIAddress: "0000:01:00.0"}},
+		Hugepages1GiPerNUMANode: 36,
+		ReservedCPUs:            "0,32",
+	}}
+	if err := c.Create(ctx, sn); err != nil {
+		t.Fatal(err)
+	}
+	// The operator's ledger, written before the agent's first scan.
+	now := metav1.Now()
+	sn.Status.Slots = &sealv1.SlotLedger{SlotBytes: 1 << 40, Count: 2, Reservations: []sealv1.SlotReservation{{Slot: 0, Batch: "ns/b1", BatchUID: "u1", Since: &now}}}
+	sn.Status.FreeSlots = 1
+	if err := c.Status().Update(ctx, sn); err != nil {
+		t.Fatal(err)
+	}
+
+	clock := time.Date(2026, 8, 1, 12, 0, 0, 0, time.UTC)
+	a := &Agent{Client: c, NodeName: "sealer-1", Root: copyFixture(t, "tr-pro-5975wx"), Metrics: NewMetrics("sealer-1"), Now: func() time.Time { return clock }}
+	wrote, err := a.SyncOnce(ctx)
+	if err != nil || !wrote {
+		t.Fatalf("first sync: wrote=%v err=%v", wrote, err)
+	}
+	var got sealv1.SealerNode
+	if err := c.Get(ctx, client.ObjectKey{Name: "sealer-1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	st := got.Status
+	if st.CPU == nil || st.CPU.PhysicalCores != 32 || len(st.CPU.L3Groups) != 4 || !st.CPU.SHANI {
+		t.Fatalf("cpu: %+v", st.CPU)
+	}
+	if len(st.NUMANodes) != 1 || len(st.NVMe) != 6 || len(st.GPUs) != 1 || st.Hugepages1GiFree != 36 {
+		t.Errorf("inventory: numa %d nvme %d gpus %d hugepages %d", len(st.NUMANodes), len(st.NVMe), len(st.GPUs), st.Hugepages1GiFree)
+	}
+	if st.Capabilities == nil || st.Capabilities.HashersPerCore != 2 || len(st.Capabilities.BatchSizes) != 7 || len(st.Capabilities.Unsupported) != 1 {
+		t.Errorf("capabilities: %+v", st.Capabilities)
+	}
+	if st.FreeCores != 31 {
+		t.Errorf("free cores %d, want 31 (one core reserved)", st.FreeCores)
+	}
+	if st.Slots == nil || st.Slots.Count != 2 || len(st.Slots.Reservations) != 1 || st.FreeSlots != 1 {
+		t.Errorf("ledger clobbered: %+v free %d", st.Slots, st.FreeSlots)
+	}
+	if len(st.LayerDevices) != 2 || !st.LayerDevices[0].Ready || st.LayerDevices[1].Ready {
+		t.Errorf("layer devices: %+v", st.LayerDevices)
+	}
+	for typ, want := range map[string]metav1.ConditionStatus{CondReady: "False", CondDevicesNotReady: "True", CondHugepagesShort: "False", CondDegraded: "False"} {
+		cond := meta.FindStatusCondition(st.Conditions, typ)
+		if cond == nil || cond.Status != want {
+			t.Errorf("condition %s: %+v", typ, cond)
+		}
+	}
+	if r := meta.FindStatusCondition(st.Conditions, CondReady); r != nil && r.Reason != ReasonDevicesNotReady {
+		t.Errorf("Ready reason %s", r.Reason)
+	}
+	if len(got.OwnerReferences) != 1 || got.OwnerReferences[0].Kind != "Node" || got.OwnerReferences[0].UID == "" {
+		t.Errorf("owner references: %+v", got.OwnerReferences)
+	}
+	if got.Spec.ReservedCPUs != "0,32" || len(got.Spec.LayerDevices) != 2 {
+		t.Errorf("spec changed: %+v", got.Spec)
+	}
+	managers := map[string]bool{}
+	for _, mf := range got.ManagedFields {
+		managers[mf.Manager+"/"+mf.Subresource] = true
+	}
+	if !managers[FieldManager+"/status"] {
+		t.Errorf("no status fields managed by %s: %v", FieldManager, managers)
+	}
+
+	// Nothing changed: no write.
+	rv := got.ResourceVersion
+	clock = clock.Add(time.Minute)
+	if wrote, err := a.SyncOnce(ctx); err != nil || wrote {
+		t.Fatalf("unchanged sync: wrote=%v err=%v", wrote, err)
+	}
+	// The operator takes the second slot; the agent's next change keeps it.
+	if err := c.Get(ctx, client.ObjectKey{Name: "sealer-1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != rv {
+		t.Errorf("object rewritten without change")
+	}
+	got.Status.Slots.Reservations = append(got.Status.Slots.Reservations, sealv1.SlotReservation{Slot: 1, Batch: "ns/b2", BatchUID: "u2", Since: &now})
+	got.Status.FreeSlots = 0
+	if err := c.Status().Update(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.LayerDevices = got.Spec.LayerDevices[:1] // admin drops the refused device
+	if err := c.Update(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(time.Minute)
+	if wrote, err := a.SyncOnce(ctx); err != nil || !wrote {
+		t.Fatalf("sync after spec change: wrote=%v err=%v", wrote, err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Name: "sealer-1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Slots.Reservations) != 2 || got.Status.FreeSlots != 0 {
+		t.Errorf("ledger clobbered after agent write: %+v", got.Status.Slots)
+	}
+	if r := meta.FindStatusCondition(got.Status.Conditions, CondReady); r == nil || r.Status != metav1.ConditionTrue || r.ObservedGeneration != got.Generation {
+		t.Errorf("Ready after fix: %+v", r)
+	}
+	if got.Status.ObservedGeneration != got.Generation {
+		t.Errorf("observedGeneration %d, generation %d", got.Status.ObservedGeneration, got.Generation)
+	}
+}
