@@ -68,32 +68,70 @@ unsafe fn rounds4(abef: &mut __m128i, cdgh: &mut __m128i, w: __m128i, i: usize) 
     *abef = _mm_sha256rnds2_epu32(*abef, *cdgh, t2);
 }
 
+/// Load one 64-byte block as four byte-swapped message vectors.
+#[inline(always)]
+unsafe fn load_block(p: *const u8, mask: __m128i) -> [__m128i; 4] {
+    let p = p as *const __m128i;
+    [
+        _mm_shuffle_epi8(_mm_loadu_si128(p), mask),
+        _mm_shuffle_epi8(_mm_loadu_si128(p.add(1)), mask),
+        _mm_shuffle_epi8(_mm_loadu_si128(p.add(2)), mask),
+        _mm_shuffle_epi8(_mm_loadu_si128(p.add(3)), mask),
+    ]
+}
+
+/// The 64 rounds of one block for `S` independent streams, fully unrolled so the message
+/// words stay in registers; the streams' instructions are interleaved group by group.
+#[inline(always)]
+unsafe fn block_rounds<const S: usize>(abef: &mut [__m128i; S], cdgh: &mut [__m128i; S], w: &mut [[__m128i; 4]; S]) {
+    macro_rules! plain {
+        ($i:expr) => {
+            for s in 0..S {
+                rounds4(&mut abef[s], &mut cdgh[s], w[s][$i], $i);
+            }
+        };
+    }
+    macro_rules! sched_step {
+        ($i:expr, $a:expr, $b:expr, $c:expr, $d:expr) => {
+            for s in 0..S {
+                w[s][$a] = sched(w[s][$a], w[s][$b], w[s][$c], w[s][$d]);
+                rounds4(&mut abef[s], &mut cdgh[s], w[s][$a], $i);
+            }
+        };
+    }
+    plain!(0);
+    plain!(1);
+    plain!(2);
+    plain!(3);
+    sched_step!(4, 0, 1, 2, 3);
+    sched_step!(5, 1, 2, 3, 0);
+    sched_step!(6, 2, 3, 0, 1);
+    sched_step!(7, 3, 0, 1, 2);
+    sched_step!(8, 0, 1, 2, 3);
+    sched_step!(9, 1, 2, 3, 0);
+    sched_step!(10, 2, 3, 0, 1);
+    sched_step!(11, 3, 0, 1, 2);
+    sched_step!(12, 0, 1, 2, 3);
+    sched_step!(13, 1, 2, 3, 0);
+    sched_step!(14, 2, 3, 0, 1);
+    sched_step!(15, 3, 0, 1, 2);
+}
+
 /// One stream.
 #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
 pub unsafe fn compress_x1(state: &mut [u32; 8], blocks: &[*const u8]) {
     let mask = bswap_mask();
-    let (mut abef, mut cdgh) = load_state(state);
+    let (a, c) = load_state(state);
+    let mut abef = [a];
+    let mut cdgh = [c];
     for &blk in blocks {
-        let (sa, sc) = (abef, cdgh);
-        let p = blk as *const __m128i;
-        let mut w = [
-            _mm_shuffle_epi8(_mm_loadu_si128(p), mask),
-            _mm_shuffle_epi8(_mm_loadu_si128(p.add(1)), mask),
-            _mm_shuffle_epi8(_mm_loadu_si128(p.add(2)), mask),
-            _mm_shuffle_epi8(_mm_loadu_si128(p.add(3)), mask),
-        ];
-        for i in 0..4 {
-            rounds4(&mut abef, &mut cdgh, w[i], i);
-        }
-        for i in 4..16 {
-            let n = sched(w[i & 3], w[(i + 1) & 3], w[(i + 2) & 3], w[(i + 3) & 3]);
-            w[i & 3] = n;
-            rounds4(&mut abef, &mut cdgh, n, i);
-        }
-        abef = _mm_add_epi32(abef, sa);
-        cdgh = _mm_add_epi32(cdgh, sc);
+        let (sa, sc) = (abef[0], cdgh[0]);
+        let mut w = [load_block(blk, mask)];
+        block_rounds::<1>(&mut abef, &mut cdgh, &mut w);
+        abef[0] = _mm_add_epi32(abef[0], sa);
+        cdgh[0] = _mm_add_epi32(cdgh[0], sc);
     }
-    store_state(state, abef, cdgh);
+    store_state(state, abef[0], cdgh[0]);
 }
 
 /// Two independent streams of equally many blocks, interleaved.
@@ -105,43 +143,21 @@ pub unsafe fn compress_x2(
     blocks_b: &[*const u8],
 ) {
     let mask = bswap_mask();
-    let (mut abef_a, mut cdgh_a) = load_state(sa);
-    let (mut abef_b, mut cdgh_b) = load_state(sb);
+    let (a0, c0) = load_state(sa);
+    let (a1, c1) = load_state(sb);
+    let mut abef = [a0, a1];
+    let mut cdgh = [c0, c1];
     let n = blocks_a.len().min(blocks_b.len());
     for j in 0..n {
-        let (save_aa, save_ca) = (abef_a, cdgh_a);
-        let (save_ab, save_cb) = (abef_b, cdgh_b);
-        let pa = blocks_a[j] as *const __m128i;
-        let pb = blocks_b[j] as *const __m128i;
-        let mut wa = [
-            _mm_shuffle_epi8(_mm_loadu_si128(pa), mask),
-            _mm_shuffle_epi8(_mm_loadu_si128(pa.add(1)), mask),
-            _mm_shuffle_epi8(_mm_loadu_si128(pa.add(2)), mask),
-            _mm_shuffle_epi8(_mm_loadu_si128(pa.add(3)), mask),
-        ];
-        let mut wb = [
-            _mm_shuffle_epi8(_mm_loadu_si128(pb), mask),
-            _mm_shuffle_epi8(_mm_loadu_si128(pb.add(1)), mask),
-            _mm_shuffle_epi8(_mm_loadu_si128(pb.add(2)), mask),
-            _mm_shuffle_epi8(_mm_loadu_si128(pb.add(3)), mask),
-        ];
-        for i in 0..4 {
-            rounds4(&mut abef_a, &mut cdgh_a, wa[i], i);
-            rounds4(&mut abef_b, &mut cdgh_b, wb[i], i);
+        let save_a = abef;
+        let save_c = cdgh;
+        let mut w = [load_block(blocks_a[j], mask), load_block(blocks_b[j], mask)];
+        block_rounds::<2>(&mut abef, &mut cdgh, &mut w);
+        for s in 0..2 {
+            abef[s] = _mm_add_epi32(abef[s], save_a[s]);
+            cdgh[s] = _mm_add_epi32(cdgh[s], save_c[s]);
         }
-        for i in 4..16 {
-            let na = sched(wa[i & 3], wa[(i + 1) & 3], wa[(i + 2) & 3], wa[(i + 3) & 3]);
-            let nb = sched(wb[i & 3], wb[(i + 1) & 3], wb[(i + 2) & 3], wb[(i + 3) & 3]);
-            wa[i & 3] = na;
-            wb[i & 3] = nb;
-            rounds4(&mut abef_a, &mut cdgh_a, na, i);
-            rounds4(&mut abef_b, &mut cdgh_b, nb, i);
-        }
-        abef_a = _mm_add_epi32(abef_a, save_aa);
-        cdgh_a = _mm_add_epi32(cdgh_a, save_ca);
-        abef_b = _mm_add_epi32(abef_b, save_ab);
-        cdgh_b = _mm_add_epi32(cdgh_b, save_cb);
     }
-    store_state(sa, abef_a, cdgh_a);
-    store_state(sb, abef_b, cdgh_b);
+    store_state(sa, abef[0], cdgh[0]);
+    store_state(sb, abef[1], cdgh[1]);
 }

@@ -98,6 +98,25 @@ pub fn pin_to(cpu: usize) -> bool {
     }
 }
 
+/// The calling thread's CPU mask, to restore after temporary pinning.
+pub struct SavedAffinity(libc::cpu_set_t);
+
+impl SavedAffinity {
+    /// Save the calling thread's mask.
+    pub fn save() -> Option<SavedAffinity> {
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            (libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0).then_some(SavedAffinity(set))
+        }
+    }
+    /// Restore it on the calling thread.
+    pub fn restore(&self) {
+        unsafe {
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.0);
+        }
+    }
+}
+
 /// Live counters the orchestrator and the metrics endpoint read.
 #[derive(Default)]
 pub struct LiveStats {

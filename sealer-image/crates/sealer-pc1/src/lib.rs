@@ -246,36 +246,15 @@ pub fn run_pc1(cfg: &BatchConfig, opts: &Pc1Options) -> Result<Pc1Report, Pc1Err
     let backend = be_r.name().to_string();
     let stats = Arc::new(LiveStats::default());
     sink.attach_stats(stats.clone());
+    let saved = engine::SavedAffinity::save();
     if opts.pin_threads {
         engine::pin_to(plan.orchestrator);
     }
-    let hasher = LabelHasher::new(kernel);
-    let t0 = Instant::now();
-    for layer in done + 1..=layers {
-        prog.start_layer(layer);
-        sink.publish(&prog);
-        let mut last = Instant::now();
-        engine::run_layer(&g, layer as u32, &parents, stripe, &bufs, &rids, hasher, &plan, &mut be_r, &mut be_w, &stats, |nodes| {
-            if last.elapsed().as_millis() >= 250 {
-                prog.update(nodes);
-                sink.publish(&prog);
-                last = Instant::now();
-            }
-        })
-        .inspect_err(|e| {
-            prog.fail(&e.to_string());
-            sink.publish(&prog);
-        })?;
-        prog.update(g.nodes);
-        be_w.flush().map_err(|e| io_err("flushing layer storage", e))?;
-        state::store(&spath, &state::State { batch_key: key.clone(), layers, layers_done: layer })
-            .map_err(|e| io_err(&format!("writing {}", spath.display()), e))?;
-        sink.publish(&prog);
+    let result = label_layers(cfg, &g, stripe, done, &parents, &bufs, &rids, LabelHasher::new(kernel), &plan, &mut be_r, &mut be_w, &stats, &sink, &mut prog, &key, &spath);
+    if let Some(s) = saved {
+        s.restore();
     }
-    let seconds = t0.elapsed().as_secs_f64();
-    prog.finish();
-    sink.publish(&prog);
-    sink.close();
+    let seconds = result?;
     Ok(Pc1Report {
         replica_ids: rids,
         comm_ds: cds,
@@ -288,6 +267,55 @@ pub fn run_pc1(cfg: &BatchConfig, opts: &Pc1Options) -> Result<Pc1Report, Pc1Err
         geometry: g,
         hasher_threads: plan.groups.iter().map(|g| g.hashers.len()).sum(),
     })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn label_layers(
+    cfg: &BatchConfig,
+    g: &Geometry,
+    stripe: Stripe,
+    done: usize,
+    parents: &Parents,
+    bufs: &Buffers,
+    rids: &[[u8; 32]],
+    hasher: LabelHasher,
+    plan: &ThreadPlan,
+    be_r: &mut UringBackend,
+    be_w: &mut UringBackend,
+    stats: &LiveStats,
+    sink: &ProgressSink,
+    prog: &mut Progress,
+    key: &str,
+    spath: &Path,
+) -> Result<f64, Pc1Error> {
+    let layers = cfg.num_layers();
+    let t0 = Instant::now();
+    for layer in done + 1..=layers {
+        prog.start_layer(layer);
+        sink.publish(prog);
+        let mut last = Instant::now();
+        engine::run_layer(g, layer as u32, parents, stripe, bufs, rids, hasher, plan, be_r, be_w, stats, |nodes| {
+            if last.elapsed().as_millis() >= 250 {
+                prog.update(nodes);
+                sink.publish(prog);
+                last = Instant::now();
+            }
+        })
+        .inspect_err(|e| {
+            prog.fail(&e.to_string());
+            sink.publish(prog);
+        })?;
+        prog.update(g.nodes);
+        be_w.flush().map_err(|e| io_err("flushing layer storage", e))?;
+        state::store(spath, &state::State { batch_key: key.to_string(), layers, layers_done: layer })
+            .map_err(|e| io_err(&format!("writing {}", spath.display()), e))?;
+        sink.publish(prog);
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    prog.finish();
+    sink.publish(prog);
+    sink.close();
+    Ok(seconds)
 }
 
 /// Layers a previous run completed for this batch (0 when none or another batch).

@@ -34,17 +34,45 @@ pub struct Row {
     pub cores: f64,
     /// Wall seconds.
     pub seconds: f64,
+    /// CPU seconds (user + system, all threads of this process incl. io_uring workers).
+    pub cpu_seconds: f64,
+    /// Sector-labels computed.
+    pub labels: f64,
 }
 
 impl Row {
-    /// Labels/s per core.
+    /// Labels/s per core, wall-clock based (labels/s divided by the cores the run may use).
     pub fn per_core(&self) -> f64 {
         self.labels_per_s / self.cores
     }
+    /// Labels per CPU-second actually consumed (robust on a shared machine).
+    pub fn per_cpu_second(&self) -> f64 {
+        if self.cpu_seconds > 0.0 {
+            self.labels / self.cpu_seconds
+        } else {
+            0.0
+        }
+    }
 }
 
-fn sha_bound(x2: bool, secs: f64) -> f64 {
-    let k = match Kernel::select(false) {
+/// CPU seconds (user + system) of this process so far.
+pub fn cpu_now() -> f64 {
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        t(ru.ru_utime) + t(ru.ru_stime)
+    }
+}
+
+fn cpu_timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let c0 = cpu_now();
+    let r = f();
+    (r, cpu_now() - c0)
+}
+
+fn sha_bound(kernel: Option<Kernel>, x2: bool, secs: f64) -> f64 {
+    let k = match kernel.map(Ok).unwrap_or_else(|| Kernel::select(false)) {
         Ok(k) => k,
         Err(_) => return 0.0,
     };
@@ -132,10 +160,12 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
     std::env::set_var("FIL_PROOFS_USE_MULTICORE_SDR", "1");
 
     eprintln!("bench: SHA-NI bound (single stream, then 2 streams interleaved)…");
-    let s1 = sha_bound(false, o.sha_seconds);
-    rows.push(Row { name: "SHA-NI bound, 1 stream (20 blocks/label)".into(), labels_per_s: s1, cores: 1.0, seconds: o.sha_seconds });
-    let s2 = sha_bound(true, o.sha_seconds);
-    rows.push(Row { name: "SHA-NI bound, 2 streams interleaved".into(), labels_per_s: s2, cores: 1.0, seconds: o.sha_seconds });
+    let (s1, c1) = cpu_timed(|| sha_bound(None, false, o.sha_seconds));
+    rows.push(Row { name: "SHA-NI bound, 1 stream (20 blocks/label)".into(), labels_per_s: s1, cores: 1.0, seconds: o.sha_seconds, cpu_seconds: c1, labels: s1 * o.sha_seconds });
+    let (s2, c2) = cpu_timed(|| sha_bound(None, true, o.sha_seconds));
+    rows.push(Row { name: "SHA-NI bound, 2 streams interleaved".into(), labels_per_s: s2, cores: 1.0, seconds: o.sha_seconds, cpu_seconds: c2, labels: s2 * o.sha_seconds });
+    let (s3, c3) = cpu_timed(|| sha_bound(Some(Kernel::Portable), false, o.sha_seconds));
+    rows.push(Row { name: "sha2 crate compress256, 1 stream (reference)".into(), labels_per_s: s3, cores: 1.0, seconds: o.sha_seconds, cpu_seconds: c3, labels: s3 * o.sha_seconds });
 
     // Build the parent cache first so neither side pays for it in the timings.
     let probe = random_config(o.sector_size, proof_id, ApiVersion::V1_1_0, 1, 1, &o.dir, &o.dir.join("probe"));
@@ -147,9 +177,11 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
         let work = o.dir.join("rfp");
         std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
         let t0 = Instant::now();
+        let r0 = cpu_now();
         oracle::pc1_sector(o.sector_size, porep_id_for(proof_id), ApiVersion::V1_1_0, &[], [1u8; 32], 1, [2u8; 32], &work, false)
             .map_err(|e| e.to_string())?;
         let secs = t0.elapsed().as_secs_f64();
+        let cpu = cpu_now() - r0;
         let labels = (o.sector_size / 32) as f64 * oracle::filecoin_proofs_layers(o.sector_size) as f64;
         let cores = if multicore { sealer_config::allowed_cpus().len() as f64 } else { 1.0 };
         rows.push(Row {
@@ -157,6 +189,8 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
             labels_per_s: labels / secs,
             cores,
             seconds: secs,
+            cpu_seconds: cpu,
+            labels,
         });
         let _ = std::fs::remove_dir_all(&work);
     }
@@ -167,13 +201,17 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
         let _ = std::fs::remove_dir_all(&out);
         let cfg = random_config(o.sector_size, proof_id, ApiVersion::V1_1_0, n, 42 + n as u64, &o.dir.join(format!("sealer-n{n}-layers")), &out);
         let opts = Pc1Options { tuning: Tuning::default(), restart: true, ..Default::default() };
+        let r0 = cpu_now();
         let rep = sealer_pc1::run_pc1(&cfg, &opts).map_err(|e| e.to_string())?;
+        let cpu = cpu_now() - r0;
         let cores = cores_of(&cfg.effective_layout());
         rows.push(Row {
             name: format!("sealer PC1, N = {n} ({} hasher threads, {:?}, {})", rep.hasher_threads, rep.kernel, rep.backend),
             labels_per_s: rep.labels as f64 / rep.seconds,
             cores,
             seconds: rep.seconds,
+            cpu_seconds: cpu,
+            labels: rep.labels as f64,
         });
         let _ = std::fs::remove_dir_all(&out);
         let _ = std::fs::remove_dir_all(o.dir.join(format!("sealer-n{n}-layers")));
@@ -183,21 +221,27 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
 
 /// Render the table with ratios against the rust-fil-proofs row and the 1-stream bound.
 pub fn render(rows: &[Row], sector_size: u64) -> String {
-    let base = rows.iter().find(|r| r.name.starts_with("rust-fil-proofs")).map(|r| r.per_core());
-    let bound = rows.first().map(|r| r.per_core());
+    let base = rows.iter().find(|r| r.name.starts_with("rust-fil-proofs")).map(|r| r.per_cpu_second());
+    let bound = rows.first().map(|r| r.per_cpu_second());
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let mut s = format!(
-        "sector size {sector_size} B, {} CPUs available\n| measurement | wall s | cores | M labels/s | M labels/s/core | vs rust-fil-proofs | vs SHA bound (1 stream) |\n|---|---:|---:|---:|---:|---:|---:|\n",
-        sealer_config::allowed_cpus().len()
+        "sector size {sector_size} B, {} CPUs available, load average at end: {}\n\
+         M labels/s/core (wall) = sector-labels/s ÷ cores the run may use; M labels/CPU-s = sector-labels ÷ CPU seconds this process consumed.\n\
+         Ratios use labels per CPU-second.\n\
+         | measurement | wall s | cores | M labels/s | M labels/s/core (wall) | M labels/CPU-s | vs rust-fil-proofs | vs SHA bound (1 stream) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        sealer_config::allowed_cpus().len(),
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
     for r in rows {
-        let vs = |b: Option<f64>| b.filter(|b| *b > 0.0).map(|b| format!("{:.2}×", r.per_core() / b)).unwrap_or_else(|| "–".into());
+        let vs = |b: Option<f64>| b.filter(|b| *b > 0.0).map(|b| format!("{:.2}×", r.per_cpu_second() / b)).unwrap_or_else(|| "–".into());
         s += &format!(
-            "| {} | {:.2} | {} | {:.3} | {:.3} | {} | {} |\n",
+            "| {} | {:.2} | {} | {:.3} | {:.3} | {:.3} | {} | {} |\n",
             r.name,
             r.seconds,
             r.cores,
             r.labels_per_s / 1e6,
             r.per_core() / 1e6,
+            r.per_cpu_second() / 1e6,
             vs(base),
             vs(bound)
         );
