@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/cpuset"
+	"github.com/sealfleet/sealfleet/internal/layout"
 	"github.com/sealfleet/sealfleet/internal/ledger"
 	"github.com/sealfleet/sealfleet/internal/placement"
 )
@@ -76,7 +78,7 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 		// A reservation without a recorded decision means we crashed between the two
 		// writes: finish the placement instead of booking a second slot.
 		if sn, res := findReservation(byName, b.UID); res != nil {
-			if err := r.recordPlacement(ctx, b, sn.Sealer.Name, res.Slot); err != nil {
+			if err := r.recordPlacement(ctx, b, sn.Sealer.Name, res.Slot, nil); err != nil {
 				return reconcile.Result{}, err
 			}
 			continue
@@ -116,7 +118,7 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 		}
 	}
 	for _, d := range decisions {
-		if err := r.recordPlacement(ctx, d.Batch, d.Node, d.Slot); err != nil {
+		if err := r.recordPlacement(ctx, d.Batch, d.Node, d.Slot, d.Layout); err != nil {
 			return reconcile.Result{}, err
 		}
 		metricPlacementLatency.Observe(time.Since(d.Batch.CreationTimestamp.Time).Seconds())
@@ -135,9 +137,13 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 }
 
 // recordPlacement writes the decision into the batch status.
-func (r *PlacementReconciler) recordPlacement(ctx context.Context, b *sealv1.SealBatch, node string, slot int32) error {
+func (r *PlacementReconciler) recordPlacement(ctx context.Context, b *sealv1.SealBatch, node string, slot int32, lay *layout.Layout) error {
 	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
 		now := metav1.Now()
+		if lay != nil {
+			b.Status.CPUs = cpuset.Format(lay.CPUs())
+			b.Status.CoreLayout = lay.Summary()
+		}
 		b.Status.Node = node
 		b.Status.Slot = &slot
 		b.Status.Phase = sealv1.PhasePlaced
@@ -192,6 +198,11 @@ func fleetView(sns []sealv1.SealerNode, nodes []corev1.Node, batches []sealv1.Se
 		switch b.Status.Phase {
 		case sealv1.PhasePlaced, sealv1.PhasePC1:
 			pn.ActivePC1++
+		}
+		if runningPhase(b.Status.Phase) && b.Status.CPUs != "" {
+			if cpus, err := cpuset.Parse(b.Status.CPUs); err == nil {
+				pn.BusyCPUs = append(pn.BusyCPUs, cpus...)
+			}
 		}
 		if b.Spec.PC2Engine == sealv1.PC2EngineGPU && (b.Status.Phase == sealv1.PhasePlaced ||
 			b.Status.Phase == sealv1.PhasePC1 || b.Status.Phase == sealv1.PhasePC2) {

@@ -188,7 +188,7 @@ func placementSlotBytes(b *sealv1.SealBatch) int64 {
 // recording second is safe: a crash in between finds the pod by name on the next reconcile.
 func (r *SealerReconciler) startAttempt(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode, lay *layout.Layout, attempt int32) error {
 	pod := render.Pod(render.PodInput{
-		Batch: b, Node: b.Status.Node, Attempt: attempt, CPUs: len(lay.CPUs()),
+		Batch: b, Node: b.Status.Node, Attempt: attempt, CPUs: len(lay.CoreCPUs()),
 		Hugepages: hugepagesOf(sn, b), Devices: sn.Status.LayerDevices, DeviceMode: sn.Spec.DeviceMode,
 	}, r.podOptionsFor(b))
 	if err := controllerutil.SetControllerReference(b, pod, r.Scheme()); err != nil {

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -144,15 +145,15 @@ func (h *harness) waitPhase(ns, name string, p sealv1.SealBatchPhase) *sealv1.Se
 	return got
 }
 
-// topology is a small 2-CCX, 4-cores-per-CCX, SMT-2 Zen3 machine.
+// topology is a 16-core Zen3 machine: 4 CCX × 4 cores, SMT on (room for two pipelines).
 func topology() *sealv1.CPUTopology {
 	t := &sealv1.CPUTopology{Model: "Test EPYC", Vendor: "AuthenticAMD", Family: 25, SHANI: true, AVX2: true,
-		Sockets: 1, PhysicalCores: 8, LogicalCPUs: 16, ThreadsPerCore: 2}
-	for g := 0; g < 2; g++ {
+		Sockets: 1, PhysicalCores: 16, LogicalCPUs: 32, ThreadsPerCore: 2}
+	for g := 0; g < 4; g++ {
 		grp := sealv1.L3Group{ID: int32(g)}
 		for c := 0; c < 4; c++ {
 			core := int32(g*4 + c)
-			grp.Cores = append(grp.Cores, sealv1.Core{CPUs: []int32{core, core + 8}})
+			grp.Cores = append(grp.Cores, sealv1.Core{CPUs: []int32{core, core + 16}})
 		}
 		t.L3Groups = append(t.L3Groups, grp)
 	}
@@ -167,6 +168,11 @@ func (h *harness) addNode(name string, slots int32, hugepages int64, labels map[
 	if err := h.c.Create(ctx, node); err != nil {
 		h.t.Fatal(err)
 	}
+	// Play the node-lifecycle controller: admission taints new nodes not-ready.
+	node.Spec.Taints = nil
+	if err := h.c.Update(ctx, node); err != nil {
+		h.t.Fatal(err)
+	}
 	sn := &sealv1.SealerNode{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: sealv1.SealerNodeSpec{Pipelines: slots, LayerDevices: []sealv1.LayerDevice{{Path: "/var/lib/sealfleet/layers.img"}}}}
 	if err := h.c.Create(ctx, sn); err != nil {
@@ -178,14 +184,23 @@ func (h *harness) addNode(name string, slots int32, hugepages int64, labels map[
 	for _, n := range ok {
 		caps.BatchSizes = append(caps.BatchSizes, int32(n))
 	}
-	sn.Status = sealv1.SealerNodeStatus{
+	status := sealv1.SealerNodeStatus{
 		CPU:          cpu,
 		Capabilities: caps,
-		NUMANodes:    []sealv1.NUMANode{{ID: 0, CPUs: "0-15", Hugepages: []sealv1.Hugepages{{PageSize: "1Gi", Total: hugepages, Free: hugepages}}}},
+		NUMANodes:    []sealv1.NUMANode{{ID: 0, CPUs: "0-31", Hugepages: []sealv1.Hugepages{{PageSize: "1Gi", Total: hugepages, Free: hugepages}}}},
 		LayerDevices: []sealv1.LayerDeviceStatus{{Path: "/var/lib/sealfleet/layers.img", CapacityBytes: int64(slots) * 64 << 20, Ready: true, NUMANode: 0}},
 		Conditions:   []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Discovered", Message: "ok", LastTransitionTime: metav1.Now()}},
 	}
-	if err := h.c.Status().Update(ctx, sn); err != nil {
+	// Play the node agent; the operator's ledger reconciler may write concurrently.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := h.c.Get(ctx, client.ObjectKeyFromObject(sn), sn); err != nil {
+			return err
+		}
+		slots := sn.Status.Slots
+		sn.Status = *status.DeepCopy()
+		sn.Status.Slots = slots
+		return h.c.Status().Update(ctx, sn)
+	}); err != nil {
 		h.t.Fatal(err)
 	}
 	// The ledger reconciler derives the slot geometry from the layer devices.

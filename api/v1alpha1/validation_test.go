@@ -147,7 +147,7 @@ func TestSealBatchValidation(t *testing.T) {
 			"batch-128":      "sectorSize: 2KiB\nminerID: f099\n" + sectorsYAML(128),
 			"ttl":            okBase + "releasePolicy: AfterTTL\nreleaseTTL: 24h\n" + sectorsYAML(1),
 			"synthetic-64g":  "sectorSize: 64GiB\nproofType: V1_1_Feat_SyntheticPoRep\nminerID: f01\n" + sectorsYAML(16),
-			"max-sector-num": okBase + "sectors:\n- {number: 9223372036854775807, ticket: \"" + ticketA + "\"}\n",
+			"max-sector-num": okBase + "sectors:\n- {number: 9007199254740992, ticket: \"" + ticketA + "\"}\n",
 		}
 		for name, spec := range good {
 			if err := env.Client.Create(ctx, batch(t, name, spec)); err != nil {

@@ -14,6 +14,8 @@ import (
 	"k8s.io/klog/v2"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/cpuset"
+	"github.com/sealfleet/sealfleet/internal/layout"
 	"github.com/sealfleet/sealfleet/internal/ledger"
 )
 
@@ -29,6 +31,40 @@ type Node struct {
 	// ActivePC1 counts batches in Placed/PC1 here; GPUsBusy counts batches using a GPU.
 	ActivePC1 int
 	GPUsBusy  int
+	// BusyCPUs are the logical CPUs of batches already running here (a second pipeline
+	// must fit in what is left).
+	BusyCPUs []int
+
+	layouts map[int]layoutResult // per batch size, for the current BusyCPUs
+}
+
+type layoutResult struct {
+	l   *layout.Layout
+	err error
+}
+
+// Layout computes (and caches until BusyCPUs change) the core layout a batch of n sectors
+// would get on this node now, keeping out the node's reserved CPUs and the busy ones.
+func (n *Node) Layout(batchSize int) (*layout.Layout, error) {
+	if r, ok := n.layouts[batchSize]; ok {
+		return r.l, r.err
+	}
+	sn := n.Sealer
+	var r layoutResult
+	if sn.Status.CPU == nil {
+		r.err = fmt.Errorf("no CPU topology reported")
+	} else if reserved, err := cpuset.Parse(sn.Spec.ReservedCPUs); err != nil {
+		r.err = fmt.Errorf("spec.reservedCPUs: %v", err)
+	} else {
+		r.l, r.err = layout.Calculate(layout.FromStatus(sn.Status.CPU), batchSize, layout.Options{
+			HashersPerCore: int(sn.Spec.HashersPerCore), ReservedCPUs: append(reserved, n.BusyCPUs...),
+		})
+	}
+	if n.layouts == nil {
+		n.layouts = map[int]layoutResult{}
+	}
+	n.layouts[batchSize] = r
+	return r.l, r.err
 }
 
 // Decision is where one batch goes.
@@ -37,6 +73,7 @@ type Decision struct {
 	Node      string
 	Slot      int32
 	Hugepages int32
+	Layout    *layout.Layout
 }
 
 // Unschedulable explains why a batch fits nowhere: how many nodes failed each check.
@@ -199,6 +236,12 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 	if need.GPU && n.GPUsBusy >= len(sn.Status.GPUs) {
 		return "all GPUs busy", true
 	}
+	if _, err := n.Layout(need.BatchSize); err != nil {
+		if len(n.BusyCPUs) > 0 {
+			return "not enough free cores beside the running batch", true
+		}
+		return "no core layout: " + err.Error(), false
+	}
 	return "", false
 }
 
@@ -326,12 +369,15 @@ func Schedule(nodes []*Node, pending []*sealv1.SealBatch) ([]Decision, map[*seal
 			}
 			continue
 		}
-		d := Decision{Batch: b, Node: best.Sealer.Name, Slot: ledger.FreeSlot(best.Sealer.Status.Slots), Hugepages: need.Hugepages}
+		lay, _ := best.Layout(need.BatchSize) // check() proved it exists
+		d := Decision{Batch: b, Node: best.Sealer.Name, Slot: ledger.FreeSlot(best.Sealer.Status.Slots), Hugepages: need.Hugepages, Layout: lay}
 		decisions = append(decisions, d)
 		if err := ledger.Reserve(best.Sealer, b, d.Slot, d.Hugepages, nil); err != nil {
 			panic("placement: reserving a slot check() found free: " + err.Error())
 		}
 		best.ActivePC1++
+		best.BusyCPUs = append(best.BusyCPUs, lay.CoreCPUs()...)
+		best.layouts = nil
 		if need.GPU {
 			best.GPUsBusy++
 		}

@@ -18,13 +18,28 @@ const ticket = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// cpu64 is a 64-core Zen3 machine: 8 CCX × 8 cores, SMT on.
+func cpu64() *sealv1.CPUTopology {
+	t := &sealv1.CPUTopology{Model: "EPYC", Vendor: "AuthenticAMD", Family: 25, SHANI: true, Sockets: 1,
+		PhysicalCores: 64, LogicalCPUs: 128, ThreadsPerCore: 2}
+	for g := 0; g < 8; g++ {
+		grp := sealv1.L3Group{ID: int32(g)}
+		for c := 0; c < 8; c++ {
+			core := int32(g*8 + c)
+			grp.Cores = append(grp.Cores, sealv1.Core{CPUs: []int32{core, core + 64}})
+		}
+		t.L3Groups = append(t.L3Groups, grp)
+	}
+	return t
+}
+
 type nodeOpt func(*Node)
 
 func node(name string, slots int32, hugepages int64, opts ...nodeOpt) *Node {
 	sn := &sealv1.SealerNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: sealv1.SealerNodeSpec{Pipelines: 1}}
 	sn.Status = sealv1.SealerNodeStatus{
-		CPU:          &sealv1.CPUTopology{SHANI: true},
-		Capabilities: &sealv1.Capabilities{BatchSizes: []int32{1, 2, 4, 8, 16, 32, 64}},
+		CPU:          cpu64(),
+		Capabilities: &sealv1.Capabilities{BatchSizes: []int32{1, 2, 4, 8, 16, 32, 64, 128}},
 		NUMANodes:    []sealv1.NUMANode{{ID: 0, Hugepages: []sealv1.Hugepages{{PageSize: "1Gi", Total: hugepages, Free: hugepages}}}},
 		Conditions:   []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}},
 		Slots:        &sealv1.SlotLedger{Count: slots, SlotBytes: 11 << 40},
@@ -195,6 +210,36 @@ func TestBigBatchNotStarved(t *testing.T) {
 		[]*sealv1.SealBatch{small, big})
 	if len(dec) != 1 || dec[0].Node != "tiny" {
 		t.Fatalf("small batch should use the node big cannot run on: %+v", dec)
+	}
+}
+
+// TestSecondPipelineNeedsFreeCores: with a batch running, a second one is placed only if the
+// cores left fit its layout, and it never gets a CPU the first one uses.
+func TestSecondPipelineNeedsFreeCores(t *testing.T) {
+	n := node("a", 2, 200, pipelines(2))
+	first := batch("first", sealv1.SectorSize8MiB, 128, 0)
+	second := batch("second", sealv1.SectorSize8MiB, 128, time.Second)
+	dec, failed := Schedule([]*Node{n}, []*sealv1.SealBatch{first, second})
+	if len(dec) != 1 || dec[0].Batch != first {
+		t.Fatalf("want only the first placed: %+v", dec)
+	}
+	if !strings.Contains(failed[second].Error(), "not enough free cores beside the running batch") {
+		t.Errorf("reason: %s", failed[second].Error())
+	}
+	small := batch("small", sealv1.SectorSize8MiB, 8, 2*time.Second)
+	n2 := node("b", 2, 200, pipelines(2))
+	dec, _ = Schedule([]*Node{n2}, []*sealv1.SealBatch{batch("f2", sealv1.SectorSize8MiB, 128, 0), small})
+	if len(dec) != 2 {
+		t.Fatalf("a small second batch should fit beside: %+v", dec)
+	}
+	used := map[int]bool{}
+	for _, c := range dec[0].Layout.CoreCPUs() {
+		used[c] = true
+	}
+	for _, c := range dec[1].Layout.CPUs() {
+		if used[c] {
+			t.Fatalf("CPU %d given to both pipelines", c)
+		}
 	}
 }
 

@@ -220,6 +220,8 @@ func hostPathVolume(name, path string, t corev1.HostPathType) corev1.Volume {
 // isDevPath reports whether a layer path is a host device node rather than a regular file.
 func isDevPath(p string) bool { return strings.HasPrefix(p, "/dev/") }
 
-func resourceMilli(m int64) resource.Quantity { return *resource.NewMilliQuantity(m, resource.DecimalSI) }
+func resourceMilli(m int64) resource.Quantity {
+	return *resource.NewMilliQuantity(m, resource.DecimalSI)
+}
 
 func resourceMi(mi int64) resource.Quantity { return *resource.NewQuantity(mi<<20, resource.BinarySI) }
