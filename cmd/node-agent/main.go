@@ -46,7 +46,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(newRun(), newDiscover(), newCalc())
+	root.AddCommand(newRun(), newDiscover(), newCalc(), newScrub())
 	return root
 }
 
