@@ -237,6 +237,9 @@ func (r *SealerReconciler) track(ctx context.Context, b *sealv1.SealBatch, pod *
 		phase = sealv1.PhasePC2 // never go backwards on a late report
 	}
 	old := b.Status.Phase
+	if rep != nil {
+		metricBatchProgress.WithLabelValues(b.Namespace, b.Name, b.Status.Node).Set(rep.Percent / 100)
+	}
 	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
 		b.Status.Phase = phase
 		if b.Status.StartTime == nil {
@@ -272,6 +275,7 @@ func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, po
 	if err := res.matches(b); err != nil {
 		return r.fail(ctx, b, ReasonSealerFailed, err.Error())
 	}
+	metricBatchProgress.DeleteLabelValues(b.Namespace, b.Name, b.Status.Node)
 	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
 		now := metav1.Now()
 		b.Status.Phase = sealv1.PhaseCompleted
@@ -307,6 +311,7 @@ func (r *SealerReconciler) fail(ctx context.Context, b *sealv1.SealBatch, reason
 }
 
 func markFailed(ctx context.Context, c client.Client, rec Recorder, b *sealv1.SealBatch, reason Reason, msg string) error {
+	metricBatchProgress.DeleteLabelValues(b.Namespace, b.Name, b.Status.Node)
 	return updateStatus(ctx, c, b, func(b *sealv1.SealBatch) {
 		now := metav1.Now()
 		b.Status.Phase = sealv1.PhaseFailed
