@@ -60,6 +60,16 @@ manifests-check: manifests ## Fail when generated files are out of date.
 test-sealer: ## Rust sealer tests, including the rust-fil-proofs oracle.
 	@if [ -f sealer-image/Cargo.toml ]; then cd sealer-image && cargo test --release --locked; else echo "sealer-image has no workspace yet"; fi
 
+##@ Local cluster
+
+.PHONY: cluster-up
+cluster-up: ## Start the loopback-only local cluster: control plane, kwok fleet, one real node (root). State and logs in _out/cluster/.
+	hack/cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop exactly what cluster-up started (by pid) and give the host back (hugepages, sysctls, mounts).
+	hack/cluster.sh down
+
 ##@ Demo
 
 .PHONY: demo
