@@ -128,7 +128,9 @@ func (r *ReleaseReconciler) release(ctx context.Context, b *sealv1.SealBatch, de
 		metricReleaseFailures.WithLabelValues("ledger").Inc()
 		return false, err
 	}
-	_ = r.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: scrubPodName(b)}})
+	if err := r.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: scrubPodName(b)}}); client.IgnoreNotFound(err) != nil {
+		logger.Error(err, "deleting the scrub pod")
+	}
 	reason, msg := ReasonSlotReleased, "slot released and scrubbed"
 	if force {
 		reason, msg = ReasonForcedRelease, "slot released by force (sealfleet.io/force-release): scratch not scrubbed"
@@ -215,6 +217,10 @@ func (r *ReleaseReconciler) scrub(ctx context.Context, b *sealv1.SealBatch) (boo
 			return true, "", nil
 		}
 		return false, "", err
+	}
+	if ledger.Holder(&sn, b.UID) == nil {
+		// The reservation goes only after a successful scrub: nothing left to do.
+		return true, "", nil
 	}
 	var node corev1.Node
 	if err := r.Get(ctx, client.ObjectKey{Name: b.Status.Node}, &node); apierrors.IsNotFound(err) {
