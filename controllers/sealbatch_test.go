@@ -327,3 +327,34 @@ func equalLists(a, b corev1.ResourceList) bool {
 	}
 	return true
 }
+
+// TestStuckReleaseIsVisibleAndForceable: a deleted batch whose pod never terminates (a lost
+// kubelet) shows why deletion is blocked; the force annotation releases it anyway.
+func TestStuckReleaseIsVisibleAndForceable(t *testing.T) {
+	h := newHarness(t)
+	ns := h.namespace("stuck")
+	h.addNode("node-k", 1, 8, nil)
+	h.newBatch(ns, "b", 2, nil)
+	h.setPod(h.waitPod(ns, "b-sealer-1"), corev1.PodRunning, 0, "")
+	h.waitPhase(ns, "b", sealv1.PhasePC1)
+	if err := h.c.Delete(context.Background(), h.batch(ns, "b")); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("deletion blocked", func() (bool, string) {
+		b := h.batch(ns, "b")
+		c := condition(b, controllers.CondDeletionIsBlocked)
+		return c != nil && c.Reason == string(controllers.ReasonWaitingForPod), fmt.Sprintf("%+v", b.Status.Conditions)
+	})
+	if l := h.ledger("node-k"); len(l.Reservations) != 1 {
+		t.Fatalf("slot released while the sealer may still write: %+v", l.Reservations)
+	}
+	b := h.batch(ns, "b")
+	b.Annotations = map[string]string{controllers.AnnotationForceRelease: "true"}
+	if err := h.c.Update(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("forced release", func() (bool, string) { return h.batch(ns, "b") == nil, "still there" })
+	if l := h.ledger("node-k"); len(l.Reservations) != 0 {
+		t.Errorf("forced release left the slot held: %+v", l.Reservations)
+	}
+}
