@@ -1,0 +1,59 @@
+{{/* Chart name. */}}
+{{- define "sealfleet.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Resource name prefix. */}}
+{{- define "sealfleet.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels on every object. */}}
+{{- define "sealfleet.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "sealfleet.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: sealfleet
+{{- end -}}
+
+{{/* Selector labels of one component: include with (dict "ctx" . "component" "operator"). */}}
+{{- define "sealfleet.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "sealfleet.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "sealfleet.operatorImage" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "sealfleet.sealerImage" -}}
+{{- printf "%s:%s" .Values.sealerImage.repository (default .Chart.AppVersion .Values.sealerImage.tag) -}}
+{{- end -}}
+
+{{- define "sealfleet.operatorServiceAccount" -}}
+{{- printf "%s-operator" (include "sealfleet.fullname" .) -}}
+{{- end -}}
+
+{{- define "sealfleet.nodeAgentServiceAccount" -}}
+{{- printf "%s-node-agent" (include "sealfleet.fullname" .) -}}
+{{- end -}}
+
+{{/* Labels of monitoring objects (common labels plus monitoring.labels). */}}
+{{- define "sealfleet.monitoringLabels" -}}
+{{ include "sealfleet.labels" . }}
+{{- with .Values.monitoring.labels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
