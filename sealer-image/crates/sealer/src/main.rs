@@ -40,6 +40,39 @@ enum Cmd {
         #[arg(long, default_value_t = 256)]
         cache_mib: u64,
     },
+    /// PC2 for a batch whose PC1 is complete: tree-c, tree-r-last, replica, p_aux/t_aux, results.json.
+    Pc2 {
+        /// Batch config (JSON).
+        #[arg(long)]
+        config: PathBuf,
+        /// Do not copy the layer files into each cache dir (rust-fil-proofs C1 needs them).
+        #[arg(long)]
+        no_layer_files: bool,
+        /// Also write the summary here (Kubernetes termination message; env SEALER_TERMINATION_LOG).
+        #[arg(long, env = "SEALER_TERMINATION_LOG")]
+        termination_log: Option<PathBuf>,
+    },
+    /// PC1 then PC2 (both resumable).
+    Batch {
+        /// Batch config (JSON).
+        #[arg(long)]
+        config: PathBuf,
+        /// Accept the slow portable SHA-256 kernel when the CPU lacks SHA-NI.
+        #[arg(long)]
+        allow_portable_hash: bool,
+        /// Do not pin threads to the layout's CPUs.
+        #[arg(long)]
+        no_pin: bool,
+        /// No progress bar on the terminal.
+        #[arg(long)]
+        quiet: bool,
+        /// Do not copy the layer files into each cache dir.
+        #[arg(long)]
+        no_layer_files: bool,
+        /// Also write the summary here (Kubernetes termination message; env SEALER_TERMINATION_LOG).
+        #[arg(long, env = "SEALER_TERMINATION_LOG")]
+        termination_log: Option<PathBuf>,
+    },
     /// Recompute K random labels from their parents as stored and compare.
     VerifyPc1 {
         /// Batch config (JSON).
@@ -108,6 +141,24 @@ fn load(path: &PathBuf) -> Result<BatchConfig, Pc1Error> {
     BatchConfig::from_file(path).map_err(Pc1Error::from)
 }
 
+fn pc2_and_report(cfg: &BatchConfig, layer_files: bool, term: Option<PathBuf>) -> ExitCode {
+    match sealer_pc2::run_pc2(cfg, layer_files) {
+        Ok(res) => {
+            let v = serde_json::json!({ "sectors": res });
+            println!("{}", serde_json::to_string_pretty(&v).unwrap());
+            if let Some(t) = term {
+                let mut s = v.to_string();
+                if s.len() > 4096 {
+                    s = serde_json::json!({"sectors": res.len(), "results": cfg.output_dir.join("results.json")}).to_string();
+                }
+                let _ = std::fs::write(t, s);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
@@ -139,6 +190,24 @@ fn main() -> ExitCode {
                 }
                 Err(e) => fail(e),
             }
+        }
+        Cmd::Pc2 { config, no_layer_files, termination_log } => {
+            let cfg = match load(&config) {
+                Ok(c) => c,
+                Err(e) => return fail(e),
+            };
+            pc2_and_report(&cfg, !no_layer_files, termination_log)
+        }
+        Cmd::Batch { config, allow_portable_hash, no_pin, quiet, no_layer_files, termination_log } => {
+            let cfg = match load(&config) {
+                Ok(c) => c,
+                Err(e) => return fail(e),
+            };
+            let opts = Pc1Options { allow_portable_hash, pin_threads: !no_pin, progress_bar: !quiet, ..Default::default() };
+            if let Err(e) = sealer_pc1::run_pc1(&cfg, &opts) {
+                return fail(e);
+            }
+            pc2_and_report(&cfg, !no_layer_files, termination_log)
         }
         Cmd::VerifyPc1 { config, nodes, seed } => {
             let cfg = match load(&config) {

@@ -115,3 +115,75 @@ pub mod anyhow_lite {
         Error(e.to_string())
     }
 }
+
+/// Output of a full filecoin-proofs PC1 + PC2 on one CC sector (files kept in `work`).
+pub struct OraclePreCommit {
+    /// comm_r.
+    pub comm_r: [u8; 32],
+    /// comm_d.
+    pub comm_d: [u8; 32],
+    /// The cache directory (tree files, p_aux, t_aux).
+    pub cache: std::path::PathBuf,
+    /// The replica file.
+    pub sealed: std::path::PathBuf,
+}
+
+/// filecoin-proofs seal_pre_commit_phase1 + phase2 for one CC sector; keeps its files.
+#[allow(clippy::too_many_arguments)]
+pub fn precommit_sector(
+    sector_size: u64,
+    porep_id: [u8; 32],
+    api: ApiVersion,
+    features: &[Feature],
+    prover_id: [u8; 32],
+    sector_id: u64,
+    ticket: [u8; 32],
+    work: &Path,
+) -> anyhow_lite::Result<OraclePreCommit> {
+    let cfg = porep_config(sector_size, porep_id, api, features)?;
+    let cache = work.join(format!("oracle-cache-{sector_id}"));
+    std::fs::create_dir_all(&cache).map_err(anyhow_lite::wrap)?;
+    let sealed = work.join(format!("oracle-sealed-{sector_id}"));
+    std::fs::File::create(&sealed).map_err(anyhow_lite::wrap)?;
+    let p1 = seal_pre_commit_phase1::<_, _, _, SectorShapeBase>(
+        &cfg, &cache, "/dev/zero", &sealed, prover_id, SectorId::from(sector_id), ticket, &[],
+    )
+    .map_err(|e| anyhow_lite::Error(format!("seal_pre_commit_phase1: {e:#}")))?;
+    let out = filecoin_proofs::seal_pre_commit_phase2(&cfg, p1, &cache, &sealed)
+        .map_err(|e| anyhow_lite::Error(format!("seal_pre_commit_phase2: {e:#}")))?;
+    Ok(OraclePreCommit { comm_r: out.comm_r, comm_d: out.comm_d, cache, sealed })
+}
+
+/// filecoin-proofs seal_commit_phase1 (C1) on a cache dir and replica; its built-in sanity
+/// check verifies every vanilla proof with storage-proofs-porep's verifier. Returns the
+/// number of partitions' vanilla proofs produced.
+#[allow(clippy::too_many_arguments)]
+pub fn commit_phase1(
+    sector_size: u64,
+    porep_id: [u8; 32],
+    api: ApiVersion,
+    features: &[Feature],
+    cache: &Path,
+    sealed: &Path,
+    prover_id: [u8; 32],
+    sector_id: u64,
+    ticket: [u8; 32],
+    seed: [u8; 32],
+    comm_r: [u8; 32],
+    comm_d: [u8; 32],
+) -> anyhow_lite::Result<usize> {
+    let cfg = porep_config(sector_size, porep_id, api, features)?;
+    let out = filecoin_proofs::seal_commit_phase1::<_, SectorShapeBase>(
+        &cfg,
+        cache,
+        sealed,
+        prover_id,
+        SectorId::from(sector_id),
+        ticket,
+        seed,
+        filecoin_proofs::SealPreCommitOutput { comm_r, comm_d },
+        &[],
+    )
+    .map_err(|e| anyhow_lite::Error(format!("seal_commit_phase1: {e:#}")))?;
+    Ok(out.vanilla_proofs.len())
+}

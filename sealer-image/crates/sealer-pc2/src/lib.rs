@@ -1,0 +1,466 @@
+//! Batch PC2 for the sealer (CC sectors): column hashes, tree-c, replica, tree-r-last,
+//! comm_c / comm_r_last / comm_r, and rust-fil-proofs-compatible output files.
+//!
+//! Poseidon comes from `neptune` (CPU). All sectors of the batch are processed together:
+//! each range of nodes is read once from the interleaved layer pages and fanned out to one
+//! streaming tree builder per sector (in parallel with rayon). Tree files are written at
+//! their final offsets while leaves stream in, so memory stays bounded by the range size.
+//!
+//! Output per sector, under `<output_dir>/<sector_id>/`:
+//! * `sealed` — the replica (for CC: the last layer, byte for byte);
+//! * `cache/sc-02-data-tree-c[-k].dat`, `cache/sc-02-data-tree-r-last[-k].dat`,
+//!   `cache/sc-02-data-tree-d.dat`, `cache/sc-02-data-layer-<l>.dat`, `cache/p_aux`,
+//!   `cache/t_aux` — the files `seal_commit_phase1` reads.
+//!
+//! Every file is written under a `.tmp` name and renamed when complete; `p_aux` is renamed
+//! last, so a cache directory with `p_aux` is complete.
+
+#![warn(missing_docs)]
+
+use blstrs::Scalar as Fr;
+use ff::PrimeField;
+use generic_array::typenum::{U11, U2, U8};
+use neptune::poseidon::{Poseidon, PoseidonConstants};
+use rayon::prelude::*;
+use sealer_config::BatchConfig;
+use sealer_pc1::{LayerReader, Pc1Error};
+use sealer_storage::{AlignedBuf, PAGE};
+use serde::Serialize;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+fn c2() -> &'static PoseidonConstants<Fr, U2> {
+    static C: OnceLock<PoseidonConstants<Fr, U2>> = OnceLock::new();
+    C.get_or_init(PoseidonConstants::new)
+}
+fn c8() -> &'static PoseidonConstants<Fr, U8> {
+    static C: OnceLock<PoseidonConstants<Fr, U8>> = OnceLock::new();
+    C.get_or_init(PoseidonConstants::new)
+}
+fn c11() -> &'static PoseidonConstants<Fr, U11> {
+    static C: OnceLock<PoseidonConstants<Fr, U11>> = OnceLock::new();
+    C.get_or_init(PoseidonConstants::new)
+}
+
+/// Poseidon with arity 2 (MerkleTree domain tag).
+pub fn poseidon2(a: Fr, b: Fr) -> Fr {
+    Poseidon::new_with_preimage(&[a, b], c2()).hash()
+}
+/// Poseidon with arity 8.
+pub fn poseidon8(x: &[Fr]) -> Fr {
+    Poseidon::new_with_preimage(x, c8()).hash()
+}
+/// Poseidon with arity 11.
+pub fn poseidon11(x: &[Fr]) -> Fr {
+    Poseidon::new_with_preimage(x, c11()).hash()
+}
+
+fn fr(b: &[u8]) -> Fr {
+    let mut r = [0u8; 32];
+    r.copy_from_slice(&b[..32]);
+    Option::from(Fr::from_repr(r)).expect("label is a canonical field element")
+}
+
+/// Canonical little-endian bytes of a field element.
+pub fn fr_bytes(x: &Fr) -> [u8; 32] {
+    x.to_repr()
+}
+
+/// Tree shape for a sector size: number of base trees (T).
+pub fn base_tree_count(sector_size: u64) -> usize {
+    match sector_size {
+        s if s == 32 << 30 => 8,
+        s if s == 64 << 30 => 16,
+        _ => 1,
+    }
+}
+
+/// rows_to_discard for tree-r-last (rust-fil-proofs' default, FIL_PROOFS_ROWS_TO_DISCARD = 2).
+pub fn rows_to_discard(leaves: u64) -> usize {
+    let rows = (leaves.trailing_zeros() / 3) as usize + 1;
+    if rows <= 2 {
+        0
+    } else if rows == 3 {
+        1
+    } else {
+        (rows - 2).min(2)
+    }
+}
+
+/// Nodes of a full arity-8 tree over `leaves` leaves.
+pub fn tree_len(leaves: u64) -> u64 {
+    (8 * leaves - 1) / 7
+}
+
+/// Streaming arity-8 Poseidon tree writer: leaves are pushed in order; rows at or above
+/// `first_stored` are written to the file at their final offsets.
+struct TreeBuilder {
+    file: File,
+    first_stored: usize,
+    offsets: Vec<u64>,
+    written: Vec<u64>,
+    wbuf: Vec<Vec<u8>>,
+    pending: Vec<Vec<Fr>>,
+    root: Option<Fr>,
+}
+
+impl TreeBuilder {
+    fn new(path: &Path, leaves: u64, first_stored: usize) -> std::io::Result<Self> {
+        let mut sizes = vec![leaves];
+        while *sizes.last().unwrap() > 1 {
+            sizes.push(sizes.last().unwrap() / 8);
+        }
+        let mut offsets = vec![u64::MAX; sizes.len()];
+        let mut off = 0u64;
+        for (i, s) in sizes.iter().enumerate() {
+            if i >= first_stored {
+                offsets[i] = off;
+                off += s * 32;
+            }
+        }
+        let file = File::create(path)?;
+        file.set_len(off)?;
+        Ok(TreeBuilder {
+            file,
+            first_stored,
+            offsets,
+            written: vec![0; sizes.len()],
+            wbuf: vec![Vec::new(); sizes.len()],
+            pending: vec![Vec::with_capacity(8); sizes.len()],
+            root: None,
+        })
+    }
+
+    fn push(&mut self, level: usize, x: Fr) -> std::io::Result<()> {
+        if level >= self.first_stored {
+            self.wbuf[level].extend_from_slice(&fr_bytes(&x));
+            if self.wbuf[level].len() >= 1 << 20 {
+                self.flush_level(level)?;
+            }
+        }
+        if level + 1 == self.offsets.len() {
+            self.root = Some(x);
+            return Ok(());
+        }
+        self.pending[level].push(x);
+        if self.pending[level].len() == 8 {
+            let h = poseidon8(&self.pending[level]);
+            self.pending[level].clear();
+            self.push(level + 1, h)?;
+        }
+        Ok(())
+    }
+
+    fn flush_level(&mut self, level: usize) -> std::io::Result<()> {
+        if self.wbuf[level].is_empty() {
+            return Ok(());
+        }
+        self.file.write_all_at(&self.wbuf[level], self.offsets[level] + self.written[level])?;
+        self.written[level] += self.wbuf[level].len() as u64;
+        self.wbuf[level].clear();
+        Ok(())
+    }
+
+    fn finish(mut self) -> std::io::Result<Fr> {
+        for l in 0..self.offsets.len() {
+            self.flush_level(l)?;
+        }
+        self.file.sync_all()?;
+        Ok(self.root.expect("tree complete"))
+    }
+}
+
+/// Combine base-tree roots as rust-fil-proofs does for the 8/0/0, 8/8/0 and 8/8/2 shapes.
+pub fn combine_roots(roots: &[Fr]) -> Fr {
+    match roots.len() {
+        1 => roots[0],
+        2 => poseidon2(roots[0], roots[1]),
+        8 => poseidon8(roots),
+        16 => poseidon2(poseidon8(&roots[..8]), poseidon8(&roots[8..])),
+        n => panic!("unsupported base tree count {n}"),
+    }
+}
+
+/// Results of one sector.
+#[derive(Clone, Debug, Serialize)]
+pub struct SectorResult {
+    /// Sector number.
+    pub sector_id: u64,
+    /// replica_id, hex.
+    pub replica_id: String,
+    /// comm_d, hex.
+    pub comm_d: String,
+    /// comm_c, hex.
+    pub comm_c: String,
+    /// comm_r_last, hex.
+    pub comm_r_last: String,
+    /// comm_r, hex.
+    pub comm_r: String,
+}
+
+/// Paths of one sector's outputs.
+pub fn sector_dir(cfg: &BatchConfig, sector_id: u64) -> PathBuf {
+    cfg.output_dir.join(sector_id.to_string())
+}
+
+#[derive(Serialize)]
+struct StoreCfg {
+    path: PathBuf,
+    id: String,
+    size: Option<usize>,
+    rows_to_discard: usize,
+}
+
+#[derive(Serialize)]
+struct TAux {
+    labels: Vec<StoreCfg>,
+    tree_d_config: StoreCfg,
+    tree_r_last_config: StoreCfg,
+    tree_c_config: StoreCfg,
+}
+
+/// The `t_aux` bytes rust-fil-proofs writes for a cache directory (bincode of TemporaryAux).
+pub fn t_aux_bytes(cache: &Path, nodes: u64, layers: usize, sector_size: u64) -> Vec<u8> {
+    let t = base_tree_count(sector_size) as u64;
+    let leaves = nodes / t;
+    let sc = |id: String, size: u64, rtd: usize| StoreCfg { path: cache.to_path_buf(), id, size: Some(size as usize), rows_to_discard: rtd };
+    let aux = TAux {
+        labels: (1..=layers).map(|l| sc(format!("layer-{l}"), nodes, 0)).collect(),
+        tree_d_config: sc("tree-d".into(), 2 * nodes - 1, 0),
+        tree_r_last_config: sc("tree-r-last".into(), tree_len(leaves), rows_to_discard(leaves)),
+        tree_c_config: sc("tree-c".into(), tree_len(leaves), 0),
+    };
+    bincode::serialize(&aux).expect("bincode")
+}
+
+fn io(what: &str, e: impl std::fmt::Display) -> Pc1Error {
+    Pc1Error::Io(format!("{what}: {e}"))
+}
+
+fn tree_name(kind: &str, k: usize, t: usize) -> String {
+    if t == 1 {
+        format!("sc-02-data-{kind}.dat")
+    } else {
+        format!("sc-02-data-{kind}-{k}.dat")
+    }
+}
+
+fn rename_tmp(dir: &Path) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        if let Some(name) = p.file_name().and_then(|n| n.to_str()) {
+            if let Some(base) = name.strip_suffix(".tmp") {
+                if base != "p_aux" {
+                    std::fs::rename(&p, dir.join(base))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Write the CC tree-d file: level k holds `N >> k` copies of Z_k.
+fn write_cc_tree_d(path: &Path, nodes: u64) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, File::create(path)?);
+    let mut z = [0u8; 32];
+    let mut n = nodes;
+    loop {
+        let row: Vec<u8> = z.iter().copied().cycle().take(32 * (n.min(4096) as usize)).collect();
+        let mut left = n;
+        while left > 0 {
+            let c = left.min(4096);
+            w.write_all(&row[..32 * c as usize])?;
+            left -= c;
+        }
+        if n == 1 {
+            break;
+        }
+        let mut buf = [0u8; 64];
+        buf[..32].copy_from_slice(&z);
+        buf[32..].copy_from_slice(&z);
+        z = sealer_hash::sha256(&buf);
+        z[31] &= 0x3f;
+        n /= 2;
+    }
+    w.into_inner().map_err(|e| e.into_error())?.sync_all()
+}
+
+/// Run PC2 for every sector of a batch whose PC1 is complete. Writes per-sector outputs
+/// and returns the commitments. `export_layers` also writes the layer files into each cache
+/// dir (needed by rust-fil-proofs' C1; 11 × sector size per sector for 32 GiB).
+pub fn run_pc2(cfg: &BatchConfig, export_layers: bool) -> Result<Vec<SectorResult>, Pc1Error> {
+    let layers = cfg.num_layers();
+    let done = sealer_pc1::layers_done(cfg);
+    if done < layers {
+        return Err(Pc1Error::Input(format!("PC1 has finished {done} of {layers} layers; run `sealer pc1` first")));
+    }
+    let (rids, cds) = sealer_pc1::sector_ids(cfg);
+    let mut rd = LayerReader::open(cfg)?;
+    let g = *rd.geometry();
+    let n = cfg.sectors.len();
+    let t = base_tree_count(cfg.sector_size);
+    let leaves = g.nodes / t as u64;
+    let rtd = rows_to_discard(leaves);
+
+    // Output dirs, replica files.
+    let mut caches = Vec::new();
+    let mut replicas = Vec::new();
+    for s in &cfg.sectors {
+        let dir = sector_dir(cfg, s.sector_id);
+        let cache = dir.join("cache");
+        std::fs::create_dir_all(&cache).map_err(|e| io(&format!("creating {}", cache.display()), e))?;
+        let _ = std::fs::remove_file(cache.join("p_aux"));
+        let rp = dir.join("sealed.tmp");
+        let f = File::create(&rp).map_err(|e| io("creating replica", e))?;
+        f.set_len(g.nodes * 32).map_err(|e| io("sizing replica", e))?;
+        replicas.push(f);
+        caches.push(cache);
+    }
+
+    // Range size: enough nodes to amortise, a power of two dividing `leaves`.
+    let range = leaves.min(1 << 16).max(g.npp.min(leaves));
+    let mut roots_c = vec![Vec::new(); n];
+    let mut roots_r = vec![Vec::new(); n];
+    let pages_per_range = range.div_ceil(g.npp) as usize;
+    let mut bufs: Vec<AlignedBuf> = (0..layers).map(|_| AlignedBuf::new(pages_per_range * PAGE)).collect();
+    for k in 0..t {
+        let mut tc: Vec<TreeBuilder> = Vec::new();
+        let mut tr: Vec<TreeBuilder> = Vec::new();
+        for c in &caches {
+            tc.push(TreeBuilder::new(&c.join(format!("{}.tmp", tree_name("tree-c", k, t))), leaves, 0).map_err(|e| io("creating tree-c", e))?);
+            tr.push(TreeBuilder::new(&c.join(format!("{}.tmp", tree_name("tree-r-last", k, t))), leaves, rtd + 1).map_err(|e| io("creating tree-r-last", e))?);
+        }
+        let mut v = k as u64 * leaves;
+        let end = v + leaves;
+        while v < end {
+            let cnt = range.min(end - v);
+            let p0 = v / g.npp;
+            let pages = cnt.div_ceil(g.npp) as usize;
+            for (l, b) in bufs.iter_mut().enumerate() {
+                rd.read_pages(l as u32 + 1, p0, pages, b)?;
+            }
+            let first_row = (v - p0 * g.npp) as usize;
+            let bufs_ref = &bufs;
+            let results: Vec<Result<(), std::io::Error>> = tc
+                .par_iter_mut()
+                .zip(tr.par_iter_mut())
+                .zip(replicas.par_iter())
+                .enumerate()
+                .map(|(s, ((bc, br), rep))| {
+                    let mut col = [Fr::from(0u64); 11];
+                    let mut rep_bytes = Vec::with_capacity(cnt as usize * 32);
+                    for i in 0..cnt as usize {
+                        let off = (first_row + i) * g.row + s * 32;
+                        for l in 0..layers {
+                            col[l] = fr(&bufs_ref[l].as_slice()[off..off + 32]);
+                        }
+                        let leaf = if layers == 2 { poseidon2(col[0], col[1]) } else { poseidon11(&col[..11]) };
+                        bc.push(0, leaf)?;
+                        // CC: replica = key (last layer) + 0
+                        let last = &bufs_ref[layers - 1].as_slice()[off..off + 32];
+                        rep_bytes.extend_from_slice(last);
+                        br.push(0, col[layers - 1])?;
+                    }
+                    rep.write_all_at(&rep_bytes, v * 32)?;
+                    Ok(())
+                })
+                .collect();
+            for r in results {
+                r.map_err(|e| io("writing PC2 outputs", e))?;
+            }
+            v += cnt;
+        }
+        for (s, (bc, br)) in tc.into_iter().zip(tr).enumerate() {
+            roots_c[s].push(bc.finish().map_err(|e| io("finishing tree-c", e))?);
+            roots_r[s].push(br.finish().map_err(|e| io("finishing tree-r-last", e))?);
+        }
+    }
+
+    let mut results = Vec::new();
+    for (s, sec) in cfg.sectors.iter().enumerate() {
+        let comm_c = combine_roots(&roots_c[s]);
+        let comm_r_last = combine_roots(&roots_r[s]);
+        let comm_r = poseidon2(comm_c, comm_r_last);
+        let cache = &caches[s];
+        let dir = sector_dir(cfg, sec.sector_id);
+        replicas[s].sync_all().map_err(|e| io("syncing replica", e))?;
+        write_cc_tree_d(&cache.join("sc-02-data-tree-d.dat.tmp"), g.nodes).map_err(|e| io("writing tree-d", e))?;
+        let abs = std::fs::canonicalize(cache).map_err(|e| io("resolving cache dir", e))?;
+        std::fs::write(cache.join("t_aux.tmp"), t_aux_bytes(&abs, g.nodes, layers, cfg.sector_size)).map_err(|e| io("writing t_aux", e))?;
+        let mut paux = Vec::with_capacity(64);
+        paux.extend_from_slice(&fr_bytes(&comm_c));
+        paux.extend_from_slice(&fr_bytes(&comm_r_last));
+        std::fs::write(cache.join("p_aux.tmp"), &paux).map_err(|e| io("writing p_aux", e))?;
+        results.push(SectorResult {
+            sector_id: sec.sector_id,
+            replica_id: hex::encode(rids[s]),
+            comm_d: hex::encode(cds[s]),
+            comm_c: hex::encode(fr_bytes(&comm_c)),
+            comm_r_last: hex::encode(fr_bytes(&comm_r_last)),
+            comm_r: hex::encode(fr_bytes(&comm_r)),
+        });
+        let _ = dir;
+    }
+    if export_layers {
+        export_into_caches(cfg, &caches)?;
+    }
+    for (s, sec) in cfg.sectors.iter().enumerate() {
+        let dir = sector_dir(cfg, sec.sector_id);
+        rename_tmp(&caches[s]).map_err(|e| io("renaming outputs", e))?;
+        std::fs::rename(dir.join("sealed.tmp"), dir.join("sealed")).map_err(|e| io("renaming replica", e))?;
+        std::fs::rename(caches[s].join("p_aux.tmp"), caches[s].join("p_aux")).map_err(|e| io("renaming p_aux", e))?;
+    }
+    let summary = serde_json::json!({ "sectors": results });
+    let tmp = cfg.output_dir.join("results.json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(&summary).unwrap()).map_err(|e| io("writing results.json", e))?;
+    std::fs::rename(&tmp, cfg.output_dir.join("results.json")).map_err(|e| io("renaming results.json", e))?;
+    Ok(results)
+}
+
+fn export_into_caches(cfg: &BatchConfig, caches: &[PathBuf]) -> Result<(), Pc1Error> {
+    // Export into a scratch dir next to the caches, then move each file into place as .tmp.
+    let scratch = cfg.output_dir.join(".layer-export");
+    let _ = std::fs::remove_dir_all(&scratch);
+    sealer_pc1::export_layers(cfg, &scratch)?;
+    for (s, sec) in cfg.sectors.iter().enumerate() {
+        for l in 1..=cfg.num_layers() {
+            let name = format!("sc-02-data-layer-{l}.dat");
+            std::fs::rename(scratch.join(sec.sector_id.to_string()).join(&name), caches[s].join(format!("{name}.tmp")))
+                .map_err(|e| io("moving layer file", e))?;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limbs(x: &Fr) -> [u64; 4] {
+        let b = fr_bytes(x);
+        std::array::from_fn(|i| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap()))
+    }
+
+    #[test]
+    fn poseidon_vectors_from_spec() {
+        let h = poseidon2(Fr::from(0u64), Fr::from(1u64));
+        assert_eq!(limbs(&h), [0x2e203c369a02e7ff, 0xa6fba9339d05a69d, 0x739e0fd902efe161, 0x396508d75e76a56b]);
+        let v: Vec<Fr> = (0..8u64).map(Fr::from).collect();
+        assert_eq!(limbs(&poseidon8(&v)), [0x2a9934f56d38a5e6, 0x4b682e9d9cc4aed9, 0x1201004211677077, 0x2394611da3a5de55]);
+        let v: Vec<Fr> = (0..11u64).map(Fr::from).collect();
+        assert_eq!(limbs(&poseidon11(&v)), [0xcee3bbc32b693163, 0x09f3dcd8ccb08fc1, 0x6ca537e232ebe87a, 0x0c0fc1b2e5227f28]);
+    }
+
+    #[test]
+    fn shapes() {
+        assert_eq!(rows_to_discard(64), 1);
+        assert_eq!(rows_to_discard(1 << 18), 2);
+        assert_eq!(tree_len(64), 73);
+        // 5 StoreConfigs: 210 fixed bytes + 5 × path length (the spec's 440-byte example has a 46-byte path)
+        assert_eq!(t_aux_bytes(Path::new("/x"), 64, 2, 2048).len(), 210 + 5 * 2);
+    }
+}
