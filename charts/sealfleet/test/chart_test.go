@@ -1,0 +1,509 @@
+// Package chart_test renders the sealfleet Helm chart with bin/helm for the main value
+// combinations and checks the resulting objects. hack/test-chart.sh runs it (make test-chart);
+// without bin/helm (hack/tools.sh helm) the tests skip.
+package chart_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+type obj = map[string]any
+
+var root = func() string { r, _ := filepath.Abs("../../.."); return r }()
+
+func helmBin(t *testing.T) string {
+	t.Helper()
+	if h := os.Getenv("HELM"); h != "" {
+		return h
+	}
+	h := filepath.Join(root, "bin", "helm")
+	if _, err := os.Stat(h); err != nil {
+		t.Skipf("skipping chart tests: %s not found (build it with `hack/tools.sh helm`)", h)
+	}
+	return h
+}
+
+// template runs `helm template` and returns stdout, stderr and the error.
+func template(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	full := append([]string{"template", "sf", filepath.Join(root, "charts", "sealfleet"), "-n", "sealfleet-system"}, args...)
+	cmd := exec.Command(helmBin(t), full...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+// render templates the chart and parses every document.
+func render(t *testing.T, args ...string) []obj {
+	t.Helper()
+	out, stderr, err := template(t, args...)
+	if err != nil {
+		t.Fatalf("helm template %v: %v\n%s", args, err, stderr)
+	}
+	var objs []obj
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(out, -1) {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		var o obj
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("parse rendered document: %v\n%s", err, doc)
+		}
+		if o != nil {
+			objs = append(objs, o)
+		}
+	}
+	return objs
+}
+
+func find(objs []obj, kind, name string) obj {
+	for _, o := range objs {
+		if o["kind"] == kind && (name == "" || get(o, "metadata", "name") == name) {
+			return o
+		}
+	}
+	return nil
+}
+
+func count(objs []obj, kind string) int {
+	n := 0
+	for _, o := range objs {
+		if o["kind"] == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// get walks maps by key and slices by index ("0").
+func get(o any, path ...string) any {
+	cur := o
+	for _, p := range path {
+		switch c := cur.(type) {
+		case map[string]any:
+			cur = c[p]
+		case []any:
+			i := 0
+			for _, ch := range p {
+				i = i*10 + int(ch-'0')
+			}
+			if i >= len(c) {
+				return nil
+			}
+			cur = c[i]
+		default:
+			return nil
+		}
+	}
+	return cur
+}
+
+func mustGet(t *testing.T, o any, path ...string) any {
+	t.Helper()
+	v := get(o, path...)
+	if v == nil {
+		t.Fatalf("missing %s", strings.Join(path, "."))
+	}
+	return v
+}
+
+func strs(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}
+
+func container(t *testing.T, workload obj) obj {
+	t.Helper()
+	return mustGet(t, workload, "spec", "template", "spec", "containers", "0").(obj)
+}
+
+func hasArg(args []string, want string) bool {
+	for _, a := range args {
+		if a == want {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDefaults(t *testing.T) {
+	objs := render(t)
+	for _, kind := range []string{"ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap"} {
+		if n := count(objs, kind); n != 0 {
+			t.Errorf("monitoring is off by default, but %d %s rendered", n, kind)
+		}
+	}
+	if n := count(objs, "CustomResourceDefinition"); n != 2 {
+		t.Fatalf("want 2 CRDs, got %d", n)
+	}
+	for _, o := range objs {
+		if o["kind"] == "CustomResourceDefinition" && get(o, "metadata", "annotations", "helm.sh/resource-policy") != "keep" {
+			t.Errorf("CRD %v lacks helm.sh/resource-policy: keep", get(o, "metadata", "name"))
+		}
+	}
+
+	dep := find(objs, "Deployment", "sf-sealfleet-operator")
+	if dep == nil {
+		t.Fatal("no operator Deployment")
+	}
+	c := container(t, dep)
+	if c["image"] != "localhost/sealfleet-operator:dev" {
+		t.Errorf("operator image %v", c["image"])
+	}
+	args := strs(c["args"])
+	for _, want := range []string{"--leader-elect=true", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
+		"--sealer-image=localhost/sealfleet-sealer:dev", "--scrub-image=localhost/sealfleet-operator:dev",
+		"--image-pull-policy=IfNotPresent", "--sealer-host-network=false", "--sealer-metrics-port=9464",
+		"--sealer-memory-base=2Gi", "--sealer-memory-per-sector=256Mi", "--progress-interval=10s", "--release-timeout=10m"} {
+		if !hasArg(args, want) {
+			t.Errorf("operator args %v lack %s", args, want)
+		}
+	}
+	if get(c, "livenessProbe", "httpGet", "path") != "/healthz" || get(c, "readinessProbe", "httpGet", "path") != "/readyz" {
+		t.Errorf("operator probes: %v / %v", c["livenessProbe"], c["readinessProbe"])
+	}
+	if get(dep, "spec", "template", "spec", "securityContext", "runAsNonRoot") != true ||
+		get(c, "securityContext", "allowPrivilegeEscalation") != false ||
+		get(c, "securityContext", "readOnlyRootFilesystem") != true ||
+		!reflect.DeepEqual(get(c, "securityContext", "capabilities", "drop"), []any{"ALL"}) {
+		t.Errorf("operator is not restricted: pod %v container %v", get(dep, "spec", "template", "spec", "securityContext"), c["securityContext"])
+	}
+	if get(c, "resources", "requests", "cpu") == nil || get(c, "resources", "limits", "memory") == nil {
+		t.Errorf("operator resources: %v", c["resources"])
+	}
+	svc := find(objs, "Service", "sf-sealfleet-operator-metrics")
+	if svc == nil || get(svc, "spec", "ports", "0", "targetPort") != "metrics" {
+		t.Errorf("metrics Service: %v", svc)
+	}
+	if !reflect.DeepEqual(get(svc, "spec", "selector"), get(dep, "spec", "selector", "matchLabels")) {
+		t.Errorf("Service selector %v != Deployment selector %v", get(svc, "spec", "selector"), get(dep, "spec", "selector", "matchLabels"))
+	}
+
+	ds := find(objs, "DaemonSet", "")
+	if ds == nil {
+		t.Fatal("no node agent DaemonSet")
+	}
+	ps := mustGet(t, ds, "spec", "template", "spec").(obj)
+	if !reflect.DeepEqual(ps["nodeSelector"], obj{"sealfleet.io/sealer": "true"}) {
+		t.Errorf("agent nodeSelector %v", ps["nodeSelector"])
+	}
+	if ps["hostPID"] != false {
+		t.Errorf("agent hostPID = %v", ps["hostPID"])
+	}
+	if !reflect.DeepEqual(ps["tolerations"], []any{obj{"operator": "Exists"}}) {
+		t.Errorf("agent tolerations %v", ps["tolerations"])
+	}
+	ac := container(t, ds)
+	aargs := strs(ac["args"])
+	for _, want := range []string{"run", "--node-name=$(NODE_NAME)", "--root=/host", "--metrics-bind-address=:8090"} {
+		if !hasArg(aargs, want) {
+			t.Errorf("agent args %v lack %s", aargs, want)
+		}
+	}
+	if get(ac, "env", "0", "valueFrom", "fieldRef", "fieldPath") != "spec.nodeName" {
+		t.Errorf("NODE_NAME not from the downward API: %v", ac["env"])
+	}
+	if get(ac, "securityContext", "privileged") != true {
+		t.Errorf("agent not privileged")
+	}
+	mounts := map[string]obj{}
+	for _, m := range ac["volumeMounts"].([]any) {
+		mounts[m.(obj)["mountPath"].(string)] = m.(obj)
+	}
+	for path, ro := range map[string]bool{"/host/sys": false, "/host/proc": true, "/host/dev": true} {
+		m, ok := mounts[path]
+		if !ok {
+			t.Errorf("agent lacks mount %s", path)
+			continue
+		}
+		if got := m["readOnly"] == true; got != ro {
+			t.Errorf("mount %s readOnly=%v, want %v", path, got, ro)
+		}
+	}
+
+	ns := find(objs, "Namespace", "sealfleet-batches")
+	if ns == nil {
+		t.Fatal("no batch namespace")
+	}
+	for _, mode := range []string{"enforce", "audit", "warn"} {
+		if v := get(ns, "metadata", "labels", "pod-security.kubernetes.io/"+mode); v != "privileged" {
+			t.Errorf("batch namespace %s = %v", mode, v)
+		}
+	}
+	if role := find(objs, "Role", "sf-sealfleet-leader-election"); role == nil || get(role, "metadata", "namespace") != "sealfleet-system" {
+		t.Errorf("leader election Role: %v", role)
+	}
+}
+
+// The chart's operator ClusterRole must carry exactly the rules controller-gen generated.
+func TestOperatorClusterRoleMatchesGenerated(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gen obj
+	if err := yaml.Unmarshal(raw, &gen); err != nil {
+		t.Fatal(err)
+	}
+	cr := find(render(t), "ClusterRole", "sf-sealfleet-operator")
+	if cr == nil {
+		t.Fatal("no operator ClusterRole")
+	}
+	if !reflect.DeepEqual(cr["rules"], gen["rules"]) {
+		t.Errorf("chart ClusterRole rules differ from config/rbac/role.yaml: run `make manifests` (hack/sync-chart-crds.sh)\nchart: %v\ngenerated: %v", cr["rules"], gen["rules"])
+	}
+}
+
+func TestNodeAgentRBACIsLeastPrivilege(t *testing.T) {
+	cr := find(render(t), "ClusterRole", "sf-sealfleet-node-agent")
+	want := `[{"apiGroups":[""],"resources":["nodes"],"verbs":["get"]},` +
+		`{"apiGroups":["sealfleet.io"],"resources":["sealernodes"],"verbs":["get","create","patch"]},` +
+		`{"apiGroups":["sealfleet.io"],"resources":["sealernodes/status"],"verbs":["patch"]},` +
+		`{"apiGroups":["sealfleet.io"],"resources":["sealbatches"],"verbs":["list"]},` +
+		`{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}]`
+	got, _ := json.Marshal(cr["rules"])
+	if string(got) != want {
+		t.Errorf("node agent rules\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestMonitoringEnabled(t *testing.T) {
+	objs := render(t, "--set", "monitoring.enabled=true", "--set", "monitoring.labels.release=kps")
+	sm := find(objs, "ServiceMonitor", "")
+	if sm == nil {
+		t.Fatal("no ServiceMonitor")
+	}
+	if get(sm, "spec", "endpoints", "0", "port") != "metrics" || get(sm, "spec", "endpoints", "0", "honorLabels") != true {
+		t.Errorf("ServiceMonitor endpoint %v", get(sm, "spec", "endpoints"))
+	}
+	if get(sm, "metadata", "labels", "release") != "kps" {
+		t.Errorf("monitoring.labels not applied: %v", get(sm, "metadata", "labels"))
+	}
+	if n := count(objs, "PodMonitor"); n != 2 {
+		t.Fatalf("want 2 PodMonitors, got %d", n)
+	}
+	sealer := find(objs, "PodMonitor", "sf-sealfleet-sealer")
+	if !reflect.DeepEqual(get(sealer, "spec", "selector", "matchLabels"), obj{"app.kubernetes.io/name": "sealfleet", "app.kubernetes.io/component": "sealer"}) {
+		t.Errorf("sealer PodMonitor selector %v", get(sealer, "spec", "selector"))
+	}
+	if !reflect.DeepEqual(get(sealer, "spec", "namespaceSelector", "matchNames"), []any{"sealfleet-batches"}) {
+		t.Errorf("sealer PodMonitor namespaces %v", get(sealer, "spec", "namespaceSelector"))
+	}
+	if get(sealer, "spec", "podMetricsEndpoints", "0", "port") != "metrics" {
+		t.Errorf("sealer PodMonitor port %v", get(sealer, "spec", "podMetricsEndpoints"))
+	}
+	agent := find(objs, "PodMonitor", "sf-sealfleet-node-agent")
+	rl, _ := json.Marshal(get(agent, "spec", "podMetricsEndpoints", "0", "relabelings"))
+	if !strings.Contains(string(rl), `"__meta_kubernetes_pod_node_name"`) || !strings.Contains(string(rl), `"sealfleet-node-agent"`) {
+		t.Errorf("agent PodMonitor relabelings %s", rl)
+	}
+
+	pr := find(objs, "PrometheusRule", "")
+	if pr == nil {
+		t.Fatal("no PrometheusRule")
+	}
+	alerts := map[string]obj{}
+	for _, g := range mustGet(t, pr, "spec", "groups").([]any) {
+		for _, r := range g.(obj)["rules"].([]any) {
+			if a, ok := r.(obj)["alert"].(string); ok {
+				alerts[a] = r.(obj)
+			}
+		}
+	}
+	for _, name := range []string{"SealfleetHasherUtilisationLow", "SealfleetCCXHasherUtilisationLow", "SealfleetPC1Stalled",
+		"SealfleetBatchStuckInPhase", "SealfleetNoCapacity", "SealfleetBatchesUnschedulable", "SealfleetSlotsExhausted",
+		"SealfleetReleaseFailures", "SealfleetNodeAgentDown", "SealfleetNodeAgentScanErrors", "SealfleetHugepagesShort",
+		"SealfleetLayerDeviceNotReady", "SealfleetOperatorDown", "SealfleetReconcileErrors"} {
+		a, ok := alerts[name]
+		if !ok {
+			t.Errorf("alert %s missing", name)
+			continue
+		}
+		for _, k := range []string{"summary", "description", "runbook_url"} {
+			if get(a, "annotations", k) == nil {
+				t.Errorf("alert %s has no %s", name, k)
+			}
+		}
+		if !strings.HasSuffix(get(a, "annotations", "runbook_url").(string), "docs/monitoring.md#"+strings.ToLower(name)) {
+			t.Errorf("alert %s runbook %v", name, get(a, "annotations", "runbook_url"))
+		}
+		if get(a, "labels", "severity") == nil {
+			t.Errorf("alert %s has no severity", name)
+		}
+	}
+	if len(alerts) != 14 {
+		t.Errorf("want 14 alerts, got %d", len(alerts))
+	}
+
+	cm := find(objs, "ConfigMap", "sf-sealfleet-dashboard")
+	if cm == nil || get(cm, "metadata", "labels", "grafana_dashboard") != "1" {
+		t.Fatalf("dashboard ConfigMap %v", cm)
+	}
+	var dash obj
+	if err := json.Unmarshal([]byte(get(cm, "data", "sealfleet-fleet.json").(string)), &dash); err != nil {
+		t.Fatalf("dashboard JSON: %v", err)
+	}
+	titles := []string{}
+	for _, p := range dash["panels"].([]any) {
+		titles = append(titles, p.(obj)["title"].(string))
+	}
+	for _, want := range []string{"Batches by phase", "PC1 rate per node (sector-labels/s)", "Hasher utilisation per node and CCX", "Layer slots used per node"} {
+		if !hasArg(titles, want) {
+			t.Errorf("dashboard lacks panel %q (has %v)", want, titles)
+		}
+	}
+}
+
+// Docs name every alert with a heading the runbook links point at.
+func TestDocsHaveARunbookPerAlert(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "monitoring.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := os.ReadFile(filepath.Join(root, "charts", "sealfleet", "files", "rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`(?m)^\s*- alert: (\S+)`).FindAllStringSubmatch(string(rules), -1) {
+		if !regexp.MustCompile(`(?m)^#+ ` + m[1] + `\s*$`).Match(doc) {
+			t.Errorf("docs/monitoring.md has no heading %q (runbook of the alert)", m[1])
+		}
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	objs := render(t,
+		"--set", "image.repository=registry.example/sf/operator", "--set", "image.tag=v1.2.3",
+		"--set", "sealerImage.repository=registry.example/sf/sealer", "--set", "sealerImage.tag=v9",
+		"--set", "sealerImage.pullPolicy=Always",
+		"--set", "nodeAgent.nodeSelector.sealfleet\\.io/sealer=null", "--set", "nodeAgent.nodeSelector.pool=sealers",
+		"--set", "operator.sealerHostNetwork=true", "--set", "nodeAgent.hostNetwork=true",
+		"--set", "operator.leaderElect=false", "--set", "crds.install=false")
+	dep := find(objs, "Deployment", "")
+	c := container(t, dep)
+	if c["image"] != "registry.example/sf/operator:v1.2.3" {
+		t.Errorf("operator image %v", c["image"])
+	}
+	args := strs(c["args"])
+	for _, want := range []string{"--sealer-image=registry.example/sf/sealer:v9", "--scrub-image=registry.example/sf/operator:v1.2.3",
+		"--image-pull-policy=Always", "--sealer-host-network=true", "--leader-elect=false"} {
+		if !hasArg(args, want) {
+			t.Errorf("operator args %v lack %s", args, want)
+		}
+	}
+	if find(objs, "Role", "") != nil {
+		t.Errorf("leader election Role rendered with leaderElect=false")
+	}
+	if n := count(objs, "CustomResourceDefinition"); n != 0 {
+		t.Errorf("crds.install=false still renders %d CRDs", n)
+	}
+	ds := find(objs, "DaemonSet", "")
+	if container(t, ds)["image"] != "registry.example/sf/operator:v1.2.3" {
+		t.Errorf("agent image %v", container(t, ds)["image"])
+	}
+	ps := ds["spec"].(obj)["template"].(obj)["spec"].(obj)
+	if !reflect.DeepEqual(ps["nodeSelector"], obj{"pool": "sealers"}) {
+		t.Errorf("agent nodeSelector %v", ps["nodeSelector"])
+	}
+	if ps["hostNetwork"] != true || ps["dnsPolicy"] != "ClusterFirstWithHostNet" {
+		t.Errorf("agent hostNetwork %v dnsPolicy %v", ps["hostNetwork"], ps["dnsPolicy"])
+	}
+
+	// Adding a key keeps the opt-in label (Helm merges maps).
+	objs = render(t, "--set", "nodeAgent.nodeSelector.pool=sealers", "--set", "nodeAgent.enabled=true")
+	ps = find(objs, "DaemonSet", "")["spec"].(obj)["template"].(obj)["spec"].(obj)
+	if !reflect.DeepEqual(ps["nodeSelector"], obj{"pool": "sealers", "sealfleet.io/sealer": "true"}) {
+		t.Errorf("agent nodeSelector %v", ps["nodeSelector"])
+	}
+
+	objs = render(t, "--set", "nodeAgent.enabled=false", "--set", "batchNamespace.create=false")
+	if find(objs, "DaemonSet", "") != nil || find(objs, "ClusterRole", "sf-sealfleet-node-agent") != nil {
+		t.Errorf("nodeAgent.enabled=false still renders the agent")
+	}
+	if find(objs, "Namespace", "") != nil {
+		t.Errorf("batchNamespace.create=false still renders the namespace")
+	}
+}
+
+func TestMonitoringValues(t *testing.T) {
+	objs := render(t, "--set", "monitoring.enabled=true",
+		"--set", "monitoring.rules.hasherUtilisation.nodeThreshold=0.5",
+		"--set", "monitoring.rules.hasherUtilisation.forMinutes=30",
+		"--set", "monitoring.rules.alertLabels.team=storage",
+		"--set", "monitoring.rules.alertLabels.severity=page",
+		"--set", "monitoring.rules.stuckInPhase.limitsMinutes.PC1.32GiB.base=300",
+		"--set", "monitoring.podMonitor.sealer.namespaces={*}",
+		"--set", "monitoring.dashboard.enabled=false")
+	if find(objs, "ConfigMap", "") != nil {
+		t.Errorf("dashboard.enabled=false still renders it")
+	}
+	sealer := find(objs, "PodMonitor", "sf-sealfleet-sealer")
+	if get(sealer, "spec", "namespaceSelector", "any") != true {
+		t.Errorf("namespaces [*] should select any namespace: %v", get(sealer, "spec", "namespaceSelector"))
+	}
+	pr := find(objs, "PrometheusRule", "")
+	var hasher, limit obj
+	for _, g := range pr["spec"].(obj)["groups"].([]any) {
+		for _, r := range g.(obj)["rules"].([]any) {
+			r := r.(obj)
+			if r["alert"] == "SealfleetHasherUtilisationLow" {
+				hasher = r
+			}
+			if r["record"] == "sealfleet:batch_phase_limit_seconds" && reflect.DeepEqual(r["labels"], obj{"phase": "PC1", "sector_size": "32GiB", "sectors": "32"}) {
+				limit = r
+			}
+		}
+	}
+	if !strings.Contains(hasher["expr"].(string), "< 0.5") || hasher["for"] != "30m" {
+		t.Errorf("thresholds not applied: expr %q for %v", hasher["expr"], hasher["for"])
+	}
+	if !reflect.DeepEqual(hasher["labels"], obj{"severity": "warning", "team": "storage"}) {
+		t.Errorf("alert labels %v (alertLabels add labels and never replace an alert's own)", hasher["labels"])
+	}
+	if limit == nil || limit["expr"] != "vector(18000)" {
+		t.Errorf("PC1 32GiB limit %v", limit)
+	}
+}
+
+func TestSchemaRejectsBadValues(t *testing.T) {
+	for _, tc := range []struct{ set, want string }{
+		{"image.pullPolicy=Sometimes", "pullPolicy"},
+		{"operator.sealerHostNetwork=maybe", "sealerHostNetwork"},
+		{"operator.sealerHostNetwrk=true", "sealerHostNetwrk"},
+		{"operator.releaseTimeout=ten minutes", "releaseTimeout"},
+		{"operator.sealerMetricsPort=70000", "sealerMetricsPort"},
+		{"batchNamespace.podSecurity=open", "podSecurity"},
+		{"batchNamespace.name=Bad_Name", "name"},
+		{"monitoring.enabled=yes", "enabled"},
+		{"monitoring.rules.hasherUtilisation.nodeThreshold=1.5", "nodeThreshold"},
+		{"monitoring.rules.stuckInPhase.limitsMinutes.PC1.16GiB.base=10", "16GiB"},
+		{"monitoring.rules.pc1Stalled.graceMinutes=5", "graceMinutes"},
+	} {
+		args := []string{"--set", tc.set}
+		if strings.HasPrefix(tc.set, "monitoring.rules") {
+			args = append(args, "--set", "monitoring.enabled=true")
+		}
+		_, stderr, err := template(t, args...)
+		if err == nil {
+			t.Errorf("--set %s: accepted", tc.set)
+			continue
+		}
+		if !strings.Contains(stderr, tc.want) {
+			t.Errorf("--set %s: message does not name %q:\n%s", tc.set, tc.want, stderr)
+		}
+	}
+}
