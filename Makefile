@@ -45,7 +45,7 @@ sealer: ## Build the native sealer (Rust) into sealer-image/target/release/seale
 ##@ Test
 
 .PHONY: test
-test: test-go test-sealer ## Run every test suite: Go unit + envtest, Rust sealer (oracle), e2e.
+test: test-go test-sealer test-chart ## Run every test suite: Go unit + envtest, Rust sealer (oracle), Helm chart + alert rules, e2e.
 
 .PHONY: test-go
 test-go: envtest manifests-check ## Go unit tests and envtest suites.
@@ -69,6 +69,11 @@ cluster-up: ## Start the loopback-only local cluster: control plane, kwok fleet,
 .PHONY: cluster-down
 cluster-down: ## Stop exactly what cluster-up started (by pid) and give the host back (hugepages, sysctls, mounts).
 	hack/cluster.sh down
+
+.PHONY: test-chart
+test-chart: ## Helm chart: helm lint, template assertions, promtool check/test of the alert rules.
+	hack/tools.sh helm
+	hack/test-chart.sh
 
 ##@ Demo
 
