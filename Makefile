@@ -60,6 +60,11 @@ manifests-check: manifests ## Fail when generated files are out of date.
 test-sealer: ## Rust sealer tests, including the rust-fil-proofs oracle.
 	@if [ -f sealer-image/Cargo.toml ]; then cd sealer-image && cargo test --release --locked; else echo "sealer-image has no workspace yet"; fi
 
+.PHONY: test-chart
+test-chart: ## Helm chart: helm lint, template assertions, promtool check/test of the alert rules.
+	hack/tools.sh helm
+	hack/test-chart.sh
+
 ##@ Local cluster
 
 .PHONY: cluster-up
@@ -69,11 +74,6 @@ cluster-up: ## Start the loopback-only local cluster: control plane, kwok fleet,
 .PHONY: cluster-down
 cluster-down: ## Stop exactly what cluster-up started (by pid) and give the host back (hugepages, sysctls, mounts).
 	hack/cluster.sh down
-
-.PHONY: test-chart
-test-chart: ## Helm chart: helm lint, template assertions, promtool check/test of the alert rules.
-	hack/tools.sh helm
-	hack/test-chart.sh
 
 ##@ Demo
 
