@@ -373,7 +373,13 @@ type mount struct{ dev, source, target string }
 
 func (r reader) mounts() []mount {
 	var out []mount
-	if b, err := os.ReadFile(r.path("proc", "self", "mountinfo")); err == nil {
+	// PID 1's table is the host's when the host /proc is mounted into the agent's container
+	// (proc/self would be the container's own mounts); fixtures and bare runs use self.
+	b, err := os.ReadFile(r.path("proc", "1", "mountinfo"))
+	if err != nil {
+		b, err = os.ReadFile(r.path("proc", "self", "mountinfo"))
+	}
+	if err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			f := strings.Fields(line)
 			if len(f) < 10 {
