@@ -4,6 +4,7 @@
 # not rebuilt.
 #
 #   hack/tools.sh k8s              kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd
+#   hack/tools.sh kubectl          kubectl (same module and version as k8s)
 #   hack/tools.sh controller-gen
 #   hack/tools.sh kwok | helm
 #   hack/tools.sh envtest-assets   k8s + the KUBEBUILDER_ASSETS folder (bin/envtest)
@@ -25,6 +26,21 @@ has_version() {
   [[ "$out" == *"$want"* ]]
 }
 
+# k8s_ldflags: version stamps for binaries built from k8s.io/kubernetes (module zips carry no git
+# data, so the commit is a stable hash of the version).
+k8s_ldflags() {
+  local k=$KUBERNETES_VERSION
+  local minor=${k#v1.}; minor=${minor%%.*}
+  local commit; commit=$(printf '%s' "kubernetes-$k" | sha1sum | cut -c1-40)
+  local date; date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  local ld="-s -w" p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $p.gitVersion=$k -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitCommit=$commit"
+    ld+=" -X $p.gitTreeState=clean -X $p.buildDate=$date"
+  done
+  echo "$ld"
+}
+
 build_k8s() {
   local k=$KUBERNETES_VERSION
   local etcd_v
@@ -37,18 +53,15 @@ build_k8s() {
     return 0
   fi
   log "building Kubernetes $k and etcd $etcd_v (a few minutes when cold)"
-  local minor=${k#v1.}; minor=${minor%%.*}
-  local commit
-  commit=$(printf '%s' "kubernetes-$k" | sha1sum | cut -c1-40)  # module zips carry no git commit
-  local date; date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  local ld="-s -w"
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld+=" -X $p.gitVersion=$k -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitCommit=$commit"
-    ld+=" -X $p.gitTreeState=clean -X $p.buildDate=$date"
-  done
-  (cd "$root/hack/tools/k8s" && go build -trimpath -o "$bin/" -ldflags "$ld" \
+  (cd "$root/hack/tools/k8s" && go build -trimpath -o "$bin/" -ldflags "$(k8s_ldflags)" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet ./cmd/etcd)
+}
+
+build_kubectl() {
+  has_version "$bin/kubectl" version --client "Client Version: $KUBERNETES_VERSION" && return 0
+  log "building kubectl $KUBERNETES_VERSION"
+  (cd "$root/hack/tools/k8s" && go build -trimpath -o "$bin/" -ldflags "$(k8s_ldflags)" k8s.io/kubernetes/cmd/kubectl)
 }
 
 build_controller_gen() {
@@ -84,10 +97,11 @@ envtest_assets() {
 for t in "$@"; do
   case "$t" in
     k8s) build_k8s ;;
+    kubectl) build_kubectl ;;
     controller-gen) build_controller_gen ;;
     kwok) build_kwok ;;
     helm) build_helm ;;
     envtest-assets) envtest_assets ;;
-    *) echo "hack/tools.sh: unknown tool '$t' (k8s, controller-gen, kwok, helm, envtest-assets)" >&2; exit 2 ;;
+    *) echo "hack/tools.sh: unknown tool '$t' (k8s, kubectl, controller-gen, kwok, helm, envtest-assets)" >&2; exit 2 ;;
   esac
 done

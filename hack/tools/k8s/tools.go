@@ -9,4 +9,5 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	_ "k8s.io/kubernetes/cmd/kubelet/app"
+	_ "k8s.io/kubectl/pkg/cmd"
 )

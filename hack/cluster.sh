@@ -1,0 +1,373 @@
+#!/usr/bin/env bash
+# A loopback-only local Kubernetes cluster for sealfleet: everything listens on 127.0.0.1 and
+# keeps its state, logs and pids under $CLUSTER_DIR (default _out/cluster, gitignored).
+#
+#   hack/cluster.sh up [FLEET.yaml]  control + node (when root) + fleet (default hack/fleet/fleet.yaml)
+#   hack/cluster.sh control          etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok
+#   hack/cluster.sh node             the real node: containerd (own socket and root) + kubelet
+#                                    named 127.0.0.1, with real 1 GiB hugepages (root)
+#   hack/cluster.sh fleet [FILE]     create the kwok nodes and their SealerNodes from a fleet description
+#   hack/cluster.sh down             stop exactly what was started (by pid) and give the host back
+#   hack/cluster.sh wipe             down, then delete all state
+#   hack/cluster.sh env              print export lines (KUBECONFIG, CONTAINERD_ADDRESS, ...)
+#   hack/cluster.sh status           what runs
+#
+# Knobs: CLUSTER_DIR, NODE_HUGEPAGES (1 GiB pages reserved for the real node, default 2),
+# CLUSTER_NODE=0 (up without the real node), CLUSTER_FLEET=0 (up without the fleet).
+# Ports (127.0.0.1): etcd 12379/12380 (metrics 12381), apiserver 6443, controller-manager 10257,
+# scheduler 10259, kwok 10247, kubelet 10250 (healthz 10248), containerd metrics 11338.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+C=${CLUSTER_DIR:-$root/_out/cluster}
+bin=$root/bin
+export PATH=$bin:$PATH
+API=https://127.0.0.1:6443
+NODE_NAME=127.0.0.1
+
+log() { echo "cluster: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# ---- processes ------------------------------------------------------------------------------
+
+pidfile() { echo "$C/run/$1.pid"; }
+
+# running NAME: the pid in NAME's pidfile is alive and still runs the binary we started.
+running() {
+  local f; f=$(pidfile "$1")
+  [ -f "$f" ] || return 1
+  local pid; pid=$(cat "$f")
+  [ -d "/proc/$pid" ] || return 1
+  local exe; exe=$(readlink "/proc/$pid/exe" 2>/dev/null || true)
+  [ "$exe" = "$(cat "$C/run/$1.exe" 2>/dev/null)" ]
+}
+
+# start NAME BINARY ARGS...: start in its own session, log to logs/NAME.log, remember the pid.
+start() {
+  local name=$1; shift
+  if running "$name"; then return 0; fi
+  local exe; exe=$(readlink -f "$(command -v "$1")")
+  echo "$exe" > "$C/run/$name.exe"
+  echo "--- start $(date -u +%FT%TZ): $*" >> "$C/logs/$name.log"
+  setsid "$@" >> "$C/logs/$name.log" 2>&1 < /dev/null &
+  echo $! > "$(pidfile "$name")"
+}
+
+# stop NAME: TERM, wait up to 15 s, then KILL; only the recorded pid.
+stop() {
+  local name=$1 f; f=$(pidfile "$name")
+  if running "$name"; then
+    local pid; pid=$(cat "$f")
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 150); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
+    if [ -d "/proc/$pid" ]; then log "$name ($pid) ignored TERM; killing"; kill -KILL "$pid" 2>/dev/null || true; fi
+    log "stopped $name ($pid)"
+  fi
+  rm -f "$f" "$C/run/$name.exe"
+}
+
+# wait_for NAME SECONDS CMD...: poll CMD until it succeeds; on timeout show NAME's last log lines.
+wait_for() {
+  local name=$1 secs=$2; shift 2
+  local deadline=$(( $(date +%s) + secs ))
+  until "$@" >/dev/null 2>&1; do
+    if ! running "$name"; then
+      log "$name exited; last 50 lines of $C/logs/$name.log:"; tail -n 50 "$C/logs/$name.log" >&2; exit 1
+    fi
+    if (( $(date +%s) >= deadline )); then
+      log "$name not ready after ${secs}s; last 50 lines of $C/logs/$name.log:"; tail -n 50 "$C/logs/$name.log" >&2; exit 1
+    fi
+    sleep 0.2
+  done
+}
+
+# since T0: seconds (one decimal) since T0 (date +%s%N).
+since() { local ms=$(( ($(date +%s%N) - $1) / 1000000 )); printf '%d.%d' $((ms / 1000)) $((ms % 1000 / 100)); }
+
+kc() { kubectl --kubeconfig "$C/pki/admin.kubeconfig" "$@"; }
+
+# ---- control plane --------------------------------------------------------------------------
+
+kubeconfig() { # FILE USER TOKEN
+  cat > "$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster: {server: "$API", certificate-authority: "$C/pki/apiserver.crt"}
+users:
+- name: $2
+  user: {token: "$3"}
+contexts:
+- name: local
+  context: {cluster: local, user: $2}
+current-context: local
+EOF
+}
+
+pki() {
+  mkdir -p "$C/pki" "$C/run" "$C/logs" "$C/data" "$C/config"
+  [ -f "$C/pki/tokens.csv" ] && return 0
+  umask 077
+  local admin node
+  admin=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  node=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  openssl genrsa -out "$C/pki/sa.key" 2048 2>/dev/null
+  {
+    echo "$admin,admin,admin,\"system:masters\""
+    echo "$node,system:node:$NODE_NAME,node-$NODE_NAME,\"system:nodes\""
+  } > "$C/pki/tokens.csv.tmp"
+  echo "$admin" > "$C/pki/admin.token"
+  echo "$node" > "$C/pki/node.token"
+  mv "$C/pki/tokens.csv.tmp" "$C/pki/tokens.csv"
+  umask 022
+}
+
+control() {
+  "$root/hack/tools.sh" k8s kwok kubectl
+  pki
+  local t0; t0=$(date +%s%N)
+  start etcd etcd --name local --data-dir "$C/data/etcd" \
+    --listen-client-urls http://127.0.0.1:12379 --advertise-client-urls http://127.0.0.1:12379 \
+    --listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 \
+    --initial-cluster local=http://127.0.0.1:12380 --listen-metrics-urls http://127.0.0.1:12381 \
+    --unsafe-no-fsync --quota-backend-bytes 4294967296
+  wait_for etcd 30 curl -sf http://127.0.0.1:12379/health
+  start kube-apiserver kube-apiserver --etcd-servers http://127.0.0.1:12379 \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --endpoint-reconciler-type none --secure-port 6443 --cert-dir "$C/pki" \
+    --token-auth-file "$C/pki/tokens.csv" --authorization-mode Node,RBAC \
+    --enable-admission-plugins NodeRestriction --allow-privileged=true \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$C/pki/sa.key" --service-account-signing-key-file "$C/pki/sa.key" \
+    --service-cluster-ip-range 10.96.0.0/16 --kubelet-preferred-address-types InternalIP \
+    --max-requests-inflight 800 --max-mutating-requests-inflight 400
+  local tok; tok=$(cat "$C/pki/admin.token")
+  wait_for kube-apiserver 60 curl -sfk -H "Authorization: Bearer $tok" $API/readyz
+  kubeconfig "$C/pki/admin.kubeconfig" admin "$tok"
+  kubeconfig "$C/pki/node.kubeconfig" "system:node:$NODE_NAME" "$(cat "$C/pki/node.token")"
+  local k=("--kubeconfig" "$C/pki/admin.kubeconfig" "--authentication-kubeconfig" "$C/pki/admin.kubeconfig"
+           "--authorization-kubeconfig" "$C/pki/admin.kubeconfig" "--bind-address" 127.0.0.1 "--leader-elect=false")
+  start kube-controller-manager kube-controller-manager "${k[@]}" \
+    --service-account-private-key-file "$C/pki/sa.key" --root-ca-file "$C/pki/apiserver.crt" \
+    --use-service-account-credentials=false --kube-api-qps 200 --kube-api-burst 400 \
+    --concurrent-gc-syncs 10
+  start kube-scheduler kube-scheduler "${k[@]}" --kube-api-qps 200 --kube-api-burst 400
+  start kwok kwok --kubeconfig "$C/pki/admin.kubeconfig" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --cidr 127.64.0.1/16 --node-ip 127.0.0.1 --server-address 127.0.0.1:10247 -c "$root/hack/kwok.yaml"
+  wait_for kube-controller-manager 60 curl -sfk https://127.0.0.1:10257/healthz
+  wait_for kube-scheduler 60 curl -sfk https://127.0.0.1:10259/healthz
+  wait_for kwok 60 curl -sf http://127.0.0.1:10247/healthz
+  # The default ServiceAccount (made by kcm) must exist before pods can be created.
+  wait_for kube-controller-manager 60 kc get serviceaccount default -n default
+  log "control plane ready in $(since "$t0") s (KUBECONFIG=$C/pki/admin.kubeconfig)"
+}
+
+# ---- real node ------------------------------------------------------------------------------
+
+node_config() {
+  mkdir -p "$C/config/cni/net.d" "$C/data/containerd" "$C/run/containerd" "$C/data/kubelet" "$C/data/pod-logs"
+  cat > "$C/config/cni/net.d/10-loopback.conflist" <<'EOF'
+{"cniVersion": "1.0.0", "name": "loopback-only", "plugins": [{"type": "loopback"}]}
+EOF
+  cat > "$C/config/containerd.toml" <<EOF
+# Generated by hack/cluster.sh: this cluster's own containerd (own socket, root and state).
+version = 2
+root = "$C/data/containerd"
+state = "$C/run/containerd/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
+[grpc]
+  address = "$C/run/containerd/containerd.sock"
+[ttrpc]
+  address = "$C/run/containerd/containerd.sock.ttrpc"
+[metrics]
+  address = "127.0.0.1:11338"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "localhost/pause:local"
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  # root here may lack CAP_SYS_RESOURCE: clamp oom_score_adj instead of failing every sandbox.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$C/run/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$C/config/cni/net.d"
+EOF
+  cat > "$C/config/kubelet.yaml" <<EOF
+# Generated by hack/cluster.sh. Loopback-only development node.
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
+authorization: {mode: AlwaysAllow}
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://$C/run/containerd/containerd.sock
+imageServiceEndpoint: unix://$C/run/containerd/containerd.sock
+failSwapOn: false
+failCgroupV1: false
+podLogsDir: $C/data/pod-logs
+registerNode: true
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+serializeImagePulls: false
+evictionHard: {memory.available: "200Mi", nodefs.available: "2%", imagefs.available: "2%"}
+imageGCHighThresholdPercent: 99
+imageGCLowThresholdPercent: 98
+syncFrequency: 10s
+fileCheckFrequency: 10s
+nodeStatusReportFrequency: 1m
+maxPods: 20
+oomScoreAdj: 0
+EOF
+}
+
+ctr_() { ctr --address "$C/run/containerd/containerd.sock" -n k8s.io "$@"; }
+
+node() {
+  [ "$(id -u)" = 0 ] || die "the real node needs root (containerd, kubelet, hugepages); use CLUSTER_NODE=0 for the simulated fleet only"
+  command -v containerd >/dev/null && command -v runc >/dev/null && [ -x /usr/lib/cni/loopback ] ||
+    die "containerd, runc or the CNI plugins are missing: run hack/host-deps.sh"
+  running kube-apiserver || die "the control plane is not running: hack/cluster.sh control"
+  local t0; t0=$(date +%s%N)
+  # Paths the kubelet and the shims use outside $C: note which existed, so down removes only ours.
+  if [ ! -f "$C/host/paths.preexisting" ]; then
+    mkdir -p "$C/host"
+    for p in /var/lib/kubelet /var/log/containers /var/log/pods /run/containerd; do
+      [ -e "$p" ] && echo "$p"
+    done > "$C/host/paths.preexisting" || true
+  fi
+  "$root/hack/host-setup.sh" apply "${NODE_HUGEPAGES:-2}"
+  node_config
+  start containerd containerd --config "$C/config/containerd.toml"
+  wait_for containerd 30 ctr_ version
+  "$root/hack/images.sh" import
+  # No /usr/sbin in PATH: the kubelet then cannot run iptables (it would add host firewall rules).
+  (export PATH=/usr/local/bin:/usr/bin:/bin; start kubelet "$bin/kubelet" --config "$C/config/kubelet.yaml" \
+    --kubeconfig "$C/pki/node.kubeconfig" --root-dir "$C/data/kubelet" --cert-dir "$C/data/kubelet/pki" \
+    --hostname-override "$NODE_NAME" --node-labels sealfleet.io/local-node=true --v=2)
+  wait_for kubelet 60 curl -sf http://127.0.0.1:10248/healthz
+  wait_for kubelet 60 node_ready
+  log "real node $NODE_NAME Ready in $(since "$t0") s; hugepages-1Gi: $(kc get node $NODE_NAME -o jsonpath='{.status.allocatable.hugepages-1Gi}')"
+}
+
+node_ready() {
+  [ "$(kc get node $NODE_NAME -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+
+# node_down: pods off the real node first (so the shims exit), then kubelet, containerd,
+# mounts, cgroups, the hard-coded host paths, and the host settings.
+node_down() {
+  if running kubelet && running kube-apiserver; then
+    kc delete pods -A --field-selector spec.nodeName=$NODE_NAME --grace-period=5 --wait=false >/dev/null 2>&1 || true
+    for _ in $(seq 100); do
+      [ -z "$(ctr_ tasks ls -q 2>/dev/null)" ] && break
+      sleep 0.3
+    done
+  fi
+  stop kubelet
+  if running containerd; then
+    local t
+    for t in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s KILL "$t" >/dev/null 2>&1 || true; done
+    sleep 0.5
+    for t in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks rm -f "$t" >/dev/null 2>&1 || true; done
+    for t in $(ctr_ containers ls -q 2>/dev/null); do ctr_ containers rm "$t" >/dev/null 2>&1 || true; done
+  fi
+  stop containerd
+  # Shims our containerd started outlive it only if a task survived: find them by our socket.
+  local p
+  for p in /proc/[0-9]*; do
+    if grep -qa "containerd-shim" "$p/cmdline" 2>/dev/null && tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -qF -- "$C/run/containerd/containerd.sock"; then
+      log "killing leftover shim ${p#/proc/}"; kill -KILL "${p#/proc/}" 2>/dev/null || true
+    fi
+  done
+  unmount_under "$C"
+  local cg
+  for cg in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/unified/kubepods /sys/fs/cgroup/kubepods; do
+    [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+  if [ -f "$C/host/paths.preexisting" ]; then
+    for p in /var/lib/kubelet /var/log/containers /var/log/pods /run/containerd; do
+      grep -qxF "$p" "$C/host/paths.preexisting" || rm -rf "$p"
+    done
+    rm -f "$C/host/paths.preexisting"
+  fi
+  if [ -d "$C/host" ]; then "$root/hack/host-setup.sh" restore; fi
+}
+
+# unmount_under DIR: every mount below DIR, deepest first.
+unmount_under() {
+  local m
+  awk -v d="$1/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r | while read -r m; do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "could not unmount $m"
+  done
+}
+
+# ---- fleet ----------------------------------------------------------------------------------
+
+fleet() {
+  local file=${1:-$root/hack/fleet/fleet.yaml}
+  running kube-apiserver || die "the control plane is not running: hack/cluster.sh control"
+  (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$bin/fleet" ./hack/fleet)
+  kc apply --server-side -f "$root/config/crd/bases" >/dev/null
+  kc wait --for condition=Established crd/sealernodes.sealfleet.io crd/sealbatches.sealfleet.io --timeout 60s >/dev/null
+  "$bin/fleet" apply --kubeconfig "$C/pki/admin.kubeconfig" --root "$root" -f "$file"
+}
+
+# ---- commands -------------------------------------------------------------------------------
+
+down() {
+  [ -d "$C" ] || { log "nothing to stop ($C does not exist)"; return 0; }
+  node_down
+  local n
+  for n in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$n"; done
+  # Anything else started into run/ (e.g. a manager or prometheus started by the e2e or demo).
+  for n in "$C"/run/*.pid; do [ -f "$n" ] && stop "$(basename "$n" .pid)"; done
+  unmount_under "$C"
+  log "down"
+}
+
+status() {
+  local n
+  for n in etcd kube-apiserver kube-controller-manager kube-scheduler kwok containerd kubelet; do
+    if running "$n"; then echo "$n running (pid $(cat "$(pidfile "$n")"))"; else echo "$n stopped"; fi
+  done
+  if running kube-apiserver; then kc get nodes --no-headers 2>/dev/null | awk '{n++; s[$2]++} END {printf "nodes: %d", n; for (k in s) printf " %s=%d", k, s[k]; print ""}'; fi
+}
+
+env_() {
+  echo "export KUBECONFIG=$C/pki/admin.kubeconfig"
+  echo "export CONTAINERD_ADDRESS=$C/run/containerd/containerd.sock"
+  echo "export CONTAINERD_NAMESPACE=k8s.io"
+  echo "export KUBEBUILDER_ASSETS=$bin/envtest"
+  echo "export HELM_CACHE_HOME=$C/helm/cache HELM_CONFIG_HOME=$C/helm/config HELM_DATA_HOME=$C/helm/data"
+}
+
+cmd=${1:-}; shift || true
+case "$cmd" in
+  up)
+    control
+    if [ "${CLUSTER_NODE:-1}" = 1 ]; then
+      if [ "$(id -u)" = 0 ]; then node; else log "not root: no real node (CLUSTER_NODE=0 to silence)"; fi
+    fi
+    [ "${CLUSTER_FLEET:-1}" = 1 ] && fleet "$@"
+    status
+    ;;
+  control) control ;;
+  node) node ;;
+  fleet) fleet "$@" ;;
+  down) down ;;
+  wipe) down; rm -rf "$C"; log "wiped $C" ;;
+  env) env_ ;;
+  status) status ;;
+  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Container images for the local cluster, without a container engine or a registry: the built
+# binaries are assembled into docker-archive tarballs by hack/tools/img/cmd/mkimage
+# (go-containerregistry) and imported into the local cluster's containerd.
+#
+#   hack/images.sh build    _out/images/{pause,operator,sealer}.tar (each only when its inputs changed)
+#   hack/images.sh import   build, then `ctr -n k8s.io images import` into the cluster's containerd
+#
+# Images: localhost/pause:local (/pause), localhost/sealfleet-operator:dev (/manager, /node-agent),
+# localhost/sealfleet-sealer:dev (/sealer and the shared libraries and loader it links against).
+# The sealer image is skipped, with a message, while sealer-image/target/release/sealer is not built
+# (`make sealer`). Users with a container engine build the same images from Dockerfile and
+# sealer-image/Dockerfile instead.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+C=${CLUSTER_DIR:-$root/_out/cluster}
+out=$root/_out/images
+bin=$root/bin
+mkdir -p "$out" "$bin"
+log() { echo "images: $*" >&2; }
+
+# stale TARGET INPUTS...: true when TARGET is missing or older than an input.
+stale() {
+  local t=$1; shift
+  [ -f "$t" ] || return 0
+  local f
+  for f in "$@"; do [ "$f" -nt "$t" ] && return 0; done
+  return 1
+}
+
+tools() {
+  (cd "$root/hack/tools/img" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/" ./cmd/mkimage ./cmd/pause)
+}
+
+build() {
+  tools
+  if stale "$out/pause.tar" "$bin/pause"; then
+    "$bin/mkimage" -o "$out/pause.tar" -tag localhost/pause:local -entrypoint /pause "$bin/pause=/pause:0755"
+    log "built localhost/pause:local"
+  fi
+  (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$bin/manager" ./cmd/manager &&
+                 CGO_ENABLED=0 go build -trimpath -o "$bin/node-agent" ./cmd/node-agent)
+  if stale "$out/operator.tar" "$bin/manager" "$bin/node-agent"; then
+    "$bin/mkimage" -o "$out/operator.tar" -tag localhost/sealfleet-operator:dev -entrypoint /manager \
+      "$bin/manager=/manager:0755" "$bin/node-agent=/node-agent:0755"
+    log "built localhost/sealfleet-operator:dev"
+  fi
+  local sealer=$root/sealer-image/target/release/sealer
+  if [ ! -x "$sealer" ]; then
+    log "no sealer binary ($sealer): run 'make sealer'; localhost/sealfleet-sealer:dev not built"
+    return 0
+  fi
+  if stale "$out/sealer.tar" "$sealer"; then
+    # The sealer links glibc dynamically: put each library ldd resolves, and the loader, at the
+    # same path in the image.
+    local files=("$sealer=/sealer:0755") lib
+    while read -r lib; do files+=("$lib=$lib"); done < <(ldd "$sealer" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)
+    "$bin/mkimage" -o "$out/sealer.tar" -tag localhost/sealfleet-sealer:dev -entrypoint /sealer "${files[@]}"
+    log "built localhost/sealfleet-sealer:dev (${#files[@]} files)"
+  fi
+}
+
+import() {
+  build
+  local sock=$C/run/containerd/containerd.sock
+  [ -S "$sock" ] || { log "the cluster's containerd is not running ($sock): hack/cluster.sh node"; exit 1; }
+  local t
+  for t in pause operator sealer; do
+    [ -f "$out/$t.tar" ] || continue
+    ctr --address "$sock" -n k8s.io images import --no-unpack=false "$out/$t.tar" >/dev/null
+  done
+  ctr --address "$sock" -n k8s.io images ls -q | grep '^localhost/' | sed 's/^/images: in containerd: /' >&2
+}
+
+case "${1:-}" in
+  build) build ;;
+  import) import ;;
+  *) echo "usage: hack/images.sh build | import" >&2; exit 2 ;;
+esac

@@ -1,0 +1,11 @@
+module github.com/sealfleet/sealfleet/hack/tools/img
+
+go 1.26
+
+require github.com/google/go-containerregistry v0.22.1
+
+require (
+	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+)
