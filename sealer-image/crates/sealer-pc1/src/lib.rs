@@ -19,7 +19,7 @@ pub mod sync;
 
 use engine::{Buffers, LiveStats, ThreadPlan};
 pub use geometry::{Geometry, Tuning};
-use progress::{Progress, ProgressSink};
+pub use progress::{Progress, ProgressSink};
 use sealer_config::{ApiVersion, BatchConfig};
 use sealer_graph::{GraphApi, Parents};
 use sealer_hash::{Kernel, LabelHasher};
@@ -181,6 +181,12 @@ fn io_err(what: &str, e: impl std::fmt::Display) -> Pc1Error {
 /// Run PC1 for the batch: every layer of every sector, resuming after the last layer a
 /// previous run completed for the same batch.
 pub fn run_pc1(cfg: &BatchConfig, opts: &Pc1Options) -> Result<Pc1Report, Pc1Error> {
+    run_pc1_with(cfg, opts, None)
+}
+
+/// [`run_pc1`] publishing to an existing progress sink (so `batch` keeps one endpoint for
+/// both phases).
+pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&ProgressSink>) -> Result<Pc1Report, Pc1Error> {
     // --- checks before any work ---
     let kernel = if opts.force_portable_hash {
         Kernel::Portable
@@ -211,7 +217,14 @@ pub fn run_pc1(cfg: &BatchConfig, opts: &Pc1Options) -> Result<Pc1Report, Pc1Err
             }
         }
     }
-    let sink = ProgressSink::new(cfg, opts.progress_bar)?;
+    let own_sink;
+    let sink = match sink {
+        Some(s) => s,
+        None => {
+            own_sink = ProgressSink::new(cfg, opts.progress_bar)?;
+            &own_sink
+        }
+    };
     let mut prog = Progress::new(cfg, layers, done);
     if done == layers {
         prog.finish();
@@ -250,7 +263,7 @@ pub fn run_pc1(cfg: &BatchConfig, opts: &Pc1Options) -> Result<Pc1Report, Pc1Err
     if opts.pin_threads {
         engine::pin_to(plan.orchestrator);
     }
-    let result = label_layers(cfg, &g, stripe, done, &parents, &bufs, &rids, LabelHasher::new(kernel), &plan, &mut be_r, &mut be_w, &stats, &sink, &mut prog, &key, &spath);
+    let result = label_layers(cfg, &g, stripe, done, &parents, &bufs, &rids, LabelHasher::new(kernel), &plan, &mut be_r, &mut be_w, &stats, sink, &mut prog, &key, &spath);
     if let Some(s) = saved {
         s.restore();
     }

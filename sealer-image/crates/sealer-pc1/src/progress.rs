@@ -8,7 +8,8 @@
 //!  "eta_seconds": 3600.0, "sectors": 32, "sector_size": 34359738368,
 //!  "elapsed_seconds": 120.5, "error": null, "updated_unix": 1700000000}
 //! ```
-//! `state` is `running`, `done` or `failed`; `rate_labels_per_s` counts sector-labels (one
+//! During PC2 `phase` is `pc2` and `layer`/`layers` count base trees (1 for sizes up to
+//! 512 MiB). `state` is `running`, `done` or `failed`; `rate_labels_per_s` counts sector-labels (one
 //! label of one sector) per second over this run.
 
 use crate::engine::LiveStats;
@@ -23,6 +24,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 /// Progress of a run.
 #[derive(Clone, Debug)]
 pub struct Progress {
+    phase: &'static str,
     layers: usize,
     layer: usize,
     nodes: u64,
@@ -39,6 +41,7 @@ impl Progress {
     /// New progress for a batch with `done` layers already complete.
     pub fn new(cfg: &BatchConfig, layers: usize, done: usize) -> Self {
         Progress {
+            phase: "pc1",
             layers,
             layer: done.max(1).min(layers),
             nodes: cfg.nodes(),
@@ -50,6 +53,14 @@ impl Progress {
             error: None,
             start: Instant::now(),
         }
+    }
+    /// Progress of PC2: `units` base trees of `nodes` nodes each ("layer" k of L is base tree
+    /// k of T in the JSON).
+    pub fn for_pc2(cfg: &BatchConfig, units: usize, nodes: u64) -> Self {
+        let mut p = Progress::new(cfg, units, 0);
+        p.phase = "pc2";
+        p.nodes = nodes;
+        p
     }
     /// A layer starts.
     pub fn start_layer(&mut self, l: usize) {
@@ -89,7 +100,7 @@ impl Progress {
         };
         serde_json::json!({
             "schema": 1,
-            "phase": "pc1",
+            "phase": self.phase,
             "state": self.state,
             "layer": self.layer,
             "layers": self.layers,
@@ -160,7 +171,8 @@ impl ProgressSink {
             let fill = ((pct / 100.0) * w as f64) as usize;
             let eta = doc["eta_seconds"].as_f64().map(|e| format!("{:.0}s", e)).unwrap_or_else(|| "?".into());
             eprint!(
-                "\rlayer {}/{} [{}{}] {:5.1}%  {:.2} M labels/s  ETA {}   ",
+                "\r{} {}/{} [{}{}] {:5.1}%  {:.2} M labels/s  ETA {}   ",
+                if doc["phase"] == "pc2" { "pc2 tree" } else { "pc1 layer" },
                 doc["layer"],
                 doc["layers"],
                 "#".repeat(fill.min(w)),

@@ -23,7 +23,7 @@ use generic_array::typenum::{U11, U2, U8};
 use neptune::poseidon::{Poseidon, PoseidonConstants};
 use rayon::prelude::*;
 use sealer_config::BatchConfig;
-use sealer_pc1::{LayerReader, Pc1Error};
+use sealer_pc1::{LayerReader, Pc1Error, Progress, ProgressSink};
 use sealer_storage::{AlignedBuf, PAGE};
 use serde::Serialize;
 use std::fs::File;
@@ -292,6 +292,20 @@ fn write_cc_tree_d(path: &Path, nodes: u64) -> std::io::Result<()> {
 /// and returns the commitments. `export_layers` also writes the layer files into each cache
 /// dir (needed by rust-fil-proofs' C1; 11 × sector size per sector for 32 GiB).
 pub fn run_pc2(cfg: &BatchConfig, export_layers: bool) -> Result<Vec<SectorResult>, Pc1Error> {
+    run_pc2_with(cfg, export_layers, None)
+}
+
+/// [`run_pc2`] publishing progress to `sink` (phase `pc2`).
+pub fn run_pc2_with(cfg: &BatchConfig, export_layers: bool, sink: Option<&ProgressSink>) -> Result<Vec<SectorResult>, Pc1Error> {
+    let own_sink;
+    let sink = match sink {
+        Some(s) => s,
+        None => {
+            own_sink = ProgressSink::new(cfg, false)?;
+            &own_sink
+        }
+    };
+    let slow_ms: u64 = std::env::var("SEALER_TEST_SLOW_PC2_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     let layers = cfg.num_layers();
     let done = sealer_pc1::layers_done(cfg);
     if done < layers {
@@ -326,7 +340,10 @@ pub fn run_pc2(cfg: &BatchConfig, export_layers: bool) -> Result<Vec<SectorResul
     let mut roots_r = vec![Vec::new(); n];
     let pages_per_range = range.div_ceil(g.npp) as usize;
     let mut bufs: Vec<AlignedBuf> = (0..layers).map(|_| AlignedBuf::new(pages_per_range * PAGE)).collect();
+    let mut prog = Progress::for_pc2(cfg, t, leaves);
     for k in 0..t {
+        prog.start_layer(k + 1);
+        sink.publish(&prog);
         let mut tc: Vec<TreeBuilder> = Vec::new();
         let mut tr: Vec<TreeBuilder> = Vec::new();
         for c in &caches {
@@ -372,6 +389,11 @@ pub fn run_pc2(cfg: &BatchConfig, export_layers: bool) -> Result<Vec<SectorResul
                 r.map_err(|e| io("writing PC2 outputs", e))?;
             }
             v += cnt;
+            prog.update(v - k as u64 * leaves);
+            sink.publish(&prog);
+            if slow_ms > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(slow_ms));
+            }
         }
         for (s, (bc, br)) in tc.into_iter().zip(tr).enumerate() {
             roots_c[s].push(bc.finish().map_err(|e| io("finishing tree-c", e))?);
@@ -417,6 +439,8 @@ pub fn run_pc2(cfg: &BatchConfig, export_layers: bool) -> Result<Vec<SectorResul
     let tmp = cfg.output_dir.join("results.json.tmp");
     std::fs::write(&tmp, serde_json::to_string_pretty(&summary).unwrap()).map_err(|e| io("writing results.json", e))?;
     std::fs::rename(&tmp, cfg.output_dir.join("results.json")).map_err(|e| io("renaming results.json", e))?;
+    prog.finish();
+    sink.publish(&prog);
     Ok(results)
 }
 

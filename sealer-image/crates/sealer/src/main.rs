@@ -141,8 +141,8 @@ fn load(path: &PathBuf) -> Result<BatchConfig, Pc1Error> {
     BatchConfig::from_file(path).map_err(Pc1Error::from)
 }
 
-fn pc2_and_report(cfg: &BatchConfig, layer_files: bool, term: Option<PathBuf>) -> ExitCode {
-    match sealer_pc2::run_pc2(cfg, layer_files) {
+fn pc2_and_report(cfg: &BatchConfig, layer_files: bool, term: Option<PathBuf>, sink: Option<&sealer_pc1::ProgressSink>) -> ExitCode {
+    match sealer_pc2::run_pc2_with(cfg, layer_files, sink) {
         Ok(res) => {
             let v = serde_json::json!({ "sectors": res });
             println!("{}", serde_json::to_string_pretty(&v).unwrap());
@@ -196,7 +196,7 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return fail(e),
             };
-            pc2_and_report(&cfg, !no_layer_files, termination_log)
+            pc2_and_report(&cfg, !no_layer_files, termination_log, None)
         }
         Cmd::Batch { config, allow_portable_hash, no_pin, quiet, no_layer_files, termination_log } => {
             let cfg = match load(&config) {
@@ -204,10 +204,14 @@ fn main() -> ExitCode {
                 Err(e) => return fail(e),
             };
             let opts = Pc1Options { allow_portable_hash, pin_threads: !no_pin, progress_bar: !quiet, ..Default::default() };
-            if let Err(e) = sealer_pc1::run_pc1(&cfg, &opts) {
+            let sink = match sealer_pc1::ProgressSink::new(&cfg, !quiet) {
+                Ok(s) => s,
+                Err(e) => return fail(e),
+            };
+            if let Err(e) = sealer_pc1::run_pc1_with(&cfg, &opts, Some(&sink)) {
                 return fail(e);
             }
-            pc2_and_report(&cfg, !no_layer_files, termination_log)
+            pc2_and_report(&cfg, !no_layer_files, termination_log, Some(&sink))
         }
         Cmd::VerifyPc1 { config, nodes, seed } => {
             let cfg = match load(&config) {

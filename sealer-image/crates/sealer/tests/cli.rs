@@ -125,3 +125,73 @@ fn calc_prints_a_layout_the_config_accepts() {
     json["layout"] = layout;
     sealer_config::BatchConfig::from_json(&json.to_string()).unwrap();
 }
+
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+#[test]
+fn batch_killed_during_pc2_resumes_and_matches_oracle_with_endpoints() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (cfg, mut json) = common::config(8 << 20, 6, 2, 701, work.path(), 1);
+    let port = 20000 + (std::process::id() % 20000) as u16;
+    json["metrics_port"] = port.into();
+    let cfg_path = work.path().join("batch.json");
+    std::fs::write(&cfg_path, json.to_string()).unwrap();
+    let progress = work.path().join("out/progress.json");
+
+    let mut child = bin()
+        .args(["batch", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"])
+        .env("SEALER_TEST_SLOW_PC2_MS", "1500")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let mut saw_metrics = false;
+    loop {
+        if !saw_metrics {
+            if let Some(m) = http_get(port, "/metrics") {
+                if m.contains("sealer_layer") && m.contains("sealer_hasher_busy_ratio") {
+                    let p = http_get(port, "/progress").unwrap();
+                    assert!(p.contains("\"phase\""), "{p}");
+                    saw_metrics = true;
+                }
+            }
+        }
+        if let Ok(s) = std::fs::read_to_string(&progress) {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&s) {
+                if v["phase"] == "pc2" && v["layer_percent"].as_f64().unwrap_or(0.0) > 0.0 {
+                    break;
+                }
+            }
+        }
+        assert!(child.try_wait().unwrap().is_none(), "sealer exited before the kill");
+        assert!(t0.elapsed() < Duration::from_secs(180), "PC2 never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(saw_metrics, "/metrics was not served");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!cfg.output_dir.join("results.json").exists());
+    for s in &cfg.sectors {
+        assert!(!sealer_pc2::sector_dir(&cfg, s.sector_id).join("cache/p_aux").exists(), "p_aux must only appear when complete");
+    }
+
+    let out = bin().args(["batch", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let res: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(cfg.output_dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(res, file);
+    for (i, s) in cfg.sectors.iter().enumerate() {
+        let o = sealer::oracle::precommit_sector(cfg.sector_size, cfg.porep_id, cfg.api_version, &cfg.features, s.prover_id, s.sector_id, s.ticket, work.path()).unwrap();
+        assert_eq!(res["sectors"][i]["comm_r"], hex::encode(o.comm_r));
+        assert_eq!(res["sectors"][i]["sector_id"], s.sector_id);
+    }
+}
