@@ -19,31 +19,43 @@ bin=$root/bin
 mkdir -p "$out" "$bin"
 log() { echo "images: $*" >&2; }
 
-# stale TARGET INPUTS...: true when TARGET is missing or older than an input.
+# stale TARGET INPUTS...: true when TARGET is missing or was built from other inputs (by content,
+# so a rebuilt but identical binary does not rebuild the image); `fresh TARGET` records them.
 stale() {
   local t=$1; shift
-  [ -f "$t" ] || return 0
+  sum=$(cat "$@" | sha256sum | cut -c1-64)
+  [ ! -f "$t" ] || [ "$(cat "$t.inputs" 2>/dev/null)" != "$sum" ]
+}
+fresh() { echo "$sum" > "$1.inputs"; }
+
+# gobuild DIR OUT PKG...: go build into a staging folder and replace OUT/<name> only when the
+# binary changed, so unchanged inputs keep their mtime and the images are not rebuilt.
+gobuild() {
+  local dir=$1 dest=$2; shift 2
+  local stage=$out/.bin; mkdir -p "$stage"
+  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -o "$stage/" "$@")  # the flags of `make build`
   local f
-  for f in "$@"; do [ "$f" -nt "$t" ] && return 0; done
-  return 1
+  for f in "$stage"/*; do
+    cmp -s "$f" "$dest/$(basename "$f")" || cp "$f" "$dest/"
+  done
+  rm -rf "$stage"
 }
 
 tools() {
-  (cd "$root/hack/tools/img" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/" ./cmd/mkimage ./cmd/pause)
+  gobuild "$root/hack/tools/img" "$bin" ./cmd/mkimage ./cmd/pause
 }
 
 build() {
   tools
   if stale "$out/pause.tar" "$bin/pause"; then
     "$bin/mkimage" -o "$out/pause.tar" -tag localhost/pause:local -entrypoint /pause "$bin/pause=/pause:0755"
-    log "built localhost/pause:local"
+    fresh "$out/pause.tar"; log "built localhost/pause:local"
   fi
-  (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$bin/manager" ./cmd/manager &&
-                 CGO_ENABLED=0 go build -trimpath -o "$bin/node-agent" ./cmd/node-agent)
+  gobuild "$root" "$bin" ./cmd/manager ./cmd/node-agent
   if stale "$out/operator.tar" "$bin/manager" "$bin/node-agent"; then
     "$bin/mkimage" -o "$out/operator.tar" -tag localhost/sealfleet-operator:dev -entrypoint /manager \
       "$bin/manager=/manager:0755" "$bin/node-agent=/node-agent:0755"
-    log "built localhost/sealfleet-operator:dev"
+    fresh "$out/operator.tar"; log "built localhost/sealfleet-operator:dev"
   fi
   local sealer=$root/sealer-image/target/release/sealer
   if [ ! -x "$sealer" ]; then
@@ -56,7 +68,7 @@ build() {
     local files=("$sealer=/sealer:0755") lib
     while read -r lib; do files+=("$lib=$lib"); done < <(ldd "$sealer" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)
     "$bin/mkimage" -o "$out/sealer.tar" -tag localhost/sealfleet-sealer:dev -entrypoint /sealer "${files[@]}"
-    log "built localhost/sealfleet-sealer:dev (${#files[@]} files)"
+    fresh "$out/sealer.tar"; log "built localhost/sealfleet-sealer:dev (${#files[@]} files)"
   fi
 }
 
