@@ -7,13 +7,15 @@
 #   hack/cluster.sh node             the real node: containerd (own socket and root) + kubelet
 #                                    named 127.0.0.1, with real 1 GiB hugepages (root)
 #   hack/cluster.sh fleet [FILE]     create the kwok nodes and their SealerNodes from a fleet description
+#   hack/cluster.sh operator [ARGS]  run bin/manager as a local process against the cluster (ARGS: its flags)
 #   hack/cluster.sh down             stop exactly what was started (by pid) and give the host back
 #   hack/cluster.sh wipe             down, then delete all state
 #   hack/cluster.sh env              print export lines (KUBECONFIG, CONTAINERD_ADDRESS, ...)
 #   hack/cluster.sh status           what runs
 #
 # Knobs: CLUSTER_DIR, NODE_HUGEPAGES (1 GiB pages reserved for the real node, default 2),
-# CLUSTER_NODE=0 (up without the real node), CLUSTER_FLEET=0 (up without the fleet).
+# CLUSTER_NODE=0 (up without the real node), CLUSTER_FLEET=0 (up without the fleet),
+# FLEET_TOTAL=N (scale the fleet description's machine counts to about N nodes).
 # Ports (127.0.0.1): etcd 12379/12380 (metrics 12381), apiserver 6443, controller-manager 10257,
 # scheduler 10259, kwok 10247, kubelet 10250 (healthz 10248), containerd metrics 11338.
 set -euo pipefail
@@ -320,7 +322,23 @@ fleet() {
   (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$bin/fleet" ./hack/fleet)
   kc apply --server-side -f "$root/config/crd/bases" >/dev/null
   kc wait --for condition=Established crd/sealernodes.sealfleet.io crd/sealbatches.sealfleet.io --timeout 60s >/dev/null
-  "$bin/fleet" apply --kubeconfig "$C/pki/admin.kubeconfig" --root "$root" -f "$file"
+  "$bin/fleet" apply --kubeconfig "$C/pki/admin.kubeconfig" --root "$root" -f "$file" --total "${FLEET_TOTAL:-0}"
+}
+
+# ---- operator as a local process ------------------------------------------------------------
+
+# operator [ARGS...]: bin/manager against the cluster (for the fleet scenarios and debugging; the
+# demo installs the Helm chart instead). Metrics on 127.0.0.1:18080, probes on 127.0.0.1:18081.
+operator() {
+  running kube-apiserver || die "the control plane is not running: hack/cluster.sh control"
+  (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$bin/manager" ./cmd/manager)
+  kc apply --server-side -f "$root/config/crd/bases" >/dev/null
+  stop manager
+  (export KUBECONFIG=$C/pki/admin.kubeconfig
+   start manager "$bin/manager" --leader-elect=false --metrics-bind-address 127.0.0.1:18080 \
+     --health-probe-bind-address 127.0.0.1:18081 --sealer-host-network "$@")
+  wait_for manager 60 curl -sf http://127.0.0.1:18081/readyz
+  log "operator running (pid $(cat "$(pidfile manager)"), log $C/logs/manager.log)"
 }
 
 # ---- commands -------------------------------------------------------------------------------
@@ -364,10 +382,12 @@ case "$cmd" in
     ;;
   control) control ;;
   node) node ;;
+  operator) operator "$@" ;;
+  operator-stop) stop manager ;;
   fleet) fleet "$@" ;;
   down) down ;;
   wipe) down; rm -rf "$C"; log "wiped $C" ;;
   env) env_ ;;
   status) status ;;
-  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

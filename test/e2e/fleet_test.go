@@ -1,0 +1,342 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/placement"
+	"github.com/sealfleet/sealfleet/internal/render"
+)
+
+const fleetNS = "e2e-fleet"
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// fleetBatches is a deterministic mix of sizes, batch sizes, PC2 engines and selectors; every
+// batch tolerates the simulated nodes' taint. Some ask for what few or no nodes have (zone +
+// pool + 64 sectors on CPU-only machines) so that explanations are exercised too.
+func fleetBatches(n int) []*sealv1.SealBatch {
+	r := rand.New(rand.NewSource(42))
+	sizes := []sealv1.SectorSize{"32GiB", "32GiB", "32GiB", "32GiB", "32GiB", "32GiB", "64GiB", "64GiB", "512MiB", "8MiB"}
+	counts := []int{1, 2, 4, 8, 16, 32, 64}
+	zones := []string{"zone-a", "zone-b", "zone-c", "zone-d"}
+	var out []*sealv1.SealBatch
+	for i := 0; i < n; i++ {
+		gpu := r.Intn(2) == 0
+		pool, engine := "pc1-cpu", sealv1.PC2Engine("cpu")
+		if gpu {
+			pool, engine = "pc1-gpu", "gpu"
+		}
+		sel := map[string]string{"sealfleet.io/pool": pool}
+		if r.Intn(5) == 0 {
+			sel["topology.kubernetes.io/zone"] = zones[r.Intn(len(zones))]
+		}
+		k := counts[r.Intn(len(counts))]
+		b := &sealv1.SealBatch{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("f%04d", i), Namespace: fleetNS},
+			Spec: sealv1.SealBatchSpec{
+				SectorSize: sizes[r.Intn(len(sizes))], MinerID: "f01000", PC2Engine: engine,
+				Placement: &sealv1.Placement{NodeSelector: sel, Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}},
+			},
+		}
+		for j := 0; j < k; j++ {
+			b.Spec.Sectors = append(b.Spec.Sectors, sealv1.SectorSpec{Number: int64(i*1000 + j), Ticket: fmt.Sprintf("%064x", i*1000+j+1)})
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func createAll(t *testing.T, bs []*sealv1.SealBatch) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(bs))
+	next := make(chan *sealv1.SealBatch)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range next {
+				if err := k8s.Create(context.Background(), b); err != nil {
+					errs <- fmt.Errorf("%s: %w", b.Name, err)
+				}
+			}
+		}()
+	}
+	for _, b := range bs {
+		next <- b
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// settled: every batch is running on a node (PC1 with its pod) or Pending with a reason.
+func settled(ctx context.Context) (bool, string) {
+	var list sealv1.SealBatchList
+	if err := k8s.List(ctx, &list, client.InNamespace(fleetNS)); err != nil {
+		return false, err.Error()
+	}
+	counts := map[string]int{}
+	unsettled := 0
+	for _, b := range list.Items {
+		c := meta.FindStatusCondition(b.Status.Conditions, "Placed")
+		switch {
+		case b.Status.Phase == sealv1.PhasePC1 && b.Status.Node != "" && b.Status.PodName != "":
+			counts["running"]++
+		case b.Status.Phase == sealv1.PhasePending && c != nil && c.Status == metav1.ConditionFalse && c.Message != "":
+			counts["explained"]++
+		default:
+			counts[string(b.Status.Phase)+"?"]++
+			unsettled++
+		}
+	}
+	return unsettled == 0, fmt.Sprintf("%d batches: %v", len(list.Items), counts)
+}
+
+// checkLedger asserts that no slot is double-booked and that ledger and batch status agree.
+func checkLedger(t *testing.T, ctx context.Context) (placed int) {
+	t.Helper()
+	var list sealv1.SealBatchList
+	if err := k8s.List(ctx, &list, client.InNamespace(fleetNS)); err != nil {
+		t.Fatal(err)
+	}
+	byUID := map[string]*sealv1.SealBatch{}
+	slotOf := map[string]string{}
+	for i := range list.Items {
+		b := &list.Items[i]
+		byUID[string(b.UID)] = b
+		if b.Status.Node == "" {
+			continue
+		}
+		placed++
+		if b.Status.Slot == nil {
+			t.Errorf("%s: on %s without a slot", b.Name, b.Status.Node)
+			continue
+		}
+		key := fmt.Sprintf("%s/%d", b.Status.Node, *b.Status.Slot)
+		if other, dup := slotOf[key]; dup {
+			t.Errorf("slot %s double-booked by %s and %s", key, other, b.Name)
+		}
+		slotOf[key] = b.Name
+	}
+	var sns sealv1.SealerNodeList
+	if err := k8s.List(ctx, &sns); err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for _, sn := range sns.Items {
+		if sn.Status.Slots == nil {
+			continue
+		}
+		var hp int64
+		for _, r := range sn.Status.Slots.Reservations {
+			hp += int64(r.Hugepages1Gi)
+			if r.Slot < 0 || r.Slot >= sn.Status.Slots.Count {
+				t.Errorf("%s: reservation of slot %d outside 0..%d", sn.Name, r.Slot, sn.Status.Slots.Count-1)
+			}
+			b := byUID[r.BatchUID]
+			if b == nil {
+				if len(r.Batch) > len(fleetNS) && r.Batch[:len(fleetNS)+1] == fleetNS+"/" {
+					t.Errorf("%s slot %d held by %s, which no longer exists", sn.Name, r.Slot, r.Batch)
+				}
+				continue
+			}
+			held++
+			if b.Status.Node != sn.Name || b.Status.Slot == nil || *b.Status.Slot != r.Slot {
+				t.Errorf("%s slot %d held by %s, whose status says %s/%v", sn.Name, r.Slot, b.Name, b.Status.Node, b.Status.Slot)
+			}
+		}
+		var total int64
+		for _, n := range sn.Status.NUMANodes {
+			for _, h := range n.Hugepages {
+				if h.PageSize == "1Gi" {
+					total += h.Total
+				}
+			}
+		}
+		if hp > total {
+			t.Errorf("%s: reservations hold %d hugepages of %d", sn.Name, hp, total)
+		}
+	}
+	if held != placed {
+		t.Errorf("%d batches placed, %d reservations held for them", placed, held)
+	}
+	return placed
+}
+
+// checkPods asserts each running batch's pod is on its node with the resources it needs.
+func checkPods(t *testing.T, ctx context.Context) {
+	t.Helper()
+	var list sealv1.SealBatchList
+	if err := k8s.List(ctx, &list, client.InNamespace(fleetNS)); err != nil {
+		t.Fatal(err)
+	}
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(fleetNS), client.MatchingLabels{render.LabelComponent: render.ComponentSeal}); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*corev1.Pod{}
+	for i := range pods.Items {
+		byName[pods.Items[i].Name] = &pods.Items[i]
+	}
+	for _, b := range list.Items {
+		if b.Status.PodName == "" {
+			continue
+		}
+		p := byName[b.Status.PodName]
+		if p == nil {
+			t.Errorf("%s: pod %s missing", b.Name, b.Status.PodName)
+			continue
+		}
+		if p.Spec.NodeName != b.Status.Node {
+			t.Errorf("%s: pod on %q, batch on %q", b.Name, p.Spec.NodeName, b.Status.Node)
+		}
+		var c *corev1.Container
+		for i := range p.Spec.Containers {
+			if p.Spec.Containers[i].Name == "sealer" || c == nil {
+				c = &p.Spec.Containers[i]
+			}
+		}
+		lim, req := c.Resources.Limits, c.Resources.Requests
+		wantHP := resource.NewQuantity(int64(placement.HugepagesFor(b.Spec.SectorSize, len(b.Spec.Sectors)))<<30, resource.BinarySI)
+		if q := lim["hugepages-1Gi"]; q.Cmp(*wantHP) != 0 {
+			t.Errorf("%s: hugepages-1Gi limit %s, want %s", b.Name, q.String(), wantHP.String())
+		}
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			l, q := lim[r], req[r]
+			if l.IsZero() || l.Cmp(q) != 0 {
+				t.Errorf("%s: %s request %s != limit %s (want Guaranteed QoS)", b.Name, r, q.String(), l.String())
+			}
+		}
+		if cpu := lim[corev1.ResourceCPU]; cpu.MilliValue()%1000 != 0 {
+			t.Errorf("%s: cpu %s is not whole cores", b.Name, cpu.String())
+		}
+		g := lim["nvidia.com/gpu"]
+		if want := b.Spec.PC2Engine == "gpu"; want != (g.Value() == 1) {
+			t.Errorf("%s: pc2Engine %s, nvidia.com/gpu %s", b.Name, b.Spec.PC2Engine, g.String())
+		}
+	}
+}
+
+func percentile(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	return v[int(p*float64(len(v)-1))]
+}
+
+// TestFleet: hundreds of simulated nodes, a thousand batches, the operator restarted halfway;
+// every batch placed or explained, no slot double-booked, pods shaped right, everything
+// released on delete.
+func TestFleet(t *testing.T) {
+	ctx := context.Background()
+	nodes := envInt("SEALFLEET_E2E_NODES", 300)
+	n := envInt("SEALFLEET_E2E_BATCHES", 1000)
+	if out, err := clusterEnv([]string{"FLEET_TOTAL=" + strconv.Itoa(nodes)}, "fleet"); err != nil {
+		t.Fatalf("fleet: %v\n%s", err, out)
+	}
+	if out, err := cluster("operator"); err != nil {
+		t.Fatalf("operator: %v\n%s", err, out)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetNS}}
+	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cleanup := func() {
+		_ = k8s.DeleteAllOf(ctx, &sealv1.SealBatch{}, client.InNamespace(fleetNS))
+		eventually(t, 5*time.Minute, "all batches released and gone", func(ctx context.Context) (bool, string) {
+			var list sealv1.SealBatchList
+			if err := k8s.List(ctx, &list, client.InNamespace(fleetNS)); err != nil {
+				return false, err.Error()
+			}
+			return len(list.Items) == 0, fmt.Sprintf("%d batches left", len(list.Items))
+		})
+	}
+	cleanup() // leftovers of an interrupted run
+
+	bs := fleetBatches(n)
+	pid := operatorPID(t)
+	u0, _ := usage(pid)
+	start := time.Now()
+	createAll(t, bs[:n/2])
+	// Operator restart mid-scenario: a new process must adopt, not re-book, what the old one did.
+	time.Sleep(5 * time.Second)
+	if out, err := cluster("operator"); err != nil {
+		t.Fatalf("operator restart: %v\n%s", err, out)
+	}
+	pid = operatorPID(t)
+	u0, _ = usage(pid)
+	restartedAt := time.Now()
+	createAll(t, bs[n/2:])
+	eventually(t, 10*time.Minute, "every batch placed or explained", settled)
+	settleTime := time.Since(start)
+	u1, _ := usage(pid)
+	placed := checkLedger(t, ctx)
+	checkPods(t, ctx)
+
+	var list sealv1.SealBatchList
+	if err := k8s.List(ctx, &list, client.InNamespace(fleetNS)); err != nil {
+		t.Fatal(err)
+	}
+	var ttp []float64
+	for _, b := range list.Items {
+		if b.Status.PlacedTime != nil {
+			ttp = append(ttp, b.Status.PlacedTime.Sub(b.CreationTimestamp.Time).Seconds())
+		}
+	}
+	cpu := u1.CPUSeconds - u0.CPUSeconds
+	t.Logf("BENCH fleet: %d nodes, %d batches, %d placed, %d explained, settled in %.1f s", nodes, n, placed, n-placed, settleTime.Seconds())
+	t.Logf("BENCH time-to-place (s, 1 s resolution): p50 %.0f  p90 %.0f  p99 %.0f  max %.0f (%d placed)",
+		percentile(ttp, .5), percentile(ttp, .9), percentile(ttp, .99), percentile(ttp, 1), len(ttp))
+	t.Logf("BENCH operator since restart: %.1f CPU s over %.1f s wall (%.0f%% of a core), RSS %d MiB",
+		cpu, time.Since(restartedAt).Seconds(), 100*cpu/time.Since(restartedAt).Seconds(), u1.RSSBytes>>20)
+
+	// Delete everything: finalizers release the slots (scrub pods succeed on simulated nodes).
+	cleanup()
+	var sns sealv1.SealerNodeList
+	if err := k8s.List(ctx, &sns); err != nil {
+		t.Fatal(err)
+	}
+	for _, sn := range sns.Items {
+		if sn.Status.Slots == nil {
+			continue
+		}
+		for _, r := range sn.Status.Slots.Reservations {
+			if len(r.Batch) > len(fleetNS) && r.Batch[:len(fleetNS)+1] == fleetNS+"/" {
+				t.Errorf("%s: slot %d still held by deleted %s", sn.Name, r.Slot, r.Batch)
+			}
+		}
+	}
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(fleetNS)); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 0 {
+		t.Errorf("%d pods left in %s after every batch was deleted", len(pods.Items), fleetNS)
+	}
+}
