@@ -65,8 +65,8 @@ type MachineType struct {
 	Topology string            `json:"topology"`
 	Memory   resource.Quantity `json:"memory"`
 	// Hugepages1Gi is the number of 1 GiB hugepages, spread evenly over the NUMA nodes.
-	Hugepages1Gi int64 `json:"hugepages1Gi"`
-	GPUs         int   `json:"gpus,omitempty"`
+	Hugepages1Gi int64  `json:"hugepages1Gi"`
+	GPUs         int    `json:"gpus,omitempty"`
 	GPUModel     string `json:"gpuModel,omitempty"`
 	// LayerDevices NVMe drives of DeviceCapacity each are dedicated to layers.
 	LayerDevices   int               `json:"layerDevices"`
