@@ -345,11 +345,16 @@ operator() {
 
 down() {
   [ -d "$C" ] || { log "nothing to stop ($C does not exist)"; return 0; }
+  local n core=" etcd kube-apiserver kube-controller-manager kube-scheduler kwok containerd kubelet "
+  # First what was started on top of the cluster (the local operator, a demo's prometheus …),
+  # while the API server still answers their shutdown.
+  for n in "$C"/run/*.pid; do
+    [ -f "$n" ] || continue
+    n=$(basename "$n" .pid)
+    [[ "$core" == *" $n "* ]] || stop "$n"
+  done
   node_down
-  local n
   for n in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$n"; done
-  # Anything else started into run/ (e.g. a manager or prometheus started by the e2e or demo).
-  for n in "$C"/run/*.pid; do [ -f "$n" ] && stop "$(basename "$n" .pid)"; done
   unmount_under "$C"
   log "down"
 }
