@@ -3,8 +3,10 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -35,6 +37,9 @@ var queueKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "sea
 
 // requeuePending is the safety net for pending batches when no event arrives.
 const requeuePending = 30 * time.Second
+
+// statusWriters bounds the parallel status writes of one scheduling cycle.
+const statusWriters = 8
 
 // PlacementReconciler places pending SealBatches: it reserves a slot in a SealerNode's ledger
 // (optimistic concurrency on the SealerNode) and then records the decision in the batch.
@@ -117,17 +122,30 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 			return reconcile.Result{}, err
 		}
 	}
+	// The slots are booked; the batch status writes are independent, so they go out in
+	// parallel (a cycle can place hundreds of batches on a large fleet).
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(statusWriters)
 	for _, d := range decisions {
-		if err := r.recordPlacement(ctx, d.Batch, d.Node, d.Slot, d.Layout); err != nil {
-			return reconcile.Result{}, err
-		}
-		metricPlacementLatency.Observe(time.Since(d.Batch.CreationTimestamp.Time).Seconds())
-		logger.Info("placed", "batch", ledger.BatchKey(d.Batch), "node", d.Node, "slot", d.Slot)
+		g.Go(func() error {
+			if err := r.recordPlacement(gctx, d.Batch, d.Node, d.Slot, d.Layout); err != nil {
+				return err
+			}
+			metricPlacementLatency.Observe(time.Since(d.Batch.CreationTimestamp.Time).Seconds())
+			logger.Info("placed", "batch", ledger.BatchKey(d.Batch), "node", d.Node, "slot", d.Slot)
+			return nil
+		})
 	}
+	if err := g.Wait(); err != nil {
+		return reconcile.Result{}, err
+	}
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(statusWriters)
 	for b, u := range failed {
-		if err := r.markUnschedulable(ctx, b, u.Error()); err != nil {
-			return reconcile.Result{}, err
-		}
+		g.Go(func() error { return r.markUnschedulable(gctx, b, u.Error()) })
+	}
+	if err := g.Wait(); err != nil {
+		return reconcile.Result{}, err
 	}
 	metricScheduleCycle.Observe(time.Since(start).Seconds())
 	if len(failed) > 0 {
@@ -156,9 +174,12 @@ func (r *PlacementReconciler) recordPlacement(ctx context.Context, b *sealv1.Sea
 }
 
 // markUnschedulable keeps the batch Pending with the reason; an event fires when it changes.
+// A reason that differs only in its numbers (free hugepages, node counts) is not rewritten:
+// on a busy fleet those change every cycle and would turn into a stream of status writes.
 func (r *PlacementReconciler) markUnschedulable(ctx context.Context, b *sealv1.SealBatch, why string) error {
 	c := meta.FindStatusCondition(b.Status.Conditions, CondPlaced)
-	if c != nil && c.Message == why && b.Status.Phase == sealv1.PhasePending && c.ObservedGeneration == b.Generation {
+	if c != nil && c.Reason == string(ReasonUnschedulable) && b.Status.Phase == sealv1.PhasePending &&
+		c.ObservedGeneration == b.Generation && digits.ReplaceAllString(c.Message, "#") == digits.ReplaceAllString(why, "#") {
 		return nil
 	}
 	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
@@ -169,6 +190,8 @@ func (r *PlacementReconciler) markUnschedulable(ctx context.Context, b *sealv1.S
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, string(ReasonUnschedulable), "Place", "%s", why)
 	})
 }
+
+var digits = regexp.MustCompile(`[0-9]+`)
 
 // fleetView builds placement's view of every SealerNode (deep copies, so scheduling can
 // mutate them), with what each node already runs.

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -348,12 +349,14 @@ func podFailure(pod *corev1.Pod) (Reason, string) {
 // exitMeaning names the sealer's exit codes (sealer-image/README.md).
 func exitMeaning(code int32) string {
 	switch code {
+	case 1:
+		return "internal error"
 	case 2:
 		return "bad input"
 	case 3:
 		return "device or I/O failure"
 	case 4:
-		return "internal error"
+		return "CPU without SHA-NI"
 	case 137:
 		return "killed"
 	}
@@ -372,6 +375,7 @@ func truncate(s string, n int) string {
 func (r *SealerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("sealer").
+		WithOptions(controller.Options{MaxConcurrentReconciles: batchWorkers}).
 		For(&sealv1.SealBatch{}).
 		Owns(&corev1.Pod{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.batchesOnNode), builder.WithPredicates(deletedOnly)).

@@ -14,6 +14,9 @@ import (
 	"github.com/sealfleet/sealfleet/internal/render"
 )
 
+// batchWorkers is how many batches the sealer and release reconcilers handle at once.
+const batchWorkers = 4
+
 // Options are the operator's settings (flags of cmd/manager).
 type Options struct {
 	SealerImage       string
