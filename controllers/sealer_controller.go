@@ -128,7 +128,7 @@ func (r *SealerReconciler) layoutFor(ctx context.Context, b *sealv1.SealBatch, s
 		}
 	}
 	return layout.Calculate(layout.FromStatus(sn.Status.CPU), len(b.Spec.Sectors), layout.Options{
-		HashersPerCore: int(sn.Spec.HashersPerCore), ReservedCPUs: reserved,
+		HashersPerCore: int(sn.Spec.HashersPerCore), ReservedCPUs: reserved, SharedCores: sn.Spec.SharedCores,
 	})
 }
 

@@ -45,6 +45,13 @@ type SealerNodeSpec struct {
 	// +optional
 	HashersPerCore int32 `json:"hashersPerCore,omitempty"`
 
+	// sharedCores lets a node too small for a dedicated core layout run batches with the
+	// coordinator, hashers and every sealer role on one physical core. For development
+	// machines and test sector sizes only (the local cluster's real node); throughput is not
+	// representative. Ignored where a dedicated layout fits.
+	// +optional
+	SharedCores bool `json:"sharedCores,omitempty"`
+
 	// reservedCPUs is a Linux cpulist (e.g. "0-1,64-65") the sealer must never use.
 	// +kubebuilder:validation:Pattern=`^$|^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$`
 	// +kubebuilder:validation:MaxLength=1024

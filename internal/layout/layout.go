@@ -73,6 +73,10 @@ type Options struct {
 	ReservedCPUs []int
 	// MaxHashersPerCoordinator lowers the per-coordinator cap; 0 means the sealer's default.
 	MaxHashersPerCoordinator int
+	// SharedCores allows, when no dedicated layout fits, a shared layout: the coordinator,
+	// every hasher and every role on one physical core (the first usable one). For development
+	// machines and test sector sizes only; its throughput means nothing.
+	SharedCores bool
 }
 
 // Hasher is one hasher thread.
@@ -137,6 +141,8 @@ type Layout struct {
 	HashersPerCore int `json:"hashers_per_core,omitempty"`
 	// NUMANodes are the NUMA nodes the layout's CPUs belong to.
 	NUMANodes []int `json:"numa_nodes,omitempty"`
+	// Shared marks a shared-core layout (Options.SharedCores): threads share CPUs.
+	Shared bool `json:"shared,omitempty"`
 
 	cores  [][]int // physical cores used (each a list of its logical CPUs)
 	groups int     // distinct L3 groups used by coordinators
@@ -218,7 +224,9 @@ func (l *Layout) Summary() string {
 		sectors = 1
 	}
 	where := fmt.Sprintf("%d coordinators", len(l.Coordinators))
-	if l.groups > 0 {
+	if l.Shared {
+		where = "shared core"
+	} else if l.groups > 0 {
 		where = fmt.Sprintf("%d CCX", l.groups)
 		if l.groups != len(l.Coordinators) {
 			where += fmt.Sprintf(" (%d coordinators)", len(l.Coordinators))
@@ -474,6 +482,11 @@ func Calculate(t Topology, batchSize int, o Options) (*Layout, error) {
 			break
 		}
 	}
+	if p == nil && o.SharedCores {
+		if sl := sharedLayout(l, all, need, sectors, maxPer); sl != nil {
+			return sl, nil
+		}
+	}
 	if p == nil {
 		excl := ""
 		if reservedCores > 0 {
@@ -491,6 +504,38 @@ func Calculate(t Topology, batchSize int, o Options) (*Layout, error) {
 	}
 	sort.Ints(l.NUMANodes)
 	return l, nil
+}
+
+// sharedLayout puts the coordinators, hashers and roles of a batch on the first usable
+// physical core (nil when there is none): hashers alternate over the core's logical CPUs,
+// coordinators and roles sit on its first CPU.
+func sharedLayout(l *Layout, all []*group, need, sectors, maxPer int) *Layout {
+	for _, g := range all {
+		if len(g.usable) == 0 {
+			continue
+		}
+		core := g.usable[0]
+		first := core[0]
+		var hashers []Hasher
+		for i := 0; i < need; i++ {
+			hashers = append(hashers, Hasher{CPU: core[i%len(core)], Sectors: sectors})
+		}
+		for len(hashers) > 0 {
+			n := min(len(hashers), maxPer)
+			l.Coordinators = append(l.Coordinators, Coordinator{CPU: first, Hashers: hashers[:n]})
+			hashers = hashers[n:]
+		}
+		l.Supported = true
+		l.Shared = true
+		l.Roles = &Roles{Writer: first, Reader: first, Orchestrator: first, PC2Reader: first,
+			PC2Hasher: first, PC2HasherCPU: first, PC2Writer: first, C1Reader: first}
+		l.HashersPerCore = len(core)
+		l.cores = [][]int{core}
+		l.groups = 1
+		l.NUMANodes = []int{g.NUMANode}
+		return l
+	}
+	return nil
 }
 
 // sameGroups reports whether s equals one of the scopes already listed.
@@ -712,7 +757,7 @@ func (l *Layout) Validate(t Topology, o Options) error {
 		if _, ok := groupOf[c]; !ok {
 			return fmt.Errorf("%s: CPU %d is not in the topology", what, c)
 		}
-		if prev, ok := used[c]; ok {
+		if prev, ok := used[c]; ok && !l.Shared {
 			return fmt.Errorf("CPU %d used twice (%s and %s)", c, prev, what)
 		}
 		if reserved[c] {

@@ -190,3 +190,30 @@ func TestJSONShape(t *testing.T) {
 		t.Fatalf("round trip: %v", err)
 	}
 }
+
+func TestSharedCores(t *testing.T) {
+	two := synth("GenuineIntel", 6, 1, 1, 2, 1, 1) // a 2-core development VM
+	if _, err := Calculate(two, 4, Options{}); err == nil {
+		t.Fatal("a dedicated layout for 4 sectors should not fit 2 cores")
+	}
+	o := Options{SharedCores: true, ReservedCPUs: []int{0}}
+	l, err := Calculate(two, 4, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Shared || l.PhysicalCores() != 1 || l.Hashers() != 2 || len(l.CoreCPUs()) != 1 || l.CoreCPUs()[0] != 1 {
+		t.Fatalf("shared layout: %+v cores %v", l, l.CoreCPUs())
+	}
+	if err := l.Validate(two, o); err != nil {
+		t.Fatal(err)
+	}
+	// A machine where the dedicated layout fits never gets a shared one.
+	big := synth("AuthenticAMD", 0x19, 1, 4, 8, 1, 2)
+	if l, err := Calculate(big, 32, Options{SharedCores: true}); err != nil || l.Shared {
+		t.Fatalf("big machine: shared=%v err=%v", l.Shared, err)
+	}
+	// Every core reserved: still no layout.
+	if _, err := Calculate(two, 4, Options{SharedCores: true, ReservedCPUs: []int{0, 1}}); err == nil {
+		t.Fatal("no usable core must stay unsupported")
+	}
+}

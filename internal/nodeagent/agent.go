@@ -248,7 +248,7 @@ func options(spec sealv1.SealerNodeSpec) (layout.Options, error) {
 	if err != nil {
 		return layout.Options{}, fmt.Errorf("spec.reservedCPUs: %w", err)
 	}
-	return layout.Options{HashersPerCore: int(spec.HashersPerCore), ReservedCPUs: reserved}, nil
+	return layout.Options{HashersPerCore: int(spec.HashersPerCore), ReservedCPUs: reserved, SharedCores: spec.SharedCores}, nil
 }
 
 // buildStatus computes the agent's part of the status.

@@ -57,7 +57,7 @@ func (n *Node) Layout(batchSize int) (*layout.Layout, error) {
 		r.err = fmt.Errorf("spec.reservedCPUs: %v", err)
 	} else {
 		r.l, r.err = layout.Calculate(layout.FromStatus(sn.Status.CPU), batchSize, layout.Options{
-			HashersPerCore: int(sn.Spec.HashersPerCore), ReservedCPUs: append(reserved, n.BusyCPUs...),
+			HashersPerCore: int(sn.Spec.HashersPerCore), ReservedCPUs: append(reserved, n.BusyCPUs...), SharedCores: sn.Spec.SharedCores,
 		})
 	}
 	if n.layouts == nil {
