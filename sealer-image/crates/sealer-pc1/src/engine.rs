@@ -26,6 +26,8 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 const RING_FLAG: u32 = 1 << 31;
+/// Parent served from the previous layer kept whole in memory (only when a layer fits).
+const PREV_FLAG: u32 = 1 << 30;
 const PB: usize = DEGREE * 32; // bytes of one node's parents for one sector
 
 /// A hasher thread's assignment.
@@ -134,7 +136,7 @@ pub struct LiveStats {
 
 /// Long-lived buffers of a batch run (allocated once, reused per layer).
 pub struct Buffers {
-    ring: AlignedBuf,
+    rings: Vec<AlignedBuf>,
     slot_pages: Vec<AlignedBuf>,
     _slot_tables: Vec<Mutex<Vec<u32>>>,
     tables_ptr: Vec<*mut u32>,
@@ -149,7 +151,8 @@ impl Buffers {
     pub fn new(g: &Geometry, plan: &ThreadPlan) -> Buffers {
         let k = g.chunk as usize;
         let max_pages = k * DEGREE;
-        let ring = AlignedBuf::new(g.ring as usize * g.row);
+        let nrings = if g.keep_prev_layer { 2 } else { 1 };
+        let rings = (0..nrings).map(|_| AlignedBuf::new(g.ring as usize * g.row)).collect();
         let slot_pages = (0..g.depth).map(|_| AlignedBuf::new(max_pages * PAGE)).collect();
         let slot_tables: Vec<Mutex<Vec<u32>>> = (0..g.depth).map(|_| Mutex::new(vec![0u32; k * DEGREE])).collect();
         let tables_ptr = slot_tables.iter().map(|m| m.lock().unwrap().as_mut_ptr()).collect();
@@ -158,12 +161,12 @@ impl Buffers {
             .iter()
             .map(|gr| (0..g.depth).map(|_| AlignedBuf::new(k * gr.count * PB)).collect())
             .collect();
-        Buffers { ring, slot_pages, _slot_tables: slot_tables, tables_ptr, gather, max_pages }
+        Buffers { rings, slot_pages, _slot_tables: slot_tables, tables_ptr, gather, max_pages }
     }
 
     /// Regions worth registering with the backend (ring and read slots).
     pub fn io_regions(&self) -> Vec<(*mut u8, usize)> {
-        let mut v = vec![(self.ring.as_mut_ptr(), self.ring.len().div_ceil(PAGE) * PAGE)];
+        let mut v: Vec<(*mut u8, usize)> = self.rings.iter().map(|r| (r.as_mut_ptr(), r.len().div_ceil(PAGE) * PAGE)).collect();
         for s in &self.slot_pages {
             v.push((s.as_mut_ptr(), s.len()));
         }
@@ -187,6 +190,7 @@ struct LayerShared<'a> {
     error: Mutex<Option<Pc1Error>>,
     stats: &'a LiveStats,
     slow_chunk_us: u64,
+    prev_in_memory: bool,
 }
 
 impl LayerShared<'_> {
@@ -216,7 +220,14 @@ impl LayerShared<'_> {
     }
 
     fn ring_ptr(&self, node: u64) -> *mut u8 {
-        unsafe { self.bufs.ring.as_mut_ptr().add((node % self.g.ring) as usize * self.g.row) }
+        let r = &self.bufs.rings[self.layer as usize % self.bufs.rings.len()];
+        unsafe { r.as_mut_ptr().add((node % self.g.ring) as usize * self.g.row) }
+    }
+
+    /// Row of node `p` of the previous layer when it is held in memory.
+    fn prev_ptr(&self, p: u64) -> *mut u8 {
+        let r = &self.bufs.rings[(self.layer as usize + 1) % 2];
+        unsafe { r.as_mut_ptr().add(p as usize * self.g.row) }
     }
 }
 
@@ -235,6 +246,7 @@ pub fn run_layer(
     backend_r: &mut dyn PageBackend,
     backend_w: &mut dyn PageBackend,
     stats: &LiveStats,
+    prev_in_memory: bool,
     mut on_tick: impl FnMut(u64),
 ) -> Result<(), Pc1Error> {
     let sh = LayerShared {
@@ -253,6 +265,7 @@ pub fn run_layer(
         error: Mutex::new(None),
         stats,
         slow_chunk_us: std::env::var("SEALER_TEST_SLOW_CHUNK_US").ok().and_then(|s| s.parse().ok()).unwrap_or(0),
+        prev_in_memory: prev_in_memory && g.keep_prev_layer && layer >= 2,
     };
     stats.nodes_done.store(0, Ordering::Relaxed);
     {
@@ -348,6 +361,10 @@ fn reader(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
                     table[row + kk] = RING_FLAG | p as u32;
                     continue;
                 }
+                if kk >= 6 && sh.prev_in_memory {
+                    table[row + kk] = PREV_FLAG | p as u32;
+                    continue;
+                }
                 let src_layer = if kk < 6 { sh.layer } else { sh.layer - 1 };
                 let page = p / g.npp;
                 let next = map.len() as u32;
@@ -390,7 +407,11 @@ fn coordinator(sh: &LayerShared, gi: usize, gp: &GroupPlan) -> Result<(), Aborte
                     continue;
                 }
                 unsafe {
-                    let src = pages.add(e as usize * g.row + gp.first * 32);
+                    let src = if e & PREV_FLAG != 0 {
+                        sh.prev_ptr((e & !PREV_FLAG) as u64).add(gp.first * 32)
+                    } else {
+                        pages.add(e as usize * g.row + gp.first * 32)
+                    };
                     let d0 = dst.add(vi * gs * PB + kk * 32);
                     for s in 0..gs {
                         std::ptr::copy_nonoverlapping(src.add(s * 32), d0.add(s * PB), 32);

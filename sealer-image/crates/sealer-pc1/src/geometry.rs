@@ -25,6 +25,9 @@ pub struct Geometry {
     pub ring: u64,
     /// Chunks of read-ahead.
     pub depth: u64,
+    /// Whole layers fit the cache budget twice: keep the previous layer in memory and serve
+    /// expander parents from it (small sectors only; never for 32/64 GiB batches).
+    pub keep_prev_layer: bool,
 }
 
 /// Tunables for [`Geometry::new`].
@@ -32,7 +35,7 @@ pub struct Geometry {
 pub struct Tuning {
     /// Target nodes per chunk.
     pub chunk_nodes: u64,
-    /// Memory budget of the node cache, bytes.
+    /// Memory budget of the node cache, bytes (default 1 GiB).
     pub ring_bytes: u64,
     /// Chunks of read-ahead.
     pub depth: u64,
@@ -40,7 +43,7 @@ pub struct Tuning {
 
 impl Default for Tuning {
     fn default() -> Self {
-        Tuning { chunk_nodes: 512, ring_bytes: 256 << 20, depth: 4 }
+        Tuning { chunk_nodes: 512, ring_bytes: 1 << 30, depth: 4 }
     }
 }
 
@@ -66,7 +69,8 @@ impl Geometry {
         let depth = t.depth.clamp(1, chunks.max(1));
         let budget_nodes = pow2_floor(t.ring_bytes / row as u64).max(chunk * (depth + 2));
         let ring = if budget_nodes >= padded { padded } else { budget_nodes };
-        Geometry { nodes, sectors, layers, row, npp, ppl, chunk, chunks, ring, depth }
+        let keep_prev_layer = ring == padded && padded < (1 << 30) && 2 * padded * row as u64 <= t.ring_bytes;
+        Geometry { nodes, sectors, layers, row, npp, ppl, chunk, chunks, ring, depth, keep_prev_layer }
     }
 
     /// Chunks that fit in the ring.
@@ -95,7 +99,8 @@ mod tests {
         assert_eq!(g.ring, 1 << 18);
         let g = Geometry::new(1 << 30, 128, 11, Tuning::default());
         assert_eq!(g.npp, 1);
-        assert_eq!(g.ring, 1 << 16);
+        assert_eq!(g.ring, 1 << 18);
+        assert!(!g.keep_prev_layer);
         assert!(g.ring_chunks() >= g.depth + 2);
     }
 }

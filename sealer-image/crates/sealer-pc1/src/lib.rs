@@ -307,7 +307,9 @@ fn label_layers(
         prog.start_layer(layer);
         sink.publish(prog);
         let mut last = Instant::now();
-        engine::run_layer(g, layer as u32, parents, stripe, bufs, rids, hasher, plan, be_r, be_w, stats, |nodes| {
+        // the previous layer is in memory only if this process computed it
+        let prev_in_memory = layer > done + 1;
+        engine::run_layer(g, layer as u32, parents, stripe, bufs, rids, hasher, plan, be_r, be_w, stats, prev_in_memory, |nodes| {
             if last.elapsed().as_millis() >= 250 {
                 prog.update(nodes);
                 sink.publish(prog);

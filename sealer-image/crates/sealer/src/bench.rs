@@ -21,6 +21,8 @@ pub struct BenchOptions {
     pub skip_baseline: bool,
     /// Seconds per SHA-bound measurement.
     pub sha_seconds: f64,
+    /// Node-cache budget of the sealer runs, bytes.
+    pub cache_bytes: u64,
 }
 
 /// One row of the result table.
@@ -200,13 +202,19 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
         let out = o.dir.join(format!("sealer-n{n}"));
         let _ = std::fs::remove_dir_all(&out);
         let cfg = random_config(o.sector_size, proof_id, ApiVersion::V1_1_0, n, 42 + n as u64, &o.dir.join(format!("sealer-n{n}-layers")), &out);
-        let opts = Pc1Options { tuning: Tuning::default(), restart: true, ..Default::default() };
+        let opts = Pc1Options { tuning: Tuning { ring_bytes: o.cache_bytes, ..Tuning::default() }, restart: true, ..Default::default() };
         let r0 = cpu_now();
         let rep = sealer_pc1::run_pc1(&cfg, &opts).map_err(|e| e.to_string())?;
         let cpu = cpu_now() - r0;
         let cores = cores_of(&cfg.effective_layout());
         rows.push(Row {
-            name: format!("sealer PC1, N = {n} ({} hasher threads, {:?}, {})", rep.hasher_threads, rep.kernel, rep.backend),
+            name: format!(
+                "sealer PC1, N = {n} ({} hasher threads, {:?}, {}, expanders from {})",
+                rep.hasher_threads,
+                rep.kernel,
+                rep.backend,
+                if rep.geometry.keep_prev_layer { "memory" } else { "storage" }
+            ),
             labels_per_s: rep.labels as f64 / rep.seconds,
             cores,
             seconds: rep.seconds,
@@ -247,4 +255,47 @@ pub fn render(rows: &[Row], sector_size: u64) -> String {
         );
     }
     s
+}
+
+/// `sealer bench pc2`: seconds per sector of filecoin-proofs seal_pre_commit_phase2 (CPU)
+/// vs sealfleet PC2 on a batch of `n` sectors (PC1 done first, untimed).
+pub fn run_pc2(sector_size: u64, n: usize, dir: &Path) -> Result<String, String> {
+    let size_idx = sealer_config::SECTOR_SIZES.iter().position(|s| s.0 == sector_size).ok_or("unsupported sector size")?;
+    let proof_id = 5 + size_idx as u64;
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    oracle::set_cache_env(&dir.join("fil-cache"));
+    let work = dir.join("pc2-rfp");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+    eprintln!("bench pc2: filecoin-proofs PC1+PC2 on one sector…");
+    let c0 = cpu_now();
+    let o = oracle::precommit_sector(sector_size, porep_id_for(proof_id), ApiVersion::V1_1_0, &[], [1u8; 32], 1, [2u8; 32], &work)
+        .map_err(|e| e.to_string())?;
+    let _ = c0;
+    let _ = std::fs::remove_dir_all(&work);
+    eprintln!("bench pc2: sealer PC1 (untimed) then PC2 on N = {n}…");
+    let out = dir.join(format!("pc2-sealer-n{n}"));
+    let _ = std::fs::remove_dir_all(&out);
+    let cfg = random_config(sector_size, proof_id, ApiVersion::V1_1_0, n, 77, &dir.join("pc2-sealer-layers"), &out);
+    sealer_pc1::run_pc1(&cfg, &Pc1Options { restart: true, ..Default::default() }).map_err(|e| e.to_string())?;
+    let t0 = Instant::now();
+    let c1 = cpu_now();
+    sealer_pc2::run_pc2(&cfg, false).map_err(|e| e.to_string())?;
+    let secs = t0.elapsed().as_secs_f64();
+    let cpu = cpu_now() - c1;
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(dir.join("pc2-sealer-layers"));
+    let per = secs / n as f64;
+    Ok(format!(
+        "sector size {sector_size} B, {} CPUs\n| measurement | wall s | s per sector | ratio |\n|---|---:|---:|---:|\n\
+         | filecoin-proofs seal_pre_commit_phase2 (CPU), 1 sector | {:.2} | {:.2} | 1.00× |\n\
+         | sealfleet PC2, N = {n} (CPU Poseidon, neptune; {:.1} CPU-s) | {:.2} | {:.2} | {:.2}× faster |\n",
+        sealer_config::allowed_cpus().len(),
+        o.pc2_seconds,
+        o.pc2_seconds,
+        cpu,
+        secs,
+        per,
+        o.pc2_seconds / per
+    ))
 }

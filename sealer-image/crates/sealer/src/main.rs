@@ -37,7 +37,7 @@ enum Cmd {
         #[arg(long)]
         quiet: bool,
         /// Node-cache budget in MiB.
-        #[arg(long, default_value_t = 256)]
+        #[arg(long, default_value_t = 1024)]
         cache_mib: u64,
     },
     /// PC2 for a batch whose PC1 is complete: tree-c, tree-r-last, replica, p_aux/t_aux, results.json.
@@ -112,6 +112,18 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum BenchCmd {
+    /// PC2: filecoin-proofs seal_pre_commit_phase2 vs sealer PC2, seconds per sector.
+    Pc2 {
+        /// Sector size: 2KiB, 8MiB or 512MiB.
+        #[arg(long, default_value = "8MiB")]
+        sector_size: String,
+        /// Sectors in the sealer batch.
+        #[arg(long, default_value_t = 4)]
+        batch: usize,
+        /// Work directory.
+        #[arg(long, default_value = "/dev/shm/sealer-bench")]
+        dir: PathBuf,
+    },
     /// SHA bound vs rust-fil-proofs PC1 vs sealer PC1 on N = 1, 8, 32.
     Pc1 {
         /// Sector size: 2KiB, 8MiB (quick) or 512MiB.
@@ -129,6 +141,10 @@ enum BenchCmd {
         /// Seconds per SHA-bound measurement.
         #[arg(long, default_value_t = 2.0)]
         sha_seconds: f64,
+        /// Node-cache budget of the sealer runs in MiB (a budget of 2 layers keeps the
+        /// previous layer in memory).
+        #[arg(long, default_value_t = 1024)]
+        cache_mib: u64,
     },
 }
 
@@ -266,7 +282,27 @@ fn main() -> ExitCode {
             println!("{}", serde_json::to_string_pretty(&layout).unwrap());
             ExitCode::SUCCESS
         }
-        Cmd::Bench { what: BenchCmd::Pc1 { sector_size, batches, dir, skip_baseline, sha_seconds } } => {
+        Cmd::Bench { what: BenchCmd::Pc2 { sector_size, batch, dir } } => {
+            let Some(size) = sealer_config::SECTOR_SIZES.iter().find(|s| s.1.eq_ignore_ascii_case(&sector_size)).map(|s| s.0) else {
+                eprintln!("sealer: --sector-size must be one of 2KiB, 8MiB, 512MiB");
+                return ExitCode::from(2);
+            };
+            if batch == 0 || batch > 128 || !batch.is_power_of_two() {
+                eprintln!("sealer: --batch must be a power of two from 1 to 128");
+                return ExitCode::from(2);
+            }
+            match sealer::bench::run_pc2(size, batch, &dir) {
+                Ok(t) => {
+                    println!("{t}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("sealer: bench failed: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Cmd::Bench { what: BenchCmd::Pc1 { sector_size, batches, dir, skip_baseline, sha_seconds, cache_mib } } => {
             let size = match sealer_config::SECTOR_SIZES.iter().find(|s| s.1.eq_ignore_ascii_case(&sector_size) || s.0.to_string() == sector_size) {
                 Some(s) => s.0,
                 None => {
@@ -275,7 +311,7 @@ fn main() -> ExitCode {
                 }
             };
             let batches: Vec<usize> = batches.split(',').filter_map(|s| s.trim().parse().ok()).filter(|n: &usize| n.is_power_of_two() && *n <= 128).collect();
-            let o = sealer::bench::BenchOptions { sector_size: size, batches, dir, skip_baseline, sha_seconds };
+            let o = sealer::bench::BenchOptions { sector_size: size, batches, dir, skip_baseline, sha_seconds, cache_bytes: cache_mib << 20 };
             match sealer::bench::run(&o) {
                 Ok(rows) => {
                     println!("{}", sealer::bench::render(&rows, size));

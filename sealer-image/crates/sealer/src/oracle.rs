@@ -126,6 +126,10 @@ pub struct OraclePreCommit {
     pub cache: std::path::PathBuf,
     /// The replica file.
     pub sealed: std::path::PathBuf,
+    /// Wall seconds of seal_pre_commit_phase1.
+    pub pc1_seconds: f64,
+    /// Wall seconds of seal_pre_commit_phase2.
+    pub pc2_seconds: f64,
 }
 
 /// filecoin-proofs seal_pre_commit_phase1 + phase2 for one CC sector; keeps its files.
@@ -145,13 +149,17 @@ pub fn precommit_sector(
     std::fs::create_dir_all(&cache).map_err(anyhow_lite::wrap)?;
     let sealed = work.join(format!("oracle-sealed-{sector_id}"));
     std::fs::File::create(&sealed).map_err(anyhow_lite::wrap)?;
+    let t0 = std::time::Instant::now();
     let p1 = seal_pre_commit_phase1::<_, _, _, SectorShapeBase>(
         &cfg, &cache, "/dev/zero", &sealed, prover_id, SectorId::from(sector_id), ticket, &[],
     )
     .map_err(|e| anyhow_lite::Error(format!("seal_pre_commit_phase1: {e:#}")))?;
+    let pc1_seconds = t0.elapsed().as_secs_f64();
+    let t1 = std::time::Instant::now();
     let out = filecoin_proofs::seal_pre_commit_phase2(&cfg, p1, &cache, &sealed)
         .map_err(|e| anyhow_lite::Error(format!("seal_pre_commit_phase2: {e:#}")))?;
-    Ok(OraclePreCommit { comm_r: out.comm_r, comm_d: out.comm_d, cache, sealed })
+    let pc2_seconds = t1.elapsed().as_secs_f64();
+    Ok(OraclePreCommit { comm_r: out.comm_r, comm_d: out.comm_d, cache, sealed, pc1_seconds, pc2_seconds })
 }
 
 /// filecoin-proofs seal_commit_phase1 (C1) on a cache dir and replica; its built-in sanity
