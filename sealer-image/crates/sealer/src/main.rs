@@ -103,6 +103,17 @@ enum Cmd {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Seal the config's sectors with crates.io filecoin-proofs (PC1 + PC2, one at a time) and
+    /// print their commitments in the results.json format: the reference the demo and the
+    /// e2e tests compare sealfleet's results with. Test sector sizes (2KiB, 8MiB, 512MiB) only.
+    Oracle {
+        /// Batch config (JSON); its layers and output_dir are not used.
+        #[arg(long)]
+        config: PathBuf,
+        /// Work directory for the rust-fil-proofs parent cache and the sector files.
+        #[arg(long, default_value = "/var/tmp/sealer-oracle")]
+        work: PathBuf,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -162,6 +173,9 @@ fn pc2_and_report(cfg: &BatchConfig, layer_files: bool, term: Option<PathBuf>, s
         Ok(res) => {
             let v = serde_json::json!({ "sectors": res });
             println!("{}", serde_json::to_string_pretty(&v).unwrap());
+            // One line the operator finds in the log when the termination message (4 KiB)
+            // cannot hold a large batch's results.
+            println!("SEALER_RESULTS {v}");
             if let Some(t) = term {
                 let mut s = v.to_string();
                 if s.len() > 4096 {
@@ -263,6 +277,22 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(e),
+            }
+        }
+        Cmd::Oracle { config, work } => {
+            let cfg = match load(&config) {
+                Ok(c) => c,
+                Err(e) => return fail(e),
+            };
+            match sealer::oracle::precommit_batch(&cfg, &work) {
+                Ok(v) => {
+                    println!("{}", serde_json::to_string_pretty(&v).unwrap());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("sealer oracle: {e}");
+                    ExitCode::from(1)
+                }
             }
         }
         Cmd::Calc { batch_size, config } => {

@@ -195,3 +195,30 @@ pub fn commit_phase1(
     .map_err(|e| anyhow_lite::Error(format!("seal_commit_phase1: {e:#}")))?;
     Ok(out.vanilla_proofs.len())
 }
+
+/// filecoin-proofs PC1 + PC2 for every sector of a batch config (CC sectors, base-shape test
+/// sizes), as `{"sectors": [{"sector_id", "comm_d", "comm_r"}]}` with hex commitments in the
+/// byte order rust-fil-proofs returns them, like `results.json`. Each sector's files are
+/// removed once it is sealed; the parent cache under `work` is kept for the next run.
+pub fn precommit_batch(cfg: &sealer_config::BatchConfig, work: &Path) -> anyhow_lite::Result<serde_json::Value> {
+    if cfg.sector_size > 512 << 20 {
+        return Err(anyhow_lite::Error(format!(
+            "sector size {} is not a test size: the oracle seals 2KiB, 8MiB and 512MiB sectors",
+            cfg.sector_size
+        )));
+    }
+    set_cache_env(&work.join("fil-proofs"));
+    let mut out = Vec::with_capacity(cfg.sectors.len());
+    for s in &cfg.sectors {
+        let dir = work.join(format!("sector-{}", s.sector_id));
+        std::fs::create_dir_all(&dir).map_err(anyhow_lite::wrap)?;
+        let r = precommit_sector(cfg.sector_size, cfg.porep_id, cfg.api_version, &cfg.features, s.prover_id, s.sector_id, s.ticket, &dir)?;
+        out.push(serde_json::json!({
+            "sector_id": s.sector_id,
+            "comm_d": hex::encode(r.comm_d),
+            "comm_r": hex::encode(r.comm_r),
+        }));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(serde_json::json!({ "sectors": out }))
+}
