@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -31,6 +31,8 @@ type ReleaseReconciler struct {
 	ScrubImage string
 	PullPolicy corev1.PullPolicy
 	Timeout    time.Duration
+	// HostNetwork runs scrub pods on the host network (--sealer-host-network).
+	HostNetwork bool
 }
 
 // Reconcile releases when due.
@@ -237,8 +239,9 @@ func (r *ReleaseReconciler) scrub(ctx context.Context, b *sealv1.SealBatch) (boo
 	if apierrors.IsNotFound(err) {
 		p := render.ScrubPod(render.ScrubInput{
 			Batch: b, Node: b.Status.Node, Devices: sn.Status.LayerDevices,
-			Offset: ledger.DeviceOffset(sn.Status.Slots, len(paths), *b.Status.Slot),
-			Length: placementSlotBytes(b) / int64(len(paths)),
+			Offset:      ledger.DeviceOffset(sn.Status.Slots, len(paths), *b.Status.Slot),
+			Length:      placementSlotBytes(b) / int64(len(paths)),
+			HostNetwork: r.HostNetwork,
 		}, r.ScrubImage, r.PullPolicy)
 		if b.DeletionTimestamp == nil {
 			if err := controllerutil.SetControllerReference(b, p, r.Scheme()); err != nil {

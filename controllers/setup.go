@@ -121,7 +121,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := (&ReleaseReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-release"),
-		ScrubImage: o.ScrubImage, PullPolicy: corev1.PullPolicy(o.ImagePullPolicy), Timeout: o.ReleaseTimeout}).SetupWithManager(mgr); err != nil {
+		ScrubImage: o.ScrubImage, PullPolicy: corev1.PullPolicy(o.ImagePullPolicy), Timeout: o.ReleaseTimeout, HostNetwork: o.SealerHostNetwork}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&LedgerReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)

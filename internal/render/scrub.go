@@ -20,6 +20,9 @@ type ScrubInput struct {
 	Devices []sealv1.LayerDeviceStatus
 	Offset  int64
 	Length  int64
+	// HostNetwork runs the pod on the host network (nodes without pod networking, like the
+	// sealer pods under --sealer-host-network).
+	HostNetwork bool
 }
 
 // ScrubPod renders the short pod that discards a released slot's layer ranges on its node
@@ -60,6 +63,7 @@ func ScrubPod(in ScrubInput, image string, pull corev1.PullPolicy) *corev1.Pod {
 		},
 		Spec: corev1.PodSpec{
 			NodeName: in.Node, RestartPolicy: corev1.RestartPolicyNever, Tolerations: tolerations,
+			HostNetwork:                  in.HostNetwork,
 			AutomountServiceAccountToken: ptr.To(false), EnableServiceLinks: ptr.To(false),
 			Volumes: volumes,
 			Containers: []corev1.Container{{
