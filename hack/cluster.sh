@@ -244,7 +244,7 @@ node() {
   # Paths the kubelet and the shims use outside $C: note which existed, so down removes only ours.
   if [ ! -f "$C/host/paths.preexisting" ]; then
     mkdir -p "$C/host"
-    for p in /var/lib/kubelet /var/log/containers /var/log/pods /run/containerd; do
+    for p in /var/lib/kubelet /var/log/containers /var/log/pods /run/containerd /var/lib/sealfleet; do
       [ -e "$p" ] && echo "$p"
     done > "$C/host/paths.preexisting" || true
   fi
@@ -298,7 +298,7 @@ node_down() {
     [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
   done
   if [ -f "$C/host/paths.preexisting" ]; then
-    for p in /var/lib/kubelet /var/log/containers /var/log/pods /run/containerd; do
+    for p in /var/lib/kubelet /var/log/containers /var/log/pods /run/containerd /var/lib/sealfleet; do
       grep -qxF "$p" "$C/host/paths.preexisting" || rm -rf "$p"
     done
     rm -f "$C/host/paths.preexisting"

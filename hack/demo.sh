@@ -1,0 +1,295 @@
+#!/usr/bin/env bash
+# make demo: the whole product on one machine. Builds what is missing, starts the local cluster
+# (hack/cluster.sh), installs the Helm chart, opts the real node in, seals a batch of 8 MiB CC
+# sectors with the real sealer, compares every CommR with rust-fil-proofs (`sealer oracle`),
+# waits for the slot to be released, then places a simulated backlog on the kwok fleet.
+#
+#   hack/demo.sh            all of the below, in order
+#   hack/demo.sh build      host packages, Kubernetes tools, Go binaries, the sealer, images
+#   hack/demo.sh up         the local cluster (control plane, real node, kwok fleet)
+#   hack/demo.sh install    the Helm chart into sealfleet-system (operator + node agent on the host network)
+#   hack/demo.sh node       label node 127.0.0.1, give its SealerNode a file layer device, wait until Ready
+#   hack/demo.sh seal [NAME [SECTORS]]   seal a batch on 127.0.0.1 (default cc-8mib-demo, 4 sectors), show progress
+#   hack/demo.sh compare [NAME]          CommR of each sector vs `sealer oracle` (exit 1 when one differs)
+#   hack/demo.sh release [NAME]          wait for the Released condition
+#   hack/demo.sh fleet [N]               N simulated batches (default 40) on the kwok fleet; placed/pending counts
+#   hack/demo.sh check                   what this machine can do (root, SHA-NI, hugepages)
+#
+# Everything listens on 127.0.0.1. The cluster stays up afterwards: stop it with `make cluster-down`.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export PATH=$root/bin:$PATH
+eval "$(hack/cluster.sh env)"
+
+NS=sealfleet-system
+BATCH_NS=sealfleet-batches
+NODE=127.0.0.1
+LAYER_FILE=${DEMO_LAYER_FILE:-/var/lib/sealfleet/demo/layers.img}
+SEALER=$root/sealer-image/target/release/sealer
+
+say() { printf '\033[1mdemo:\033[0m %s\n' "$*" >&2; }
+die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
+kc() { kubectl "$@"; }
+T0=$(date +%s)
+elapsed() { echo "$(( $(date +%s) - T0 ))s"; }
+
+# ---- what this machine can do ---------------------------------------------------------------
+
+check() {
+  local ok=1
+  [ "$(id -u)" = 0 ] || { say "not root: the real node (containerd, kubelet, hugepages) needs root; run as root or with sudo"; ok=0; }
+  grep -qw sha_ni /proc/cpuinfo || { say "this CPU has no SHA-NI: the sealer refuses to run without it (exit 4); the demo can only show the simulated fleet"; ok=0; }
+  [ -d /sys/kernel/mm/hugepages/hugepages-1048576kB ] ||
+    { say "no 1 GiB hugepage support in this kernel (no /sys/kernel/mm/hugepages/hugepages-1048576kB): the real node cannot offer hugepages-1Gi"; ok=0; }
+  [ "$ok" = 1 ]
+}
+
+# ---- build ----------------------------------------------------------------------------------
+
+build() {
+  say "building what is missing (host packages, Kubernetes tools, binaries, sealer, images)"
+  hack/host-deps.sh
+  hack/tools.sh k8s kwok helm kubectl
+  make -s build
+  if [ ! -x "$SEALER" ] || [ -n "$(find sealer-image/crates sealer-image/Cargo.lock -newer "$SEALER" -type f 2>/dev/null | head -1)" ]; then
+    say "building the sealer (Rust, release; the first build takes several minutes)"
+    make -s sealer
+  fi
+  hack/images.sh build
+}
+
+# ---- cluster and chart ----------------------------------------------------------------------
+
+up() {
+  hack/cluster.sh up
+  # Images rebuilt after the node started: import them (only changed ones are imported).
+  if hack/cluster.sh status | grep -q "containerd running"; then hack/images.sh import; fi
+}
+
+install() {
+  say "installing the Helm chart into $NS"
+  kc create namespace "$NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
+  kc label namespace "$NS" --overwrite pod-security.kubernetes.io/enforce=privileged \
+    pod-security.kubernetes.io/audit=privileged pod-security.kubernetes.io/warn=privileged >/dev/null
+  # CRDs come from config/crd/bases (hack/cluster.sh applies them with the fleet), so the chart
+  # does not own them here. The operator and the node agent use the host network: the real
+  # node has no pod network. Their listeners bind 127.0.0.1. The agent runs only on the real
+  # node (simulated nodes get their SealerNodes from the fleet generator). Nothing here routes
+  # Service IPs (no kube-proxy), so both reach the API server at 127.0.0.1:6443 directly.
+  helm upgrade --install sealfleet charts/sealfleet -n "$NS" --wait --timeout 3m \
+    --set crds.install=false \
+    --set image.repository=localhost/sealfleet-operator,image.tag=dev,image.pullPolicy=Never \
+    --set sealerImage.repository=localhost/sealfleet-sealer,sealerImage.tag=dev,sealerImage.pullPolicy=IfNotPresent \
+    --set operator.hostNetwork=true,operator.listenAddress=127.0.0.1,operator.sealerHostNetwork=true \
+    --set operator.leaderElect=false,operator.progressInterval=2s \
+    --set nodeAgent.hostNetwork=true,nodeAgent.listenAddress=127.0.0.1,nodeAgent.interval=10s,nodeAgent.metricsInterval=5s \
+    --set-json 'operator.extraEnv=[{"name":"KUBERNETES_SERVICE_HOST","value":"127.0.0.1"},{"name":"KUBERNETES_SERVICE_PORT","value":"6443"}]' \
+    --set-json 'nodeAgent.extraEnv=[{"name":"KUBERNETES_SERVICE_HOST","value":"127.0.0.1"},{"name":"KUBERNETES_SERVICE_PORT","value":"6443"}]' \
+    --set-json 'nodeAgent.affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"sealfleet.io/local-node","operator":"In","values":["true"]}]}]}}}' \
+    "$@" >/dev/null
+  kc -n "$NS" rollout status deploy -l app.kubernetes.io/component=operator --timeout 120s >/dev/null 2>&1 ||
+    kc -n "$NS" get pods -o wide
+  say "chart installed ($(elapsed)): $(kc -n "$NS" get pods --no-headers | awk '{printf "%s %s; ", $1, $3}')"
+}
+
+# ---- the real node --------------------------------------------------------------------------
+
+node() {
+  kc label node "$NODE" sealfleet.io/sealer=true --overwrite >/dev/null
+  mkdir -p "$(dirname "$LAYER_FILE")"
+  say "waiting for the node agent to publish SealerNode $NODE"
+  local i
+  for i in $(seq 120); do kc get sealernode "$NODE" >/dev/null 2>&1 && break; sleep 1; done
+  kc get sealernode "$NODE" >/dev/null 2>&1 || { kc -n "$NS" logs ds/sealfleet-node-agent --tail 30 >&2 || true; die "no SealerNode $NODE after 120 s"; }
+  # The admin's intent: one 256 MiB file as the layer device, one pipeline, CPU 0 for the
+  # system, and a shared-core layout (this machine is far too small for a dedicated one).
+  kc patch sealernode "$NODE" --type merge -p "{\"spec\":{\"layerDevices\":[{\"path\":\"$LAYER_FILE\",\"capacity\":\"256Mi\"}],\"pipelines\":1,\"reservedCPUs\":\"0\",\"sharedCores\":true}}" >/dev/null
+  say "waiting for SealerNode $NODE to be Ready with its layer file"
+  local ready=""
+  for i in $(seq 90); do
+    ready=$(kc get sealernode "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason} {.status.slots.total}' 2>/dev/null || true)
+    [[ "$ready" == True* ]] && [ -n "$(kc get sealernode "$NODE" -o jsonpath='{.status.slots}' 2>/dev/null)" ] && break
+    sleep 1
+  done
+  [[ "$ready" == True* ]] || { kc get sealernode "$NODE" -o yaml | sed -n '/^status:/,$p' | head -60 >&2; die "SealerNode $NODE is not Ready: $ready"; }
+  say "SealerNode $NODE Ready: $(kc get sealernode "$NODE" -o jsonpath='{.status.layerDevices[0].path} ready={.status.layerDevices[0].ready} {.status.layerDevices[0].capacityBytes} bytes; batch sizes {.status.capabilities.batchSizes}')"
+}
+
+# ---- seal on the real node ------------------------------------------------------------------
+
+# batch_yaml NAME N: N CC 8 MiB sectors 1001.. pinned to the real node.
+batch_yaml() {
+  local name=$1 n=$2 i
+  cat <<EOF
+apiVersion: sealfleet.io/v1alpha1
+kind: SealBatch
+metadata:
+  name: $name
+  namespace: $BATCH_NS
+spec:
+  sectorSize: 8MiB
+  minerID: t01000
+  placement:
+    nodeName: "$NODE"
+  sectors:
+EOF
+  for i in $(seq "$n"); do
+    printf '  - number: %d\n    ticket: "%s"\n' $((1000 + i)) "$(printf '%064x' $((0x5eed0000 + i)) )"
+  done
+}
+
+seal() {
+  local name=${1:-cc-8mib-demo} n=${2:-4}
+  kc -n "$BATCH_NS" delete sealbatch "$name" --ignore-not-found --wait=true >/dev/null
+  batch_yaml "$name" "$n" | kc apply -f - >/dev/null
+  say "SealBatch $BATCH_NS/$name: $n CC 8 MiB sectors on node $NODE"
+  local line last="" phase="" t=$(date +%s)
+  while :; do
+    line=$(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.phase}|{.status.progress.phase}|{.status.progress.layer}|{.status.progress.layers}|{.status.progress.percent}|{.status.message}' 2>/dev/null || true)
+    IFS='|' read -r phase sp layer layers pct msg <<<"$line"
+    local show="phase ${phase:-?}"
+    [ -n "$sp" ] && show+="  sealer ${sp}"
+    [ -n "$layer" ] && [ "$layer" != 0 ] && show+="  layer ${layer}/${layers}"
+    [ -n "$pct" ] && show+="  ${pct}%"
+    if [ "$show" != "$last" ]; then
+      printf '  %4ss  %s%s\n' $(( $(date +%s) - t )) "$show" "$( [ "$phase" = Pending ] || [ "$phase" = Failed ] && echo "  ($msg)")" >&2
+      last=$show
+    fi
+    case "$phase" in Completed|Failed) break ;; esac
+    (( $(date +%s) - t > ${SEAL_TIMEOUT:-900} )) && die "batch $name not done after ${SEAL_TIMEOUT:-900} s"
+    sleep 1
+  done
+  say "batch $name $phase after $(( $(date +%s) - t )) s"
+  [ "$phase" = Completed ] || { kc -n "$BATCH_NS" get sealbatch "$name" -o yaml | sed -n '/^status:/,$p' >&2; return 1; }
+}
+
+# compare NAME: each sector's CommR from the batch status next to rust-fil-proofs' value for
+# the same config (`sealer oracle`, computed on the host from the batch's sealer ConfigMap).
+compare() {
+  local name=${1:-cc-8mib-demo} tmp
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' RETURN
+  kc -n "$BATCH_NS" get configmap "$name-sealer-config" -o jsonpath='{.data.config\.json}' > "$tmp/in.json"
+  python3 - "$tmp" <<'EOF'
+import json, sys
+d = sys.argv[1]
+c = json.load(open(d + "/in.json"))
+c["output_dir"] = d + "/out"          # the oracle's own scratch; the layer paths do not matter to it
+for k in ("metrics_port", "progress_file"):
+    c.pop(k, None)
+json.dump(c, open(d + "/oracle.json", "w"))
+EOF
+  kc -n "$BATCH_NS" get sealbatch "$name" -o json > "$tmp/batch.json"
+  if ! "$SEALER" oracle --help >/dev/null 2>&1; then
+    python3 - "$tmp/batch.json" <<'EOF'
+import json, sys
+for s in json.load(open(sys.argv[1]))["status"].get("sectors", []):
+    print(f"sector {s['number']}  commR {s.get('commR', '?')}  (not compared: this sealer build has no `sealer oracle` yet)")
+EOF
+    say "$SEALER has no 'oracle' subcommand yet: rebuild the sealer (make sealer) once it lands"
+    return 2
+  fi
+  say "computing the same sectors with rust-fil-proofs (sealer oracle)"
+  (cd "$tmp" && FIL_PROOFS_PARENT_CACHE=${FIL_PROOFS_PARENT_CACHE:-/var/tmp/filecoin-parents} "$SEALER" oracle --config "$tmp/oracle.json") > "$tmp/oracle.out"
+  python3 - "$tmp/batch.json" "$tmp/oracle.out" <<'EOF'
+import json, sys
+batch = json.load(open(sys.argv[1]))
+raw = open(sys.argv[2]).read()
+oracle = json.loads(raw[raw.index("{"):])
+want = {int(s["sector_id"]): s["comm_r"].lower().removeprefix("0x") for s in oracle["sectors"]}
+bad = 0
+for s in sorted(batch["status"].get("sectors", []), key=lambda s: s["number"]):
+    got = s.get("commR", "").lower().removeprefix("0x")
+    exp = want.get(int(s["number"]))
+    if exp is not None and got == exp:
+        print(f"sector {s['number']}  commR {got}  matches rust-fil-proofs")
+    else:
+        bad += 1
+        print(f"sector {s['number']}  commR {got}  DIFFERS from rust-fil-proofs {exp}")
+if not batch["status"].get("sectors"):
+    print("no sectors in the batch status"); bad += 1
+sys.exit(1 if bad else 0)
+EOF
+}
+
+release() {
+  local name=${1:-cc-8mib-demo} i st=""
+  for i in $(seq 180); do
+    st=$(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.conditions[?(@.type=="Released")].status} {.status.conditions[?(@.type=="Released")].message}' 2>/dev/null || true)
+    [[ "$st" == True* ]] && break
+    sleep 1
+  done
+  [[ "$st" == True* ]] || die "batch $name: slot not released after 180 s: $st"
+  say "slot released: ${st#True }"
+  say "SealerNode $NODE slots: $(kc get sealernode "$NODE" -o jsonpath='{.status.slots.count} slots, {.status.freeSlots} free')"
+}
+
+# ---- the simulated fleet --------------------------------------------------------------------
+
+fleet() {
+  local n=${1:-40} i size sectors ns=$BATCH_NS
+  say "a simulated backlog: $n SealBatches of mixed sizes for the kwok fleet"
+  {
+    for i in $(seq "$n"); do
+      case $((i % 4)) in 0) size=32GiB sectors=32 ;; 1) size=32GiB sectors=16 ;; 2) size=64GiB sectors=8 ;; 3) size=32GiB sectors=64 ;; esac
+      cat <<EOF
+---
+apiVersion: sealfleet.io/v1alpha1
+kind: SealBatch
+metadata: {name: backlog-$i, namespace: $ns, labels: {sealfleet.io/demo: backlog}}
+spec:
+  sectorSize: $size
+  minerID: t01000
+  placement:
+    tolerations: [{key: kwok.x-k8s.io/node, operator: Equal, value: fake, effect: NoSchedule}]
+  sectors:
+EOF
+      local s
+      for s in $(seq "$sectors"); do printf '  - {number: %d, ticket: "%064x"}\n' $((100000 * i + s)) $((i * 1000 + s)); done
+    done
+  } | kc apply -f - >/dev/null
+  local t=$(date +%s) placed pending explained
+  while :; do
+    read -r placed pending explained < <(kc -n "$ns" get sealbatch -l sealfleet.io/demo=backlog -o json | python3 -c '
+import json, sys
+items = json.load(sys.stdin)["items"]
+placed = sum(1 for b in items if b.get("status", {}).get("node"))
+pending = [b for b in items if not b.get("status", {}).get("node")]
+explained = sum(1 for b in pending if b.get("status", {}).get("phase") == "Pending" and b["status"].get("message"))
+print(placed, len(pending), explained)')
+    (( placed + explained == n )) && break
+    (( $(date +%s) - t > 120 )) && { say "not all batches placed or explained after 120 s"; break; }
+    sleep 1
+  done
+  say "backlog after $(( $(date +%s) - t )) s: $placed placed, $pending pending ($explained with a reason)"
+  kc get sealernodes | head
+  kc -n "$ns" get sealbatch -l sealfleet.io/demo=backlog --sort-by=.metadata.creationTimestamp \
+    -o custom-columns=BATCH:.metadata.name,SIZE:.spec.sectorSize,SECTORS:.status.batchSize,PHASE:.status.phase,NODE:.status.node,SLOT:.status.slot | head -8
+  if (( pending > 0 )); then
+    say "why the pending ones wait (first 3):"
+    kc -n "$ns" get sealbatch -l sealfleet.io/demo=backlog -o jsonpath='{range .items[?(@.status.phase=="Pending")]}{.metadata.name}: {.status.message}{"\n"}{end}' | head -3
+  fi
+}
+
+all() {
+  check || die "this machine cannot run the real-node part of the demo (see above)"
+  build
+  up
+  install
+  node
+  seal cc-8mib-demo 4
+  local rc=0
+  compare cc-8mib-demo || rc=$?
+  release cc-8mib-demo
+  fleet "${DEMO_BACKLOG:-40}"
+  say "done in $(elapsed). The cluster keeps running: eval \"\$(hack/cluster.sh env)\"; kubectl get sealbatches -A"
+  say "stop it and give the machine back with: make cluster-down"
+  return $rc
+}
+
+cmd=${1:-all}; shift || true
+case "$cmd" in
+  all|build|up|install|node|seal|compare|release|fleet|check) "$cmd" "$@" ;;
+  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac
