@@ -14,6 +14,8 @@
 #   hack/demo.sh release [NAME]          wait for the Released condition
 #   hack/demo.sh fleet [N]               N simulated batches (default 40) on the kwok fleet; placed/pending counts
 #   hack/demo.sh check                   what this machine can do (root, SHA-NI, hugepages)
+#   hack/demo.sh prom                    Prometheus on 127.0.0.1:19090 scraping the operator, the node
+#                                        agent and the sealer pods (file_sd), with the chart's rules
 #
 # Everything listens on 127.0.0.1. The cluster stays up afterwards: stop it with `make cluster-down`.
 set -euo pipefail
@@ -272,6 +274,82 @@ print(placed, len(pending), explained)')
   fi
 }
 
+# ---- monitoring -----------------------------------------------------------------------------
+
+# prom: Debian's prometheus (no kubernetes_sd) on 127.0.0.1:19090. Targets come from file_sd
+# files that a small loop regenerates from the cluster every 2 s: the operator (host network,
+# 127.0.0.1:8080), the node agent (127.0.0.1:8090) and each sealer pod (127.0.0.1:9464+slot).
+# Rules: the chart's PrometheusRule rendered by helm template (PROM_HELM_ARGS adds values).
+# Both processes are recorded in the cluster's run/ folder, so hack/cluster.sh down stops them.
+prom() {
+  local C=$root/_out/cluster P=$root/_out/cluster/prometheus
+  mkdir -p "$P/sd" "$P/data"
+  # shellcheck disable=SC2086
+  helm template sealfleet charts/sealfleet -n "$NS" --set monitoring.enabled=true ${PROM_HELM_ARGS:-} |
+    python3 -c '
+import sys, yaml
+for d in yaml.safe_load_all(sys.stdin):
+    if d and d.get("kind") == "PrometheusRule":
+        yaml.safe_dump(d["spec"], sys.stdout, sort_keys=False)' > "$P/rules.yaml"
+  promtool check rules "$P/rules.yaml" >/dev/null
+  printf '%s\n' "global: {scrape_interval: 2s, evaluation_interval: 2s}" \
+    "rule_files: [\"$P/rules.yaml\"]" "scrape_configs:" > "$P/prometheus.yml"
+  local j
+  for j in operator node-agent sealer; do
+    printf '%s\n' "- job_name: sealfleet-$j" \
+      "  file_sd_configs: [{files: [\"$P/sd/$j.json\"], refresh_interval: 2s}]" >> "$P/prometheus.yml"
+  done
+  prom_targets "$P/sd"
+  _start prom-targets bash -c "while :; do '$root/hack/demo.sh' prom-targets '$P/sd' >/dev/null 2>&1; sleep 2; done"
+  _start prometheus prometheus --config.file "$P/prometheus.yml" --storage.tsdb.path "$P/data" \
+    --web.listen-address 127.0.0.1:19090 --storage.tsdb.retention.time 2h
+  local i
+  for i in $(seq 50); do curl -sf http://127.0.0.1:19090/-/ready >/dev/null && break; sleep 0.2; done
+  curl -sf http://127.0.0.1:19090/-/ready >/dev/null || { tail -20 "$C/logs/prometheus.log" >&2; die "prometheus did not start"; }
+  say "prometheus on http://127.0.0.1:19090 (rules $P/rules.yaml, targets $P/sd)"
+}
+
+# _start NAME CMD...: a background process recorded the way hack/cluster.sh records its own.
+_start() {
+  local name=$1 C=$root/_out/cluster; shift
+  local pf=$C/run/$name.pid
+  if [ -f "$pf" ] && [ -d "/proc/$(cat "$pf")" ]; then return 0; fi
+  readlink -f "$(command -v "$1")" > "$C/run/$name.exe"
+  setsid "$@" >> "$C/logs/$name.log" 2>&1 < /dev/null &
+  echo $! > "$pf"
+}
+
+# prom_targets DIR: write the file_sd target files from the cluster's pods.
+prom_targets() {
+  kc get pods -A -o json | python3 -c '
+import json, sys, os
+d = sys.argv[1]
+def write(name, targets):
+    tmp = os.path.join(d, name + ".tmp")
+    json.dump(targets, open(tmp, "w"))
+    os.replace(tmp, os.path.join(d, name))
+out = {"operator": [], "node-agent": [], "sealer": []}
+for p in json.load(sys.stdin)["items"]:
+    st, md, spec = p.get("status", {}), p["metadata"], p["spec"]
+    if st.get("phase") != "Running" or st.get("podIP") != "127.0.0.1":
+        continue
+    l = md.get("labels", {})
+    comp = l.get("app.kubernetes.io/component")
+    if comp not in out:
+        continue
+    ports = [pt["containerPort"] for c in spec["containers"] for pt in c.get("ports", [])
+             if pt.get("name") in ("metrics", None) or comp == "sealer"]
+    if not ports:
+        continue
+    labels = {"namespace": md["namespace"], "pod": md["name"], "node": spec.get("nodeName", "")}
+    if comp == "sealer":
+        labels["batch"] = l.get("sealfleet.io/batch", "")
+    out[comp].append({"targets": ["127.0.0.1:%d" % ports[0]], "labels": labels})
+for k, v in out.items():
+    write(k + ".json", v)
+' "$1"
+}
+
 all() {
   check || die "this machine cannot run the real-node part of the demo (see above)"
   build
@@ -290,6 +368,7 @@ all() {
 
 cmd=${1:-all}; shift || true
 case "$cmd" in
-  all|build|up|install|node|seal|compare|release|fleet|check) "$cmd" "$@" ;;
+  all|build|up|install|node|seal|compare|release|fleet|check|prom) "$cmd" "$@" ;;
+  prom-targets) prom_targets "$@" ;;
   *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
