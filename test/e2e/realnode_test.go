@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// demo runs one hack/demo.sh step (the same steps `make demo` runs) and returns its output.
+func demo(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(repo, "hack", "demo.sh"), args...)
+	cmd.Env = append(append(os.Environ(), "CLUSTER_DIR="+clusterDir), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// promQuery returns (labels, value) pairs of an instant query against the demo's Prometheus.
+func promQuery(q string) ([]map[string]string, []float64, error) {
+	resp, err := http.Get("http://127.0.0.1:19090/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var r struct {
+		Data struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, nil, fmt.Errorf("%v: %s", err, body)
+	}
+	var ls []map[string]string
+	var vs []float64
+	for _, s := range r.Data.Result {
+		v, _ := strconv.ParseFloat(fmt.Sprint(s.Value[1]), 64)
+		ls, vs = append(ls, s.Metric), append(vs, v)
+	}
+	return ls, vs, nil
+}
+
+// TestRealNode installs the chart, seals 4 CC 8 MiB sectors with the real sealer on node
+// 127.0.0.1, checks every CommR against rust-fil-proofs (`sealer oracle`), that the slot is
+// released and scrubbed, and, through a Prometheus scraping the run, that hasher busy-ratio
+// series exist with values in [0,1] and the hasher-utilisation alert stays silent.
+func TestRealNode(t *testing.T) {
+	if out, _ := cluster("status"); !strings.Contains(out, "kubelet running") {
+		t.Skip("no real node in this cluster (needs root; SEALFLEET_E2E_NODE=1 when the suite starts the cluster)")
+	}
+	if cpu, _ := os.ReadFile("/proc/cpuinfo"); !strings.Contains(string(cpu), " sha_ni") {
+		t.Skip("this CPU has no SHA-NI: the sealer cannot run")
+	}
+	start := time.Now()
+	step := func(env []string, args ...string) string {
+		t0 := time.Now()
+		out, err := demo(t, env, args...)
+		t.Logf("hack/demo.sh %s (%.1f s)\n%s", strings.Join(args, " "), time.Since(t0).Seconds(), out)
+		if err != nil {
+			t.Fatalf("hack/demo.sh %s: %v", strings.Join(args, " "), err)
+		}
+		return out
+	}
+	// The chart's operator replaces a local one (TestFleet's).
+	if out, err := cluster("operator-stop"); err != nil {
+		t.Fatalf("operator-stop: %v\n%s", err, out)
+	}
+	step(nil, "install")
+	step(nil, "node")
+	// Rules as the chart renders them, with the hasher alert tightened (no grace, 1 minute) so
+	// that a starved run could fire within this test.
+	step([]string{"PROM_HELM_ARGS=--set monitoring.rules.hasherUtilisation.graceMinutes=0 --set monitoring.rules.hasherUtilisation.forMinutes=1"}, "prom")
+
+	const batch = "e2e-real"
+	var (
+		mu      sync.Mutex
+		samples []float64
+		alerts  []string
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			_, vs, err := promQuery(`sealfleet_node_cpu_busy_ratio{role="hasher",node="127.0.0.1"}`)
+			ls, _, err2 := promQuery(`ALERTS{alertname=~"Sealfleet(CCX)?HasherUtilisationLow"}`)
+			mu.Lock()
+			if err == nil {
+				samples = append(samples, vs...)
+			}
+			if err2 == nil {
+				for _, l := range ls {
+					alerts = append(alerts, fmt.Sprint(l))
+				}
+			}
+			mu.Unlock()
+			time.Sleep(2 * time.Second)
+		}
+	}()
+	sealT0 := time.Now()
+	step(nil, "seal", batch, "4")
+	sealDur := time.Since(sealT0)
+	cancel()
+	<-done
+
+	out := step(nil, "compare", batch)
+	if n := strings.Count(out, "matches rust-fil-proofs"); n != 4 {
+		t.Errorf("%d of 4 sectors match rust-fil-proofs", n)
+	}
+	out = step(nil, "release", batch)
+	if !strings.Contains(out, "scrubbed") {
+		t.Errorf("release did not report a scrub: %s", out)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(samples) == 0 {
+		t.Errorf("no sealfleet_node_cpu_busy_ratio{role=\"hasher\"} series during the run")
+	}
+	lo, hi := 1.0, 0.0
+	for _, v := range samples {
+		if v < 0 || v > 1 {
+			t.Errorf("hasher busy ratio %v outside [0,1]", v)
+		}
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	if len(alerts) > 0 {
+		t.Errorf("hasher-utilisation alert active on a healthy run: %v", alerts)
+	}
+	t.Logf("BENCH realnode seal_seconds=%.1f total_seconds=%.1f hasher_busy_samples=%d min=%.2f max=%.2f",
+		sealDur.Seconds(), time.Since(start).Seconds(), len(samples), lo, hi)
+}
