@@ -174,8 +174,8 @@ fn pc2_and_report(cfg: &BatchConfig, layer_files: bool, term: Option<PathBuf>, s
             let v = serde_json::json!({ "sectors": res });
             println!("{}", serde_json::to_string_pretty(&v).unwrap());
             // One line the operator finds in the log when the termination message (4 KiB)
-            // cannot hold a large batch's results.
-            println!("SEALER_RESULTS {v}");
+            // cannot hold a large batch's results (stderr, so stdout stays one JSON document).
+            eprintln!("SEALER_RESULTS {v}");
             if let Some(t) = term {
                 let mut s = v.to_string();
                 if s.len() > 4096 {
