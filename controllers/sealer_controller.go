@@ -11,9 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -153,13 +153,14 @@ func (r *SealerReconciler) ensureConfig(ctx context.Context, b *sealv1.SealBatch
 	}
 	devs := sn.Status.LayerDevices
 	cfg, err := render.Config(render.ConfigInput{
-		Batch:       b,
-		LayerPaths:  render.LayerPaths(devs),
-		SlotOffset:  ledger.DeviceOffset(sn.Status.Slots, len(render.LayerPaths(devs)), *b.Status.Slot),
-		SlotBytes:   placementSlotBytes(b),
-		Layout:      layJSON,
-		OutputDir:   render.OutputDir(b),
-		MetricsPort: r.metricsPort(b),
+		Batch:          b,
+		LayerPaths:     render.LayerPaths(devs),
+		SlotOffset:     ledger.DeviceOffset(sn.Status.Slots, len(render.LayerPaths(devs)), *b.Status.Slot),
+		SlotBytes:      placementSlotBytes(b),
+		Layout:         layJSON,
+		OutputDir:      render.OutputDir(b),
+		MetricsPort:    r.metricsPort(b),
+		MetricsAddress: r.Pod.MetricsAddress,
 	})
 	if err != nil {
 		return r.fail(ctx, b, ReasonInvalidSpec, err.Error())

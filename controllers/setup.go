@@ -5,6 +5,8 @@ package controllers
 
 import (
 	"flag"
+	"fmt"
+	"net"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +26,7 @@ type Options struct {
 	ImagePullPolicy   string
 	SealerHostNetwork bool
 	SealerMetricsPort int
+	SealerMetricsAddr string
 	MemoryBase        string
 	MemoryPerSector   string
 	ProgressInterval  time.Duration
@@ -43,6 +46,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ImagePullPolicy, "image-pull-policy", "IfNotPresent", "pull policy of sealer and scrub pods")
 	fs.BoolVar(&o.SealerHostNetwork, "sealer-host-network", false, "run sealer pods on the host network (nodes without pod networking)")
 	fs.IntVar(&o.SealerMetricsPort, "sealer-metrics-port", 9464, "port of the sealer's /metrics and /progress; with host networking, slot i uses port+i")
+	fs.StringVar(&o.SealerMetricsAddr, "sealer-metrics-address", "", "address the sealer's metrics port listens on (empty: all addresses of the pod; use the node's scrape address, e.g. 127.0.0.1, with host networking)")
 	fs.StringVar(&o.MemoryBase, "sealer-memory-base", "2Gi", "memory (besides hugepages) of every sealer pod")
 	fs.StringVar(&o.MemoryPerSector, "sealer-memory-per-sector", "256Mi", "memory added per sector of the batch")
 	fs.DurationVar(&o.ProgressInterval, "progress-interval", 10*time.Second, "how often a running sealer's progress is read")
@@ -77,6 +81,9 @@ func (o *Options) defaults() {
 }
 
 func (o *Options) podOptions() (render.PodOptions, error) {
+	if o.SealerMetricsAddr != "" && net.ParseIP(o.SealerMetricsAddr) == nil {
+		return render.PodOptions{}, fmt.Errorf("--sealer-metrics-address %q is not an IP address", o.SealerMetricsAddr)
+	}
 	base, err := resource.ParseQuantity(o.MemoryBase)
 	if err != nil {
 		return render.PodOptions{}, err
@@ -88,7 +95,7 @@ func (o *Options) podOptions() (render.PodOptions, error) {
 	return render.PodOptions{
 		Image: o.SealerImage, ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
 		HostNetwork: o.SealerHostNetwork, MemoryBase: base, MemoryPerSector: per,
-		MetricsPort: o.SealerMetricsPort,
+		MetricsPort: o.SealerMetricsPort, MetricsAddress: o.SealerMetricsAddr,
 	}, nil
 }
 

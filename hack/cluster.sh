@@ -336,7 +336,7 @@ operator() {
   stop manager
   (export KUBECONFIG=$C/pki/admin.kubeconfig
    start manager "$bin/manager" --leader-elect=false --metrics-bind-address 127.0.0.1:18080 \
-     --health-probe-bind-address 127.0.0.1:18081 --sealer-host-network "$@")
+     --health-probe-bind-address 127.0.0.1:18081 --sealer-host-network --sealer-metrics-address 127.0.0.1 "$@")
   wait_for manager 60 curl -sf http://127.0.0.1:18081/readyz
   log "operator running (pid $(cat "$(pidfile manager)"), log $C/logs/manager.log)"
 }

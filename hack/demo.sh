@@ -83,7 +83,7 @@ install() {
     --set crds.install=false \
     --set image.repository=localhost/sealfleet-operator,image.tag=dev,image.pullPolicy=Never \
     --set sealerImage.repository=localhost/sealfleet-sealer,sealerImage.tag=dev,sealerImage.pullPolicy=IfNotPresent \
-    --set operator.hostNetwork=true,operator.listenAddress=127.0.0.1,operator.sealerHostNetwork=true \
+    --set operator.hostNetwork=true,operator.listenAddress=127.0.0.1,operator.sealerHostNetwork=true,operator.sealerMetricsAddress=127.0.0.1 \
     --set operator.leaderElect=false,operator.progressInterval=2s \
     --set nodeAgent.hostNetwork=true,nodeAgent.listenAddress=127.0.0.1,nodeAgent.interval=10s,nodeAgent.metricsInterval=5s \
     --set-json 'operator.extraEnv=[{"name":"KUBERNETES_SERVICE_HOST","value":"127.0.0.1"},{"name":"KUBERNETES_SERVICE_PORT","value":"6443"}]' \

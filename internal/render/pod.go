@@ -44,6 +44,8 @@ type PodOptions struct {
 	MemoryBase      resource.Quantity
 	MemoryPerSector resource.Quantity
 	MetricsPort     int
+	// MetricsAddress is the sealer's listen address ("" = all addresses of the pod).
+	MetricsAddress string
 }
 
 // PodInput is what was decided for this attempt.

@@ -75,7 +75,8 @@ func testBatch() *sealv1.SealBatch {
 }
 
 func TestConfig(t *testing.T) {
-	cfg, err := Config(ConfigInput{Batch: testBatch(), LayerPaths: []string{"/dev/nvme1n1", "/dev/nvme2n1"}, SlotOffset: 1 << 40, OutputDir: "/output/ns/b"})
+	cfg, err := Config(ConfigInput{Batch: testBatch(), LayerPaths: []string{"/dev/nvme1n1", "/dev/nvme2n1"}, SlotOffset: 1 << 40, OutputDir: "/output/ns/b",
+		MetricsPort: 9465, MetricsAddress: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +88,9 @@ func TestConfig(t *testing.T) {
 	}
 	if cfg.Sectors[0].Ticket != strings.Repeat("ab", 32) || cfg.Sectors[0].CommD != "" || !strings.HasPrefix(cfg.Sectors[1].CommD, "077e5fde") {
 		t.Errorf("sectors: %+v", cfg.Sectors)
+	}
+	if cfg.MetricsPort != 9465 || cfg.MetricsAddress != "127.0.0.1" {
+		t.Errorf("metrics listener: %d %q", cfg.MetricsPort, cfg.MetricsAddress)
 	}
 	if cfg.Layers.SlotOffset != 1<<40 || len(cfg.Layers.Paths) != 2 {
 		t.Errorf("layers: %+v", cfg.Layers)

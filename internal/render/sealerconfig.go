@@ -27,6 +27,7 @@ type SealerConfig struct {
 	Layout         json.RawMessage `json:"layout,omitempty"`
 	ProgressFile   string          `json:"progress_file,omitempty"`
 	MetricsPort    int             `json:"metrics_port,omitempty"`
+	MetricsAddress string          `json:"metrics_address,omitempty"`
 	PC2Engine      string          `json:"pc2_engine,omitempty"`
 	Batch          string          `json:"batch,omitempty"`
 	RegisteredName string          `json:"registered_proof_name,omitempty"`
@@ -106,6 +107,8 @@ type ConfigInput struct {
 	Layout      json.RawMessage
 	OutputDir   string
 	MetricsPort int
+	// MetricsAddress is the sealer's listen address ("" = all addresses of the pod).
+	MetricsAddress string
 }
 
 // Config renders the sealer config for a placed batch.
@@ -135,6 +138,7 @@ func Config(in ConfigInput) (*SealerConfig, error) {
 		OutputDir:      in.OutputDir,
 		Layout:         in.Layout,
 		MetricsPort:    in.MetricsPort,
+		MetricsAddress: in.MetricsAddress,
 		PC2Engine:      string(b.Spec.PC2Engine),
 		Batch:          b.Namespace + "/" + b.Name,
 		RegisteredName: sealv1.RegisteredProof(b.Spec.SectorSize, proof),

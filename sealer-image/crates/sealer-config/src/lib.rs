@@ -192,6 +192,9 @@ pub struct BatchConfig {
     pub progress_file: Option<PathBuf>,
     /// Optional HTTP port for `/progress` and `/metrics`.
     pub metrics_port: Option<u16>,
+    /// Address the metrics port listens on (default 0.0.0.0: every address of the pod;
+    /// on the host network give the node address to scrape, or 127.0.0.1).
+    pub metrics_address: std::net::IpAddr,
 }
 
 #[derive(Deserialize)]
@@ -221,6 +224,7 @@ struct RawConfig {
     layout: Option<serde_json::Value>,
     progress_file: Option<serde_json::Value>,
     metrics_port: Option<serde_json::Value>,
+    metrics_address: Option<serde_json::Value>,
 }
 
 fn as_str<'a>(field: &str, v: &'a serde_json::Value) -> Result<&'a str, ConfigError> {
@@ -495,6 +499,12 @@ impl BatchConfig {
                 Some(p as u16)
             }
         };
+        let metrics_address = match &raw.metrics_address {
+            None | Some(serde_json::Value::Null) => std::net::IpAddr::from([0, 0, 0, 0]),
+            Some(v) => as_str("metrics_address", v)?
+                .parse()
+                .or_else(|_| err("metrics_address", format!("{v} is not an IP address; use e.g. 127.0.0.1 or 0.0.0.0")))?,
+        };
 
         Ok(BatchConfig {
             sector_size,
@@ -507,6 +517,7 @@ impl BatchConfig {
             layout,
             progress_file,
             metrics_port,
+            metrics_address,
         })
     }
 
@@ -555,6 +566,7 @@ impl BatchConfig {
         }
         if let Some(p) = self.metrics_port {
             v["metrics_port"] = p.into();
+            v["metrics_address"] = self.metrics_address.to_string().into();
         }
         v
     }
@@ -583,6 +595,21 @@ mod tests {
         assert_eq!(c.num_layers(), 2);
         assert_eq!(c.sectors[0].sector_id, 1234);
         assert_eq!(c.layers.paths.len(), 2);
+    }
+
+    #[test]
+    fn metrics_address_defaults_to_all_and_is_checked() {
+        let c = BatchConfig::from_json(&base().to_string()).unwrap();
+        assert_eq!(c.metrics_address.to_string(), "0.0.0.0");
+        let mut v = base();
+        v["metrics_port"] = 9464.into();
+        v["metrics_address"] = "127.0.0.1".into();
+        let c = BatchConfig::from_json(&v.to_string()).unwrap();
+        assert_eq!(c.metrics_address.to_string(), "127.0.0.1");
+        let again = BatchConfig::from_json(&c.to_json().to_string()).unwrap();
+        assert_eq!(again.metrics_address, c.metrics_address);
+        v["metrics_address"] = "localhost:1".into();
+        assert_eq!(field_of(v), "metrics_address");
     }
 
     #[test]

@@ -135,7 +135,7 @@ impl ProgressSink {
     pub fn new(cfg: &BatchConfig, bar: bool) -> Result<Self, Pc1Error> {
         let shared = Arc::new(Mutex::new(Shared { doc: serde_json::json!({"phase": "pc1", "state": "starting"}), stats: None }));
         if let Some(port) = cfg.metrics_port {
-            let l = std::net::TcpListener::bind(("0.0.0.0", port))
+            let l = std::net::TcpListener::bind((cfg.metrics_address, port))
                 .map_err(|e| Pc1Error::Input(format!("metrics_port {port}: cannot listen: {e}")))?;
             let sh = shared.clone();
             std::thread::Builder::new()
