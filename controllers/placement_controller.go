@@ -252,7 +252,7 @@ func (r *PlacementReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("placement").
-		Watches(&sealv1.SealBatch{}, toQueue).
+		Watches(&sealv1.SealBatch{}, toQueue, builder.WithPredicates(batchSchedulingChanged)).
 		Watches(&sealv1.SealerNode{}, toQueue, builder.WithPredicates(sealerNodeChanged)).
 		Watches(&corev1.Node{}, toQueue, builder.WithPredicates(nodeSchedulingChanged)).
 		Complete(r)

@@ -93,6 +93,20 @@ var sealerNodeChanged = predicate.Funcs{
 	},
 }
 
+// batchSchedulingChanged passes batch updates that can change a scheduling decision: a spec
+// edit, or a phase or node change (capacity taken or freed). Progress, condition and
+// unschedulable-reason writes (the bulk of status traffic) do not rerun the queue.
+var batchSchedulingChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*sealv1.SealBatch)
+		n, ok2 := e.ObjectNew.(*sealv1.SealBatch)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return o.Generation != n.Generation || o.Status.Phase != n.Status.Phase || o.Status.Node != n.Status.Node
+	},
+}
+
 // nodeSchedulingChanged passes Node updates that change labels, taints or cordon; heartbeats
 // (status-only updates) are dropped.
 var nodeSchedulingChanged = predicate.Funcs{
