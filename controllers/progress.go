@@ -27,7 +27,7 @@ type ProgressReport struct {
 	Layer      int32   `json:"layer"`
 	Layers     int32   `json:"layers"`
 	Percent    float64 `json:"percent"`
-	Rate       float64 `json:"rate"`
+	Rate       float64 `json:"rate_labels_per_s"`
 	ETASeconds float64 `json:"eta_seconds"`
 }
 

@@ -240,7 +240,7 @@ func (r *ReleaseReconciler) scrub(ctx context.Context, b *sealv1.SealBatch) (boo
 		p := render.ScrubPod(render.ScrubInput{
 			Batch: b, Node: b.Status.Node, Devices: sn.Status.LayerDevices,
 			Offset:      ledger.DeviceOffset(sn.Status.Slots, len(paths), *b.Status.Slot),
-			Length:      placementSlotBytes(b) / int64(len(paths)),
+			Length:      sn.Status.Slots.SlotBytes / int64(len(paths)), // the slot's whole share of each device
 			HostNetwork: r.HostNetwork,
 		}, r.ScrubImage, r.PullPolicy)
 		if b.DeletionTimestamp == nil {

@@ -156,7 +156,6 @@ func (r *SealerReconciler) ensureConfig(ctx context.Context, b *sealv1.SealBatch
 		Batch:          b,
 		LayerPaths:     render.LayerPaths(devs),
 		SlotOffset:     ledger.DeviceOffset(sn.Status.Slots, len(render.LayerPaths(devs)), *b.Status.Slot),
-		SlotBytes:      placementSlotBytes(b),
 		Layout:         layJSON,
 		OutputDir:      render.OutputDir(b),
 		MetricsPort:    r.metricsPort(b),
@@ -180,10 +179,6 @@ func (r *SealerReconciler) ensureConfig(ctx context.Context, b *sealv1.SealBatch
 		return err
 	}
 	return nil
-}
-
-func placementSlotBytes(b *sealv1.SealBatch) int64 {
-	return int64(b.Spec.SectorSize.Layers()) * int64(b.Spec.SectorSize.Bytes()) * int64(len(b.Spec.Sectors))
 }
 
 // startAttempt creates the sealer pod of an attempt and records it. Creating first and

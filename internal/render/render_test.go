@@ -92,7 +92,7 @@ func TestConfig(t *testing.T) {
 	if cfg.MetricsPort != 9465 || cfg.MetricsAddress != "127.0.0.1" {
 		t.Errorf("metrics listener: %d %q", cfg.MetricsPort, cfg.MetricsAddress)
 	}
-	if cfg.Layers.SlotOffset != 1<<40 || len(cfg.Layers.Paths) != 2 {
+	if cfg.Layers.SlotOffset != 1<<40/4096 || len(cfg.Layers.Paths) != 2 {
 		t.Errorf("layers: %+v", cfg.Layers)
 	}
 }

@@ -41,12 +41,15 @@ type SealerSector struct {
 	CommD    string `json:"comm_d,omitempty"`
 }
 
-// SealerLayers says where the layers live: the allocated devices only, and the slot's offset.
+// SealerLayers says where the layers live: the allocated devices only, and where the slot
+// starts on each, in 4 KiB blocks (the sealer's unit).
 type SealerLayers struct {
 	Paths      []string `json:"paths"`
 	SlotOffset int64    `json:"slot_offset"`
-	SlotBytes  int64    `json:"slot_bytes,omitempty"`
 }
+
+// BlockSize is the sealer's page and block size.
+const BlockSize = 4096
 
 // ProverID is the 32-byte prover id of a miner address (f0…/t0…): the actor id as an
 // unsigned LEB128 varint (the ID address payload), zero-padded.
@@ -100,10 +103,10 @@ func CommD(field, s string) ([32]byte, error) {
 
 // ConfigInput is what the operator decided for the batch.
 type ConfigInput struct {
-	Batch       *sealv1.SealBatch
-	LayerPaths  []string
+	Batch      *sealv1.SealBatch
+	LayerPaths []string
+	// SlotOffset is the slot's start on every layer device, in bytes (4 KiB aligned).
 	SlotOffset  int64
-	SlotBytes   int64
 	Layout      json.RawMessage
 	OutputDir   string
 	MetricsPort int
@@ -114,6 +117,9 @@ type ConfigInput struct {
 // Config renders the sealer config for a placed batch.
 func Config(in ConfigInput) (*SealerConfig, error) {
 	b := in.Batch
+	if in.SlotOffset%BlockSize != 0 {
+		return nil, fmt.Errorf("slot offset %d is not 4 KiB aligned", in.SlotOffset)
+	}
 	if !b.Spec.SectorSize.Valid() {
 		return nil, fmt.Errorf("spec.sectorSize %q is not supported", b.Spec.SectorSize)
 	}
@@ -134,7 +140,7 @@ func Config(in ConfigInput) (*SealerConfig, error) {
 		PoRepID:        hex.EncodeToString(porep[:]),
 		APIVersion:     proof.APIVersion(),
 		Features:       proof.Features(),
-		Layers:         SealerLayers{Paths: in.LayerPaths, SlotOffset: in.SlotOffset, SlotBytes: in.SlotBytes},
+		Layers:         SealerLayers{Paths: in.LayerPaths, SlotOffset: in.SlotOffset / BlockSize},
 		OutputDir:      in.OutputDir,
 		Layout:         in.Layout,
 		MetricsPort:    in.MetricsPort,
