@@ -68,7 +68,7 @@ test-chart: ## Helm chart: helm lint, template assertions, promtool check/test o
 .PHONY: test-e2e
 test-e2e: build sealer ## End-to-end on the local cluster (root): simulated fleet scenario, real-node batch.
 	hack/tools.sh k8s kwok helm kubectl
-	SEALFLEET_E2E=1 go test -count=1 -v -timeout 45m ./test/e2e
+	SEALFLEET_E2E=1 SEALFLEET_E2E_NODE=1 go test -count=1 -v -timeout 45m ./test/e2e
 
 ##@ Local cluster
 

@@ -40,7 +40,8 @@ running() {
   local pid; pid=$(cat "$f")
   [ -d "/proc/$pid" ] || return 1
   local exe; exe=$(readlink "/proc/$pid/exe" 2>/dev/null || true)
-  [ "$exe" = "$(cat "$C/run/$1.exe" 2>/dev/null)" ]
+  # A rebuilt binary leaves the running process's exe as "<path> (deleted)": still ours.
+  [ "${exe% (deleted)}" = "$(cat "$C/run/$1.exe" 2>/dev/null)" ]
 }
 
 # start NAME BINARY ARGS...: start in its own session, log to logs/NAME.log, remember the pid.
