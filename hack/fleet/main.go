@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
@@ -343,30 +342,17 @@ func SealerNode(f *Fleet, m machine, now time.Time) *sealv1.SealerNode {
 		st.GPUs = append(st.GPUs, sealv1.GPU{PCIAddress: fmt.Sprintf("0000:%02x:00.0", 0xc1+i), Vendor: "0x10de", Model: model, NUMANode: numaOf(i, t.GPUs)})
 	}
 	lt := m.topo.Layout()
-	ok, unsupported := layout.SupportedBatchSizes(lt, layout.Options{})
-	caps := &sealv1.Capabilities{HashersPerCore: int32(layout.HashersPerCore(lt, layout.Options{}))}
-	for _, n := range ok {
-		caps.BatchSizes = append(caps.BatchSizes, int32(n))
-	}
-	var keys []int
-	for n := range unsupported {
-		keys = append(keys, n)
-	}
-	sort.Ints(keys)
-	for _, n := range keys {
-		caps.Unsupported = append(caps.Unsupported, sealv1.UnsupportedBatchSize{BatchSize: int32(n), Reason: unsupported[n]})
-	}
-	st.Capabilities = caps
+	st.Capabilities = layout.Capabilities(lt, layout.Options{})
 	st.FreeCores = int32(m.topo.Cores)
 	ts := metav1.NewTime(now.Truncate(time.Second))
 	st.LastScanTime = &ts
-	ready, reason, msg := metav1.ConditionTrue, "Ready", fmt.Sprintf("simulated %s, batch sizes %v", t.Name, ok)
+	ready, reason, msg := metav1.ConditionTrue, "Ready", fmt.Sprintf("simulated %s, batch sizes %v", t.Name, st.Capabilities.BatchSizes)
 	switch {
 	case t.NotReady != "":
 		ready, reason, msg = metav1.ConditionFalse, "Simulated", t.NotReady
 	case !m.topo.CPU.SHANI:
 		ready, reason, msg = metav1.ConditionFalse, "NoSHANI", "CPU lacks the SHA extensions (sha_ni)"
-	case len(ok) == 0:
+	case len(st.Capabilities.BatchSizes) == 0:
 		ready, reason, msg = metav1.ConditionFalse, "NoSupportedBatchSize", "no batch size fits this CPU"
 	}
 	st.Conditions = []metav1.Condition{

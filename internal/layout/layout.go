@@ -798,3 +798,22 @@ func (l *Layout) Validate(t Topology, o Options) error {
 	}
 	return nil
 }
+
+// Capabilities is what a SealerNode publishes for a machine: the batch sizes it can run, the
+// reason for each it cannot (in batch-size order), and the hashers per core in use.
+func Capabilities(t Topology, o Options) *v1alpha1.Capabilities {
+	ok, unsupported := SupportedBatchSizes(t, o)
+	caps := &v1alpha1.Capabilities{HashersPerCore: int32(HashersPerCore(t, o))}
+	for _, n := range ok {
+		caps.BatchSizes = append(caps.BatchSizes, int32(n))
+	}
+	keys := make([]int, 0, len(unsupported))
+	for n := range unsupported {
+		keys = append(keys, n)
+	}
+	sort.Ints(keys)
+	for _, n := range keys {
+		caps.Unsupported = append(caps.Unsupported, v1alpha1.UnsupportedBatchSize{BatchSize: int32(n), Reason: unsupported[n]})
+	}
+	return caps
+}

@@ -270,22 +270,9 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, topo *topology.Topology, prep
 
 	lt := topo.Layout()
 	opts, oerr := options(sn.Spec)
-	var ok []int
-	unsupported := map[int]string{}
+	caps := &sealv1.Capabilities{}
 	if oerr == nil {
-		ok, unsupported = layout.SupportedBatchSizes(lt, opts)
-		caps := &sealv1.Capabilities{HashersPerCore: int32(layout.HashersPerCore(lt, opts))}
-		for _, n := range ok {
-			caps.BatchSizes = append(caps.BatchSizes, int32(n))
-		}
-		var keys []int
-		for n := range unsupported {
-			keys = append(keys, n)
-		}
-		sort.Ints(keys)
-		for _, n := range keys {
-			caps.Unsupported = append(caps.Unsupported, sealv1.UnsupportedBatchSize{BatchSize: int32(n), Reason: unsupported[n]})
-		}
+		caps = layout.Capabilities(lt, opts)
 		st.Capabilities = caps
 	}
 	st.FreeCores = int32(freeCores(lt, opts.ReservedCPUs, batches))
@@ -341,14 +328,18 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, topo *topology.Topology, prep
 		set(CondReady, false, ReasonNoSHANI, fmt.Sprintf("CPU %q lacks the SHA extensions (sha_ni)", topo.CPU.Model))
 	case oerr != nil:
 		set(CondReady, false, ReasonBadSpec, oerr.Error())
-	case len(ok) == 0:
-		set(CondReady, false, ReasonNoBatchSize, "no batch size fits this CPU: "+unsupported[1])
+	case len(caps.BatchSizes) == 0:
+		why := ""
+		if len(caps.Unsupported) > 0 {
+			why = caps.Unsupported[0].Reason // batch size 1, the smallest
+		}
+		set(CondReady, false, ReasonNoBatchSize, "no batch size fits this CPU: "+why)
 	case len(bad) > 0:
 		set(CondReady, false, ReasonDevicesNotReady, fmt.Sprintf("%d of %d layer devices not ready", len(bad), len(prep.Devices)))
 	case len(short) > 0:
 		set(CondReady, false, ReasonHugepagesShort, "1Gi hugepages below target")
 	default:
-		set(CondReady, true, ReasonReady, fmt.Sprintf("batch sizes %v", ok))
+		set(CondReady, true, ReasonReady, fmt.Sprintf("batch sizes %v", caps.BatchSizes))
 	}
 	// Keep only the agent's condition types: others belong to other writers.
 	mine := map[string]bool{CondReady: true, CondDegraded: true, CondHugepagesShort: true, CondDevicesNotReady: true}
