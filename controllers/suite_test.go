@@ -179,11 +179,7 @@ func (h *harness) addNode(name string, slots int32, hugepages int64, labels map[
 		h.t.Fatal(err)
 	}
 	cpu := topology()
-	ok, _ := layout.SupportedBatchSizes(layout.FromStatus(cpu), layout.Options{})
-	caps := &sealv1.Capabilities{HashersPerCore: 2}
-	for _, n := range ok {
-		caps.BatchSizes = append(caps.BatchSizes, int32(n))
-	}
+	caps := layout.Capabilities(layout.FromStatus(cpu), layout.Options{})
 	status := sealv1.SealerNodeStatus{
 		CPU:          cpu,
 		Capabilities: caps,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/sealfleet/sealfleet/internal/testutil"
 	"os"
 	"path/filepath"
 	"testing"
@@ -77,21 +78,5 @@ func TestFixtureLayouts(t *testing.T) {
 
 func check(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/layout -update)", err)
-	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s differs from golden; run with -update and review the diff", path)
-	}
+	testutil.Golden(t, filepath.Join("testdata", name), got, *update, "./internal/layout")
 }

@@ -2,8 +2,7 @@ package nodeagent
 
 import (
 	"context"
-	"io/fs"
-	"os"
+	"github.com/sealfleet/sealfleet/internal/testutil"
 	"path/filepath"
 	"testing"
 	"time"
@@ -19,35 +18,7 @@ import (
 
 // copyFixture makes a writable copy of a fixture machine (nodeprep may write to it).
 func copyFixture(t *testing.T, name string) string {
-	t.Helper()
-	src := filepath.Join("..", "topology", "testdata", name)
-	dst := t.TempDir()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		out := filepath.Join(dst, rel)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			l, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(l, out)
-		case d.IsDir():
-			return os.MkdirAll(out, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(out, b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dst
+	return testutil.CopyTree(t, filepath.Join("..", "topology", "testdata", name))
 }
 
 // TestAgentPublishesStatus runs the agent against a real API server: it creates the

@@ -1,7 +1,7 @@
 package nodeprep
 
 import (
-	"io/fs"
+	"github.com/sealfleet/sealfleet/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,41 +13,8 @@ import (
 	"github.com/sealfleet/sealfleet/internal/topology"
 )
 
-// copyTree copies a fixture tree (files and relative symlinks) into a temp dir.
-func copyTree(t *testing.T, src string) string {
-	t.Helper()
-	dst := t.TempDir()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		out := filepath.Join(dst, rel)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			l, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(l, out)
-		case d.IsDir():
-			return os.MkdirAll(out, 0o755)
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(out, b, 0o644)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
-
 func setup(t *testing.T) (string, *topology.Topology) {
-	root := copyTree(t, "../topology/testdata/tr-pro-5975wx")
+	root := testutil.CopyTree(t, "../topology/testdata/tr-pro-5975wx")
 	topo, err := topology.Discover(root)
 	if err != nil {
 		t.Fatal(err)

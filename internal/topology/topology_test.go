@@ -1,9 +1,9 @@
 package topology
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
+	"github.com/sealfleet/sealfleet/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,23 +33,7 @@ func fixtures(t *testing.T) []string {
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/topology -update)", err)
-	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s differs from golden; run with -update and review the diff", path)
-	}
+	testutil.Golden(t, filepath.Join("testdata", "golden", name), got, *update, "./internal/topology")
 }
 
 func TestDiscoverGolden(t *testing.T) {
