@@ -21,10 +21,13 @@ func main() {
 		metricsAddr, probeAddr string
 		leaderElect            bool
 		opts                   controllers.Options
+		apiQPS, apiBurst       int
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "elect a leader so that only one replica acts")
+	flag.IntVar(&apiQPS, "kube-api-qps", 100, "queries per second to the API server")
+	flag.IntVar(&apiBurst, "kube-api-burst", 200, "burst of queries to the API server")
 	opts.BindFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -32,7 +35,10 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg := ctrl.GetConfigOrDie()
+	// client-go's default 20 QPS throttles releases of a large fleet (several writes each).
+	cfg.QPS, cfg.Burst = float32(apiQPS), apiBurst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 kube.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,

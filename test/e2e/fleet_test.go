@@ -269,7 +269,7 @@ func TestFleet(t *testing.T) {
 	}
 	cleanup := func() {
 		_ = k8s.DeleteAllOf(ctx, &sealv1.SealBatch{}, client.InNamespace(fleetNS))
-		eventually(t, 5*time.Minute, "all batches released and gone", func(ctx context.Context) (bool, string) {
+		eventually(t, 10*time.Minute, "all batches released and gone", func(ctx context.Context) (bool, string) {
 			var list sealv1.SealBatchList
 			if err := k8s.List(ctx, &list, client.InNamespace(fleetNS)); err != nil {
 				return false, err.Error()
