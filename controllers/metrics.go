@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,9 +42,9 @@ var (
 	metricBatchTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sealfleet_batch_transitions_total", Help: "Batch phase transitions.",
 	}, []string{"phase"})
-	metricBatchPhaseSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sealfleet_batch_phase_seconds", Help: "Seconds a batch has spent in its current phase.",
-	}, []string{"namespace", "batch", "phase", "node", "sector_size", "sectors"})
+	metricBatchPhaseSeconds = &phaseClock{desc: prometheus.NewDesc("sealfleet_batch_phase_seconds",
+		"Seconds a batch has spent in its current phase.",
+		[]string{"namespace", "batch", "phase", "node", "sector_size", "sectors"}, nil)}
 	metricBatchProgress = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sealfleet_batch_progress_ratio", Help: "Progress of a running batch, 0-1, as last read from its sealer.",
 	}, []string{"namespace", "batch", "node"})
@@ -57,9 +58,9 @@ func init() {
 
 // exportBatchMetrics sets the per-phase counts and, for batches not yet finished, how long
 // they have been in their phase (what the "stuck in a phase" alert reads).
-func exportBatchMetrics(batches []sealv1.SealBatch, now time.Time) {
+func exportBatchMetrics(batches []sealv1.SealBatch) {
 	counts := map[sealv1.SealBatchPhase]int{}
-	metricBatchPhaseSeconds.Reset()
+	var running []phaseEntry
 	for i := range batches {
 		b := &batches[i]
 		phase := b.Status.Phase
@@ -74,9 +75,10 @@ func exportBatchMetrics(batches []sealv1.SealBatch, now time.Time) {
 		if c := phaseSince(b); !c.IsZero() {
 			since = c
 		}
-		metricBatchPhaseSeconds.WithLabelValues(b.Namespace, b.Name, string(phase), b.Status.Node,
-			string(b.Spec.SectorSize), strconv.Itoa(len(b.Spec.Sectors))).Set(now.Sub(since).Seconds())
+		running = append(running, phaseEntry{since: since, labels: []string{b.Namespace, b.Name, string(phase),
+			b.Status.Node, string(b.Spec.SectorSize), strconv.Itoa(len(b.Spec.Sectors))}})
 	}
+	metricBatchPhaseSeconds.set(running)
 	for _, p := range []sealv1.SealBatchPhase{sealv1.PhasePending, sealv1.PhasePlaced, sealv1.PhasePC1,
 		sealv1.PhasePC2, sealv1.PhaseCompleted, sealv1.PhaseFailed} {
 		metricBatches.WithLabelValues(string(p)).Set(float64(counts[p]))
@@ -101,4 +103,42 @@ func phaseSince(b *sealv1.SealBatch) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// phaseClock exports each unfinished batch's time in its phase, computed when scraped: the
+// batches are snapshotted on every scheduling cycle, but a stuck batch triggers no cycle, and
+// a gauge set only then would stop growing exactly when the stuck-in-phase alert needs it.
+type phaseClock struct {
+	desc *prometheus.Desc
+	now  func() time.Time // nil: time.Now
+
+	mu      sync.Mutex
+	entries []phaseEntry
+}
+
+type phaseEntry struct {
+	since  time.Time
+	labels []string
+}
+
+func (c *phaseClock) set(entries []phaseEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries = entries
+}
+
+// Describe implements prometheus.Collector.
+func (c *phaseClock) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *phaseClock) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	if c.now != nil {
+		now = c.now()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.entries {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, now.Sub(e.since).Seconds(), e.labels...)
+	}
 }

@@ -72,7 +72,7 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 		return reconcile.Result{}, err
 	}
 
-	exportBatchMetrics(batches.Items, time.Now())
+	exportBatchMetrics(batches.Items)
 	fleet, byName := fleetView(sealerNodes.Items, nodes.Items, batches.Items)
 	var pending []*sealv1.SealBatch
 	for i := range batches.Items {
