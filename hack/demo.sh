@@ -298,9 +298,16 @@ for d in yaml.safe_load_all(sys.stdin):
   for j in operator node-agent sealer; do
     printf '%s\n' "- job_name: sealfleet-$j" \
       "  file_sd_configs: [{files: [\"$P/sd/$j.json\"], refresh_interval: 2s}]" >> "$P/prometheus.yml"
+    # As the chart's ServiceMonitor: the operator's "namespace" label is the SealBatch's, not
+    # the operator pod's (without this the rules' batch="<namespace>/<name>" never joins).
+    if [ "$j" = operator ]; then echo "  honor_labels: true" >> "$P/prometheus.yml"; fi
   done
   prom_targets "$P/sd"
   _start prom-targets bash -c "while :; do '$root/hack/demo.sh' prom-targets '$P/sd' >/dev/null 2>&1; sleep 2; done"
+  # Already running (a second `prom`): reload the new config and rules.
+  if [ -f "$C/run/prometheus.pid" ] && kill -HUP "$(cat "$C/run/prometheus.pid")" 2>/dev/null; then
+    say "prometheus reloaded"
+  fi
   _start prometheus prometheus --config.file "$P/prometheus.yml" --storage.tsdb.path "$P/data" \
     --web.listen-address 127.0.0.1:19090 --storage.tsdb.retention.time 2h
   local i
