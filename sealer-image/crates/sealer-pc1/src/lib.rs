@@ -207,16 +207,9 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
     std::fs::create_dir_all(&cfg.output_dir).map_err(|e| io_err(&format!("creating {}", cfg.output_dir.display()), e))?;
     let key = state::batch_key(cfg, &rids);
     let spath = state_path(cfg);
-    let mut done = 0usize;
-    if !opts.restart {
-        if let Some(st) = state::load(&spath) {
-            if st.batch_key == key && st.layers == layers {
-                done = st.layers_done.min(layers);
-            } else {
-                eprintln!("sealer: state file {} belongs to another batch; starting from layer 1", spath.display());
-            }
-        }
-    }
+    let mut digests = if opts.restart { Vec::new() } else { verified_layers(cfg, true) };
+    digests.truncate(layers);
+    let done = digests.len();
     let own_sink;
     let sink = match sink {
         Some(s) => s,
@@ -263,7 +256,21 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
     if opts.pin_threads {
         engine::pin_to(plan.orchestrator);
     }
-    let result = label_layers(cfg, &g, stripe, done, &parents, &bufs, &rids, LabelHasher::new(kernel), &plan, &mut be_r, &mut be_w, &stats, sink, &mut prog, &key, &spath);
+    let result = label_layers(
+        cfg,
+        &g,
+        stripe,
+        &parents,
+        &bufs,
+        &rids,
+        LabelHasher::new(kernel),
+        &plan,
+        (&mut be_r, &mut be_w),
+        &stats,
+        sink,
+        &mut prog,
+        (&key, &spath, &mut digests),
+    );
     if let Some(s) = saved {
         s.restore();
     }
@@ -287,21 +294,19 @@ fn label_layers(
     cfg: &BatchConfig,
     g: &Geometry,
     stripe: Stripe,
-    done: usize,
     parents: &Parents,
     bufs: &Buffers,
     rids: &[[u8; 32]],
     hasher: LabelHasher,
     plan: &ThreadPlan,
-    be_r: &mut UringBackend,
-    be_w: &mut UringBackend,
+    (be_r, be_w): (&mut UringBackend, &mut UringBackend),
     stats: &LiveStats,
     sink: &ProgressSink,
     prog: &mut Progress,
-    key: &str,
-    spath: &Path,
+    (key, spath, digests): (&str, &Path, &mut Vec<String>),
 ) -> Result<f64, Pc1Error> {
     let layers = cfg.num_layers();
+    let done = digests.len();
     let t0 = Instant::now();
     for layer in done + 1..=layers {
         prog.start_layer(layer);
@@ -322,8 +327,9 @@ fn label_layers(
         })?;
         prog.update(g.nodes);
         be_w.flush().map_err(|e| io_err("flushing layer storage", e))?;
-        state::store(spath, &state::State { batch_key: key.to_string(), layers, layers_done: layer })
-            .map_err(|e| io_err(&format!("writing {}", spath.display()), e))?;
+        digests.push(layer_digest(g, stripe, be_r, layer as u32)?);
+        let st = state::State { batch_key: key.to_string(), layers, layers_done: layer, layer_digests: digests.clone() };
+        state::store(spath, &st).map_err(|e| io_err(&format!("writing {}", spath.display()), e))?;
         sink.publish(prog);
     }
     let seconds = t0.elapsed().as_secs_f64();
@@ -333,13 +339,94 @@ fn label_layers(
     Ok(seconds)
 }
 
-/// Layers a previous run completed for this batch (0 when none or another batch).
+/// Layers a previous run completed for this batch and that are still intact on storage (0
+/// when none, another batch, or the slot was scrubbed or reused since).
 pub fn layers_done(cfg: &BatchConfig) -> usize {
+    verified_layers(cfg, false).len()
+}
+
+/// Layers the state file says a previous run of this batch completed, whether or not they
+/// are still intact (what `verify-pc1` checks in depth).
+pub fn layers_claimed(cfg: &BatchConfig) -> usize {
     let (rids, _) = sector_ids(cfg);
     match state::load(&state_path(cfg)) {
-        Some(st) if st.batch_key == state::batch_key(cfg, &rids) => st.layers_done,
+        Some(st) if st.batch_key == state::batch_key(cfg, &rids) => st.layers_done.min(st.layers),
         _ => 0,
     }
+}
+
+/// Pages sampled by [`layer_digest`]: nine spread over the layer, first and last included.
+fn sample_pages(g: &Geometry) -> Vec<u64> {
+    let mut p: Vec<u64> = (0..8).map(|i| i * g.ppl / 8).chain([g.ppl - 1]).collect();
+    p.dedup();
+    p
+}
+
+/// Digest of sampled pages of `layer` as stored: what a resume compares to know that the
+/// layer on storage is still the one this batch wrote (a scrubbed slot reads as zeros or
+/// garbage, another batch's layers differ in every page).
+pub fn layer_digest(g: &Geometry, stripe: Stripe, be: &mut dyn PageBackend, layer: u32) -> Result<String, Pc1Error> {
+    let pages = sample_pages(g);
+    let buf = AlignedBuf::new(pages.len() * PAGE);
+    let base = buf.as_mut_ptr();
+    let ios: Vec<PageIo> = pages
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            let (dev, offset) = stripe.locate(layer, p);
+            PageIo { dev, offset, buf: unsafe { base.add(i * PAGE) }, len: PAGE }
+        })
+        .collect();
+    be.read(&ios).map_err(|e| io_err("reading layer pages for the resume digest", e))?;
+    let mut data = layer.to_le_bytes().to_vec();
+    data.extend_from_slice(buf.as_slice());
+    Ok(hex::encode(sealer_hash::sha256(&data)))
+}
+
+/// The digests of the leading layers that a previous run of this batch completed and that
+/// still match storage. `explain` prints why fewer layers than the state file lists are kept.
+fn verified_layers(cfg: &BatchConfig, explain: bool) -> Vec<String> {
+    let spath = state_path(cfg);
+    let Some(st) = state::load(&spath) else { return Vec::new() };
+    let (rids, _) = sector_ids(cfg);
+    if st.batch_key != state::batch_key(cfg, &rids) || st.layers != cfg.num_layers() {
+        if explain {
+            eprintln!("sealer: state file {} belongs to another batch; starting from layer 1", spath.display());
+        }
+        return Vec::new();
+    }
+    let claimed = st.layers_done.min(st.layers);
+    let mut ok = Vec::new();
+    let mut why = String::new();
+    match LayerReader::open(cfg) {
+        Err(e) => why = e.to_string(),
+        Ok(mut rd) => {
+            for (i, want) in st.layer_digests.iter().take(claimed).enumerate() {
+                match layer_digest(&rd.g, rd.stripe, &mut rd.be, i as u32 + 1) {
+                    Ok(d) if &d == want => ok.push(d),
+                    Ok(_) => {
+                        why = format!("layer {} on storage is not the one this batch wrote (scrubbed or overwritten)", i + 1);
+                        break;
+                    }
+                    Err(e) => {
+                        why = e.to_string();
+                        break;
+                    }
+                }
+            }
+            if why.is_empty() && ok.len() < claimed {
+                why = format!("the state file has no digest for layer {}", ok.len() + 1);
+            }
+        }
+    }
+    if explain && ok.len() < claimed {
+        eprintln!(
+            "sealer: state file {} lists {claimed} finished layers but {why}; labelling from layer {}",
+            spath.display(),
+            ok.len() + 1
+        );
+    }
+    ok
 }
 
 /// Reads interleaved pages of a finished (or partly finished) batch.
@@ -456,9 +543,9 @@ pub struct VerifyReport {
 }
 
 /// Recompute `count` random labels (every sector of each picked node) from their parents as
-/// stored, and compare with the stored labels. Only completed layers are sampled.
+/// stored, and compare with the stored labels. Only layers the state file lists as completed are sampled.
 pub fn verify_nodes(cfg: &BatchConfig, count: usize, seed: u64) -> Result<VerifyReport, Pc1Error> {
-    let done = layers_done(cfg);
+    let done = layers_claimed(cfg);
     if done == 0 {
         return Err(Pc1Error::Input("no completed layers to verify; run `sealer pc1` first".into()));
     }

@@ -2,6 +2,9 @@
 //!
 //! Written atomically (temp file, fsync, rename, fsync of the directory) after each layer
 //! has been written and flushed, so a crash never records a layer that is not on storage.
+//! The file lives in the output directory, which can outlive the layer slot (a slot is
+//! scrubbed on release, or reused by another batch), so each layer also records a digest of
+//! sampled pages as stored; a resume trusts only the layers whose pages still match.
 
 use sealer_config::BatchConfig;
 use serde::{Deserialize, Serialize};
@@ -17,6 +20,10 @@ pub struct State {
     pub layers: usize,
     /// Layers completely written (1..=layers_done are valid).
     pub layers_done: usize,
+    /// Per completed layer (index 0 = layer 1), [`crate::layer_digest`] of its stored pages.
+    /// Missing in files of older sealers: their layers are then not trusted.
+    #[serde(default)]
+    pub layer_digests: Vec<String>,
 }
 
 /// A key that changes whenever the labels or their placement would change.

@@ -7,7 +7,7 @@
 use clap::{Parser, Subcommand};
 use sealer_config::{BatchConfig, Layout};
 use sealer_pc1::{Pc1Error, Pc1Options};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -164,7 +164,7 @@ fn fail(e: Pc1Error) -> ExitCode {
     ExitCode::from(e.exit_code() as u8)
 }
 
-fn load(path: &PathBuf) -> Result<BatchConfig, Pc1Error> {
+fn load(path: &Path) -> Result<BatchConfig, Pc1Error> {
     BatchConfig::from_file(path).map_err(Pc1Error::from)
 }
 

@@ -83,11 +83,56 @@ fn killed_run_resumes_at_first_incomplete_layer_and_matches_oracle() {
     let v = bin().args(["verify-pc1", "--config", cfg_path.to_str().unwrap(), "--nodes", "200", "--seed", "7"]).output().unwrap();
     assert_eq!(v.status.code(), Some(5), "{}", String::from_utf8_lossy(&v.stdout));
 
-    // A third run has nothing left to do.
+    // A third run notices that layer 2 is no longer what it wrote and labels it again.
+    let out = bin().args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("layer 2 on storage is not the one this batch wrote"), "{stderr}");
+    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rep["first_layer_this_run"], 2);
+    let v = bin().args(["verify-pc1", "--config", cfg_path.to_str().unwrap(), "--nodes", "200", "--seed", "7"]).output().unwrap();
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
+
+    // A fourth run has nothing left to do.
     let out = bin().args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"]).output().unwrap();
     assert!(out.status.success());
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rep["labels"], 0);
+}
+
+/// The state file sits in the output directory, which outlives the layer slot: after the
+/// slot is scrubbed (release) a batch with the same inputs must label again, not run PC2 on
+/// zeros (which gives every sector the same, wrong, CommR).
+#[test]
+fn finished_state_over_a_scrubbed_slot_labels_again_and_matches_oracle() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (cfg, json) = common::config(8 << 20, 6, 2, 777, work.path(), 1);
+    let cfg_path = work.path().join("batch.json");
+    std::fs::write(&cfg_path, json.to_string()).unwrap();
+    let pc1 = || bin().args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"]).output().unwrap();
+    let out = pc1();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Scrub: the slot reads as zeros, the state file still says every layer is done.
+    for p in &cfg.layers.paths {
+        let len = std::fs::metadata(p).unwrap().len();
+        std::fs::write(p, vec![0u8; len as usize]).unwrap();
+    }
+    assert_eq!(sealer_pc1::layers_done(&cfg), 0, "a scrubbed slot holds no finished layer");
+    let out = pc1();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("layer 1 on storage is not the one this batch wrote"), "{stderr}");
+    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rep["first_layer_this_run"], 1);
+    assert_eq!(sealer_pc1::layers_done(&cfg), cfg.num_layers());
+
+    let export = work.path().join("export");
+    let st = bin().args(["layer-export", "--config", cfg_path.to_str().unwrap(), "--out", export.to_str().unwrap()]).status().unwrap();
+    assert!(st.success());
+    let (rids, cds) = sealer_pc1::sector_ids(&cfg);
+    common::compare_with_oracle(&cfg, &rids, &cds, &export, work.path());
 }
 
 #[test]
