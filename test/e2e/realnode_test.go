@@ -15,6 +15,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 )
 
 // demo runs one hack/demo.sh step (the same steps `make demo` runs) and returns its output.
@@ -57,7 +61,8 @@ func promQuery(q string) ([]map[string]string, []float64, error) {
 // TestRealNode installs the chart, seals 4 CC 8 MiB sectors with the real sealer on node
 // 127.0.0.1, checks every CommR against rust-fil-proofs (`sealer oracle`), that the slot is
 // released and scrubbed, and, through a Prometheus scraping the run, that hasher busy-ratio
-// series exist with values in [0,1] and the hasher-utilisation alert stays silent.
+// series exist with values in [0,1] and the hasher-utilisation alert does not fire; then the
+// StarvedHashersAlert subtest throttles a second batch's storage until that alert fires.
 func TestRealNode(t *testing.T) {
 	if out, _ := cluster("status"); !strings.Contains(out, "kubelet running") {
 		t.Skip("no real node in this cluster (needs root; SEALFLEET_E2E_NODE=1 when the suite starts the cluster)")
@@ -81,9 +86,10 @@ func TestRealNode(t *testing.T) {
 	}
 	step(nil, "install")
 	step(nil, "node")
-	// Rules as the chart renders them, with the hasher alert tightened (no grace, 1 minute) so
-	// that a starved run could fire within this test.
-	step([]string{"PROM_HELM_ARGS=--set monitoring.rules.hasherUtilisation.graceMinutes=0 --set monitoring.rules.hasherUtilisation.forMinutes=1"}, "prom")
+	// Rules as the chart renders them, with the hasher alert tightened (no grace, a 1-minute
+	// window, 1 minute below the threshold) so that the starved run fires within this test.
+	step([]string{"PROM_HELM_ARGS=--set monitoring.rules.hasherUtilisation.graceMinutes=0" +
+		" --set monitoring.rules.hasherUtilisation.windowMinutes=1 --set monitoring.rules.hasherUtilisation.forMinutes=1"}, "prom")
 
 	const batch = "e2e-real"
 	var (
@@ -97,7 +103,7 @@ func TestRealNode(t *testing.T) {
 		defer close(done)
 		for ctx.Err() == nil {
 			_, vs, err := promQuery(`sealfleet_node_cpu_busy_ratio{role="hasher",node="127.0.0.1"}`)
-			ls, _, err2 := promQuery(`ALERTS{alertname=~"Sealfleet(CCX)?HasherUtilisationLow"}`)
+			ls, _, err2 := promQuery(`ALERTS{alertname=~"Sealfleet(CCX)?HasherUtilisationLow",alertstate="firing"}`)
 			mu.Lock()
 			if err == nil {
 				samples = append(samples, vs...)
@@ -127,7 +133,6 @@ func TestRealNode(t *testing.T) {
 	}
 
 	mu.Lock()
-	defer mu.Unlock()
 	if len(samples) == 0 {
 		t.Errorf("no sealfleet_node_cpu_busy_ratio{role=\"hasher\"} series during the run")
 	}
@@ -139,8 +144,87 @@ func TestRealNode(t *testing.T) {
 		lo, hi = min(lo, v), max(hi, v)
 	}
 	if len(alerts) > 0 {
-		t.Errorf("hasher-utilisation alert active on a healthy run: %v", alerts)
+		t.Errorf("hasher-utilisation alert firing on a healthy run: %v", alerts)
 	}
 	t.Logf("BENCH realnode seal_seconds=%.1f total_seconds=%.1f hasher_busy_samples=%d min=%.2f max=%.2f",
 		sealDur.Seconds(), time.Since(start).Seconds(), len(samples), lo, hi)
+	mu.Unlock()
+
+	t.Run("StarvedHashersAlert", func(t *testing.T) { starvedRun(t, step) })
+}
+
+// starvedRun seals a second batch whose sealer pod's block I/O is throttled to 128 KiB/s on
+// the disk holding the node's layer file, so that its hashers wait for layer I/O and sit idle.
+// The hasher-utilisation alert (tightened by TestRealNode's `prom` step to fire after one
+// minute) must fire for exactly that batch and node. Then the throttle is lifted, and the batch
+// must still finish with every CommR matching rust-fil-proofs and release its slot.
+func starvedRun(t *testing.T, step func(env []string, args ...string) string) {
+	const batch, ns = "e2e-starved", "sealfleet-batches"
+	var node sealv1.SealerNode
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: "127.0.0.1"}, &node); err != nil {
+		t.Fatal(err)
+	}
+	if len(node.Spec.LayerDevices) == 0 || node.Spec.LayerDevices[0].Path == "" {
+		t.Fatalf("SealerNode 127.0.0.1 has no layer file: %+v", node.Spec.LayerDevices)
+	}
+	th, err := newBlkioThrottle(node.Spec.LayerDevices[0].Path, 128<<10)
+	if err != nil {
+		t.Skipf("cannot throttle the layer storage here: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer th.lift()
+	go th.run(ctx, ns, batch)
+
+	t0 := time.Now()
+	sealed := make(chan error, 1)
+	var sealOut string
+	go func() {
+		out, err := demo(t, nil, "seal", batch, "4")
+		sealOut = out
+		sealed <- err
+	}()
+	firing := fmt.Sprintf(`ALERTS{alertname="SealfleetHasherUtilisationLow",alertstate="firing",node="127.0.0.1",batch="%s/%s"}`, ns, batch)
+	var fired time.Duration
+	var busy []float64
+	for fired == 0 && time.Since(t0) < 6*time.Minute {
+		select {
+		case err := <-sealed:
+			t.Fatalf("the throttled batch ended (%v) before the alert fired; hasher busy ratio %s\n%s", err, summary(busy), sealOut)
+		case <-time.After(2 * time.Second):
+		}
+		if _, vs, err := promQuery(fmt.Sprintf(`sealfleet:node_hasher_busy_ratio:avg{batch="%s/%s"}`, ns, batch)); err == nil {
+			busy = append(busy, vs...)
+		}
+		if ls, _, err := promQuery(firing); err == nil && len(ls) > 0 {
+			fired = time.Since(t0)
+		}
+	}
+	n := th.lift()
+	if fired == 0 {
+		t.Fatalf("%s not firing after %s of throttled I/O (%d cgroups throttled); hasher busy ratio %s", firing, time.Since(t0).Round(time.Second), n, summary(busy))
+	}
+	t.Logf("alert fired %.0f s after the batch was applied (%d cgroups throttled); hasher busy ratio %s", fired.Seconds(), n, summary(busy))
+	if err := <-sealed; err != nil {
+		t.Fatalf("hack/demo.sh seal %s after lifting the throttle: %v\n%s", batch, err, sealOut)
+	}
+	t.Logf("hack/demo.sh seal %s (%.1f s)\n%s", batch, time.Since(t0).Seconds(), sealOut)
+	out := step(nil, "compare", batch)
+	if n := strings.Count(out, "matches rust-fil-proofs"); n != 4 {
+		t.Errorf("%d of 4 throttled sectors match rust-fil-proofs", n)
+	}
+	step(nil, "release", batch)
+	t.Logf("BENCH realnode_starved alert_after_seconds=%.0f total_seconds=%.0f", fired.Seconds(), time.Since(t0).Seconds())
+}
+
+// summary is "n=… min=… mean=… max=…" of a series of ratios.
+func summary(vs []float64) string {
+	if len(vs) == 0 {
+		return "n=0"
+	}
+	lo, hi, sum := vs[0], vs[0], 0.0
+	for _, v := range vs {
+		lo, hi, sum = min(lo, v), max(hi, v), sum+v
+	}
+	return fmt.Sprintf("n=%d min=%.2f mean=%.2f max=%.2f", len(vs), lo, sum/float64(len(vs)), hi)
 }
