@@ -250,9 +250,79 @@ func percentile(v []float64, p float64) float64 {
 	return v[int(p*float64(len(v)-1))]
 }
 
+// removeBusiestNode deletes the Node running the most batches, as a decommission or a dead
+// machine would: each of its running batches must fail with NodeLost, its pods must go (the
+// pod garbage collector), and no batch may be placed there afterwards.
+func removeBusiestNode(t *testing.T, ctx context.Context) {
+	t.Helper()
+	var list sealv1.SealBatchList
+	if err := k8s.List(ctx, &list, client.InNamespace(fleetNS)); err != nil {
+		t.Fatal(err)
+	}
+	running := map[string][]string{}
+	victim := ""
+	for _, b := range list.Items {
+		switch b.Status.Phase {
+		case sealv1.PhasePlaced, sealv1.PhasePC1, sealv1.PhasePC2:
+			running[b.Status.Node] = append(running[b.Status.Node], b.Name)
+			if victim == "" || len(running[b.Status.Node]) > len(running[victim]) {
+				victim = b.Status.Node
+			}
+		}
+	}
+	if victim == "" {
+		t.Fatal("no running batch to strand")
+	}
+	t0 := time.Now()
+	if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: victim}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Minute, "batches of the removed node "+victim+" failed with NodeLost", func(ctx context.Context) (bool, string) {
+		for _, name := range running[victim] {
+			var b sealv1.SealBatch
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: fleetNS, Name: name}, &b); err != nil {
+				return false, err.Error()
+			}
+			c := meta.FindStatusCondition(b.Status.Conditions, "Failed")
+			if b.Status.Phase != sealv1.PhaseFailed || c == nil || c.Reason != "NodeLost" {
+				return false, fmt.Sprintf("%s: phase %s, Failed condition %+v", name, b.Status.Phase, c)
+			}
+		}
+		return true, ""
+	})
+	failedIn := time.Since(t0)
+	eventually(t, 3*time.Minute, "pods of the removed node "+victim+" gone", func(ctx context.Context) (bool, string) {
+		var pods corev1.PodList
+		if err := k8s.List(ctx, &pods, client.InNamespace(fleetNS)); err != nil {
+			return false, err.Error()
+		}
+		var left []string
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == victim {
+				left = append(left, p.Name)
+			}
+		}
+		return len(left) == 0, fmt.Sprint(left)
+	})
+	if err := k8s.List(ctx, &list, client.InNamespace(fleetNS)); err != nil {
+		t.Fatal(err)
+	}
+	stranded := map[string]bool{}
+	for _, name := range running[victim] {
+		stranded[name] = true
+	}
+	for _, b := range list.Items {
+		if b.Status.Node == victim && !stranded[b.Name] && b.Status.Phase != sealv1.PhasePending {
+			t.Errorf("%s placed on the removed node %s (phase %s)", b.Name, victim, b.Status.Phase)
+		}
+	}
+	t.Logf("BENCH node removed: %s with %d running batches; all failed NodeLost after %.1f s, pods gone after %.1f s",
+		victim, len(running[victim]), failedIn.Seconds(), time.Since(t0).Seconds())
+}
+
 // TestFleet: hundreds of simulated nodes, a thousand batches, the operator restarted halfway;
-// every batch placed or explained, no slot double-booked, pods shaped right, everything
-// released on delete.
+// every batch placed or explained, no slot double-booked, pods shaped right, the busiest node
+// removed while its batches run, everything released on delete.
 func TestFleet(t *testing.T) {
 	ctx := context.Background()
 	nodes := envInt("SEALFLEET_E2E_NODES", 300)
@@ -316,7 +386,10 @@ func TestFleet(t *testing.T) {
 	t.Logf("BENCH operator since restart: %.1f CPU s over %.1f s wall (%.0f%% of a core), RSS %d MiB",
 		cpu, time.Since(restartedAt).Seconds(), 100*cpu/time.Since(restartedAt).Seconds(), u1.RSSBytes>>20)
 
-	// Delete everything: finalizers release the slots (scrub pods succeed on simulated nodes).
+	removeBusiestNode(t, ctx)
+
+	// Delete everything: finalizers release the slots (scrub pods succeed on simulated nodes;
+	// on the removed node there is nothing left to scrub).
 	cleanup()
 	var sns sealv1.SealerNodeList
 	if err := k8s.List(ctx, &sns); err != nil {
