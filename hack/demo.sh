@@ -265,12 +265,27 @@ print(placed, len(pending), explained)')
     sleep 1
   done
   say "backlog after $(( $(date +%s) - t )) s: $placed placed, $pending pending ($explained with a reason)"
-  kc get sealernodes | head
+  # The fleet as kubectl shows it: the real node and the 8 nodes holding most of the backlog.
+  # (No `| head` on these pipes: under pipefail the writer's SIGPIPE would fail the demo.)
+  local busy
+  busy=$(kc get sealernodes -o json | python3 -c '
+import json, sys
+nodes = json.load(sys.stdin)["items"]
+held = lambda n: len(((n.get("status") or {}).get("slots") or {}).get("reservations") or [])
+slots = sum(((n.get("status") or {}).get("slots") or {}).get("count", 0) for n in nodes)
+used = sum(held(n) for n in nodes)
+print("fleet: %d SealerNodes, %d layer slots, %d held" % (len(nodes), slots, used), file=sys.stderr)
+busy = sorted((n for n in nodes if held(n)), key=lambda n: (-held(n), n["metadata"]["name"]))
+print(" ".join(n["metadata"]["name"] for n in busy[:8]))')
+  # shellcheck disable=SC2086
+  kc get sealernodes "$NODE" $busy
   kc -n "$ns" get sealbatch -l sealfleet.io/demo=backlog --sort-by=.metadata.creationTimestamp \
-    -o custom-columns=BATCH:.metadata.name,SIZE:.spec.sectorSize,SECTORS:.status.batchSize,PHASE:.status.phase,NODE:.status.node,SLOT:.status.slot | head -8
+    -o custom-columns=BATCH:.metadata.name,SIZE:.spec.sectorSize,SECTORS:.status.batchSize,PHASE:.status.phase,NODE:.status.node,SLOT:.status.slot |
+    awk 'NR <= 8'
   if (( pending > 0 )); then
     say "why the pending ones wait (first 3):"
-    kc -n "$ns" get sealbatch -l sealfleet.io/demo=backlog -o jsonpath='{range .items[?(@.status.phase=="Pending")]}{.metadata.name}: {.status.message}{"\n"}{end}' | head -3
+    kc -n "$ns" get sealbatch -l sealfleet.io/demo=backlog -o jsonpath='{range .items[?(@.status.phase=="Pending")]}{.metadata.name}: {.status.message}{"\n"}{end}' |
+      awk 'NR <= 3'
   fi
 }
 

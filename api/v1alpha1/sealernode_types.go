@@ -148,13 +148,13 @@ type SealerNodeStatus struct {
 
 	// freeCores is the number of physical cores the sealer may use (shown by kubectl get).
 	// +optional
-	FreeCores int32 `json:"freeCores,omitempty"`
+	FreeCores int32 `json:"freeCores"`
 	// freeSlots is the number of free layer slots.
 	// +optional
-	FreeSlots int32 `json:"freeSlots,omitempty"`
+	FreeSlots int32 `json:"freeSlots"`
 	// hugepages1GiFree sums free 1 GiB hugepages over NUMA nodes.
 	// +optional
-	Hugepages1GiFree int32 `json:"hugepages1GiFree,omitempty"`
+	Hugepages1GiFree int32 `json:"hugepages1GiFree"`
 
 	// lastScanTime is when the agent last read the machine.
 	// +optional
