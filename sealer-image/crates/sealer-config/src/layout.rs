@@ -54,7 +54,13 @@ impl Layout {
             return err("layout.supported", "the calculator marked this batch size unsupported on this node; choose a smaller batch or another node");
         }
         if self.batch_size != n {
-            return err("layout.batch_size", format!("{} does not match the {n} sectors listed; recompute the layout for batch size {n}", self.batch_size));
+            return err(
+                "layout.batch_size",
+                format!(
+                    "{} does not match the {n} sectors listed; recompute the layout for batch size {n}",
+                    self.batch_size
+                ),
+            );
         }
         if self.coordinators.is_empty() {
             return err("layout.coordinators", "empty; give at least one coordinator with hashers");
@@ -62,7 +68,10 @@ impl Layout {
         let mut total = 0;
         for (i, c) in self.coordinators.iter().enumerate() {
             if c.hashers.is_empty() {
-                return err(format!("layout.coordinators[{i}].hashers"), "empty; each coordinator needs at least one hasher");
+                return err(
+                    format!("layout.coordinators[{i}].hashers"),
+                    "empty; each coordinator needs at least one hasher",
+                );
             }
             for (j, h) in c.hashers.iter().enumerate() {
                 if h.sectors == 0 {
@@ -83,7 +92,13 @@ impl Layout {
         let list = format_cpu_list(allowed);
         for (i, c) in self.coordinators.iter().enumerate() {
             if !ok(c.cpu) {
-                return err(format!("layout.coordinators[{i}].cpu"), format!("CPU {} is not available to this process (allowed: {list}); recompute the layout on this node", c.cpu));
+                return err(
+                    format!("layout.coordinators[{i}].cpu"),
+                    format!(
+                        "CPU {} is not available to this process (allowed: {list}); recompute the layout on this node",
+                        c.cpu
+                    ),
+                );
             }
             for (j, h) in c.hashers.iter().enumerate() {
                 if !ok(h.cpu) {
@@ -91,9 +106,14 @@ impl Layout {
                 }
             }
         }
-        for (name, c) in [("writer", self.roles.writer), ("reader", self.roles.reader), ("orchestrator", self.roles.orchestrator)] {
+        for (name, c) in
+            [("writer", self.roles.writer), ("reader", self.roles.reader), ("orchestrator", self.roles.orchestrator)]
+        {
             if !ok(c) {
-                return err(format!("layout.roles.{name}"), format!("CPU {c} is not available to this process (allowed: {list})"));
+                return err(
+                    format!("layout.roles.{name}"),
+                    format!("CPU {c} is not available to this process (allowed: {list})"),
+                );
             }
         }
         Ok(())

@@ -135,9 +135,7 @@ impl RegisteredProof {
                     "V1" => (0, ApiVersion::V1_0_0, vec![]),
                     "V1_1" => (5, ApiVersion::V1_1_0, vec![]),
                     "V1_1_Feat_SyntheticPoRep" => (10, ApiVersion::V1_2_0, vec![Feature::SyntheticPoRep]),
-                    "V1_2_Feat_NonInteractivePoRep" => {
-                        (15, ApiVersion::V1_2_0, vec![Feature::NonInteractivePoRep])
-                    }
+                    "V1_2_Feat_NonInteractivePoRep" => (15, ApiVersion::V1_2_0, vec![Feature::NonInteractivePoRep]),
                     _ => return None,
                 };
                 return Some(RegisteredProof { sector_size: *size, proof_id: base + i, api_version: api, features });
@@ -315,7 +313,10 @@ impl BatchConfig {
             }
             (None, Some(r)) => r.sector_size,
             (None, None) => {
-                return err("sector_size", format!("missing; set it to one of {} or set registered_proof", size_names()))
+                return err(
+                    "sector_size",
+                    format!("missing; set it to one of {} or set registered_proof", size_names()),
+                )
             }
         };
 
@@ -330,9 +331,10 @@ impl BatchConfig {
                 id
             }
             (None, Some(r)) => porep_id_for(r.proof_id),
-            (None, None) => {
-                return err("porep_id", "missing; give 64 hex characters (LE64 proof id ‖ LE64 nonce ‖ 16 zero bytes) or set registered_proof")
-            }
+            (None, None) => return err(
+                "porep_id",
+                "missing; give 64 hex characters (LE64 proof id ‖ LE64 nonce ‖ 16 zero bytes) or set registered_proof",
+            ),
         };
 
         let api_version = match (&raw.api_version, &reg) {
@@ -344,13 +346,18 @@ impl BatchConfig {
                 };
                 if let Some(r) = r {
                     if r.api_version != a {
-                        return err("api_version", format!("{s} contradicts registered_proof ({}); drop one of them", r.api_version.as_str()));
+                        return err(
+                            "api_version",
+                            format!("{s} contradicts registered_proof ({}); drop one of them", r.api_version.as_str()),
+                        );
                     }
                 }
                 a
             }
             (None, Some(r)) => r.api_version,
-            (None, None) => return err("api_version", "missing; use \"1.0.0\", \"1.1.0\" or \"1.2.0\" or set registered_proof"),
+            (None, None) => {
+                return err("api_version", "missing; use \"1.0.0\", \"1.1.0\" or \"1.2.0\" or set registered_proof")
+            }
         };
 
         let features = match (&raw.features, &reg) {
@@ -362,7 +369,12 @@ impl BatchConfig {
                     let feat = match s {
                         "SyntheticPoRep" => Feature::SyntheticPoRep,
                         "NonInteractivePoRep" => Feature::NonInteractivePoRep,
-                        _ => return err(f, format!("unknown feature `{s}`; use \"SyntheticPoRep\" or \"NonInteractivePoRep\"")),
+                        _ => {
+                            return err(
+                                f,
+                                format!("unknown feature `{s}`; use \"SyntheticPoRep\" or \"NonInteractivePoRep\""),
+                            )
+                        }
                     };
                     if !out.contains(&feat) {
                         out.push(feat);
@@ -392,7 +404,10 @@ impl BatchConfig {
         };
         let n = sectors_raw.len();
         if n == 0 || n > MAX_BATCH || !n.is_power_of_two() {
-            return err("sectors", format!("batch of {n} sectors is not supported; use a power of two from 1 to {MAX_BATCH}"));
+            return err(
+                "sectors",
+                format!("batch of {n} sectors is not supported; use a power of two from 1 to {MAX_BATCH}"),
+            );
         }
         let mut sectors = Vec::with_capacity(n);
         for (i, v) in sectors_raw.into_iter().enumerate() {
@@ -422,7 +437,10 @@ impl BatchConfig {
         for i in 0..n {
             for j in 0..i {
                 if sectors[i].sector_id == sectors[j].sector_id && sectors[i].prover_id == sectors[j].prover_id {
-                    return err(format!("sectors[{i}].sector_id"), format!("duplicates sectors[{j}] (same prover and sector id)"));
+                    return err(
+                        format!("sectors[{i}].sector_id"),
+                        format!("duplicates sectors[{j}] (same prover and sector id)"),
+                    );
                 }
             }
         }
@@ -501,9 +519,9 @@ impl BatchConfig {
         };
         let metrics_address = match &raw.metrics_address {
             None | Some(serde_json::Value::Null) => std::net::IpAddr::from([0, 0, 0, 0]),
-            Some(v) => as_str("metrics_address", v)?
-                .parse()
-                .or_else(|_| err("metrics_address", format!("{v} is not an IP address; use e.g. 127.0.0.1 or 0.0.0.0")))?,
+            Some(v) => as_str("metrics_address", v)?.parse().or_else(|_| {
+                err("metrics_address", format!("{v} is not an IP address; use e.g. 127.0.0.1 or 0.0.0.0"))
+            })?,
         };
 
         Ok(BatchConfig {
@@ -667,7 +685,9 @@ mod tests {
     #[test]
     fn layout_from_calculator_json() {
         let mut v = base();
-        v["sectors"] = serde_json::json!((0..4).map(|i| serde_json::json!({"prover_id": "00".repeat(32), "sector_id": i, "ticket": "11".repeat(32)})).collect::<Vec<_>>());
+        v["sectors"] = serde_json::json!((0..4)
+            .map(|i| serde_json::json!({"prover_id": "00".repeat(32), "sector_id": i, "ticket": "11".repeat(32)}))
+            .collect::<Vec<_>>());
         v["layout"] = serde_json::json!({"batch_size": 4, "supported": true, "extra": {"x": 1},
             "coordinators": [{"cpu": 0, "hashers": [{"cpu": 1, "sectors": 2, "sibling": 3}, {"cpu": 1, "sectors": 2}]}],
             "roles": {"writer": 0, "reader": 0, "orchestrator": 0, "pc2_hasher": 9}});

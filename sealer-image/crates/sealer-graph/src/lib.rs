@@ -66,9 +66,7 @@ impl Parents {
             api.to_sp(),
         )
         .map_err(|e| GraphError(format!("building the parent graph: {e:#}")))?;
-        let cache = graph
-            .parent_cache()
-            .map_err(|e| GraphError(format!("creating the parent cache file: {e:#}")))?;
+        let cache = graph.parent_cache().map_err(|e| GraphError(format!("creating the parent cache file: {e:#}")))?;
         Self::from_file(&cache.path, nodes)
     }
 

@@ -29,9 +29,8 @@ pub const EXP_DEGREE: usize = 8;
 pub const DEGREE: usize = BASE_DEGREE + EXP_DEGREE;
 
 /// SHA-256 initial state.
-pub const SHA256_IV: [u32; 8] = [
-    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
-];
+pub const SHA256_IV: [u32; 8] =
+    [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
 
 /// Which SHA-256 compression implementation is used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -366,18 +365,9 @@ mod tests {
 
     #[test]
     fn cc_comm_d_matches_spec() {
-        assert_eq!(
-            hex(&cc_comm_d(2048)),
-            "fc7e928296e516faade986b28f92d44a4f24b935485223376a799027bc18f833"
-        );
-        assert_eq!(
-            hex(&cc_comm_d(8 << 20)),
-            "65f29e5d98d246c38b388cfc06db1f6b021303c5a289000bdce832a9c3ec421c"
-        );
-        assert_eq!(
-            hex(&cc_comm_d(32 << 30)),
-            "077e5fde35c50a9303a55009e3498a4ebedff39c42b710b730d8ec7ac7afa63e"
-        );
+        assert_eq!(hex(&cc_comm_d(2048)), "fc7e928296e516faade986b28f92d44a4f24b935485223376a799027bc18f833");
+        assert_eq!(hex(&cc_comm_d(8 << 20)), "65f29e5d98d246c38b388cfc06db1f6b021303c5a289000bdce832a9c3ec421c");
+        assert_eq!(hex(&cc_comm_d(32 << 30)), "077e5fde35c50a9303a55009e3498a4ebedff39c42b710b730d8ec7ac7afa63e");
     }
 
     fn hex(b: &[u8]) -> String {

@@ -136,12 +136,7 @@ pub unsafe fn compress_x1(state: &mut [u32; 8], blocks: &[*const u8]) {
 
 /// Two independent streams of equally many blocks, interleaved.
 #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
-pub unsafe fn compress_x2(
-    sa: &mut [u32; 8],
-    sb: &mut [u32; 8],
-    blocks_a: &[*const u8],
-    blocks_b: &[*const u8],
-) {
+pub unsafe fn compress_x2(sa: &mut [u32; 8], sb: &mut [u32; 8], blocks_a: &[*const u8], blocks_b: &[*const u8]) {
     let mask = bswap_mask();
     let (a0, c0) = load_state(sa);
     let (a1, c1) = load_state(sb);

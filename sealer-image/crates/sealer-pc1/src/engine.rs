@@ -108,7 +108,8 @@ impl SavedAffinity {
     pub fn save() -> Option<SavedAffinity> {
         unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
-            (libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0).then_some(SavedAffinity(set))
+            (libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0)
+                .then_some(SavedAffinity(set))
         }
     }
     /// Restore it on the calling thread.
@@ -156,17 +157,15 @@ impl Buffers {
         let slot_pages = (0..g.depth).map(|_| AlignedBuf::new(max_pages * PAGE)).collect();
         let slot_tables: Vec<Mutex<Vec<u32>>> = (0..g.depth).map(|_| Mutex::new(vec![0u32; k * DEGREE])).collect();
         let tables_ptr = slot_tables.iter().map(|m| m.lock().unwrap().as_mut_ptr()).collect();
-        let gather = plan
-            .groups
-            .iter()
-            .map(|gr| (0..g.depth).map(|_| AlignedBuf::new(k * gr.count * PB)).collect())
-            .collect();
+        let gather =
+            plan.groups.iter().map(|gr| (0..g.depth).map(|_| AlignedBuf::new(k * gr.count * PB)).collect()).collect();
         Buffers { rings, slot_pages, _slot_tables: slot_tables, tables_ptr, gather, max_pages }
     }
 
     /// Regions worth registering with the backend (ring and read slots).
     pub fn io_regions(&self) -> Vec<(*mut u8, usize)> {
-        let mut v: Vec<(*mut u8, usize)> = self.rings.iter().map(|r| (r.as_mut_ptr(), r.len().div_ceil(PAGE) * PAGE)).collect();
+        let mut v: Vec<(*mut u8, usize)> =
+            self.rings.iter().map(|r| (r.as_mut_ptr(), r.len().div_ceil(PAGE) * PAGE)).collect();
         for s in &self.slot_pages {
             v.push((s.as_mut_ptr(), s.len()));
         }

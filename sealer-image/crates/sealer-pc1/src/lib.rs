@@ -204,7 +204,8 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
     let layers = cfg.num_layers();
     let (rids, cds) = sector_ids(cfg);
 
-    std::fs::create_dir_all(&cfg.output_dir).map_err(|e| io_err(&format!("creating {}", cfg.output_dir.display()), e))?;
+    std::fs::create_dir_all(&cfg.output_dir)
+        .map_err(|e| io_err(&format!("creating {}", cfg.output_dir.display()), e))?;
     let key = state::batch_key(cfg, &rids);
     let spath = state_path(cfg);
     let mut digests = if opts.restart { Vec::new() } else { verified_layers(cfg, true) };
@@ -239,7 +240,8 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
         eprintln!("sealer: resuming batch at layer {} of {layers}", done + 1);
     }
 
-    let devs = Devices::open(&cfg.layers.paths, stripe.bytes_per_device(layers)).map_err(|e| io_err("opening layer storage", e))?;
+    let devs = Devices::open(&cfg.layers.paths, stripe.bytes_per_device(layers))
+        .map_err(|e| io_err("opening layer storage", e))?;
     let parents = open_parents(cfg)?;
     let bufs = Buffers::new(&g, &plan);
     let mut be_r = UringBackend::new(devs.clone(), opts.queue_depth).map_err(|e| io_err("creating io_uring", e))?;
@@ -314,13 +316,27 @@ fn label_layers(
         let mut last = Instant::now();
         // the previous layer is in memory only if this process computed it
         let prev_in_memory = layer > done + 1;
-        engine::run_layer(g, layer as u32, parents, stripe, bufs, rids, hasher, plan, be_r, be_w, stats, prev_in_memory, |nodes| {
-            if last.elapsed().as_millis() >= 250 {
-                prog.update(nodes);
-                sink.publish(prog);
-                last = Instant::now();
-            }
-        })
+        engine::run_layer(
+            g,
+            layer as u32,
+            parents,
+            stripe,
+            bufs,
+            rids,
+            hasher,
+            plan,
+            be_r,
+            be_w,
+            stats,
+            prev_in_memory,
+            |nodes| {
+                if last.elapsed().as_millis() >= 250 {
+                    prog.update(nodes);
+                    sink.publish(prog);
+                    last = Instant::now();
+                }
+            },
+        )
         .inspect_err(|e| {
             prog.fail(&e.to_string());
             sink.publish(prog);
@@ -328,7 +344,8 @@ fn label_layers(
         prog.update(g.nodes);
         be_w.flush().map_err(|e| io_err("flushing layer storage", e))?;
         digests.push(layer_digest(g, stripe, be_r, layer as u32)?);
-        let st = state::State { batch_key: key.to_string(), layers, layers_done: layer, layer_digests: digests.clone() };
+        let st =
+            state::State { batch_key: key.to_string(), layers, layers_done: layer, layer_digests: digests.clone() };
         state::store(spath, &st).map_err(|e| io_err(&format!("writing {}", spath.display()), e))?;
         sink.publish(prog);
     }
@@ -405,7 +422,10 @@ fn verified_layers(cfg: &BatchConfig, explain: bool) -> Vec<String> {
                 match layer_digest(&rd.g, rd.stripe, &mut rd.be, i as u32 + 1) {
                     Ok(d) if &d == want => ok.push(d),
                     Ok(_) => {
-                        why = format!("layer {} on storage is not the one this batch wrote (scrubbed or overwritten)", i + 1);
+                        why = format!(
+                            "layer {} on storage is not the one this batch wrote (scrubbed or overwritten)",
+                            i + 1
+                        );
                         break;
                     }
                     Err(e) => {

@@ -133,7 +133,8 @@ impl ProgressSink {
     /// Set up the sinks the config asks for; binds the metrics port now so a busy port fails
     /// before any work.
     pub fn new(cfg: &BatchConfig, bar: bool) -> Result<Self, Pc1Error> {
-        let shared = Arc::new(Mutex::new(Shared { doc: serde_json::json!({"phase": "pc1", "state": "starting"}), stats: None }));
+        let shared =
+            Arc::new(Mutex::new(Shared { doc: serde_json::json!({"phase": "pc1", "state": "starting"}), stats: None }));
         if let Some(port) = cfg.metrics_port {
             let l = std::net::TcpListener::bind((cfg.metrics_address, port))
                 .map_err(|e| Pc1Error::Input(format!("metrics_port {port}: cannot listen: {e}")))?;
@@ -199,17 +200,33 @@ fn metrics_text(sh: &Shared) -> String {
     let mut s = String::new();
     let num = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
     s += "# HELP sealer_phase_info Current phase (label) and state.\n# TYPE sealer_phase_info gauge\n";
-    s += &format!("sealer_phase_info{{phase=\"{}\",state=\"{}\"}} 1\n", d["phase"].as_str().unwrap_or(""), d["state"].as_str().unwrap_or(""));
+    s += &format!(
+        "sealer_phase_info{{phase=\"{}\",state=\"{}\"}} 1\n",
+        d["phase"].as_str().unwrap_or(""),
+        d["state"].as_str().unwrap_or("")
+    );
     s += &format!("# TYPE sealer_layer gauge\nsealer_layer {}\n", num(&d["layer"]));
     s += &format!("# TYPE sealer_layers gauge\nsealer_layers {}\n", num(&d["layers"]));
     s += &format!("# TYPE sealer_percent gauge\nsealer_percent {}\n", num(&d["percent"]));
     s += &format!("# TYPE sealer_labels_per_second gauge\nsealer_labels_per_second {}\n", num(&d["rate_labels_per_s"]));
     s += &format!("# TYPE sealer_eta_seconds gauge\nsealer_eta_seconds {}\n", num(&d["eta_seconds"]));
     if let Some(st) = &sh.stats {
-        s += &format!("# TYPE sealer_read_pages_total counter\nsealer_read_pages_total {}\n", st.pages_read.load(Ordering::Relaxed));
-        s += &format!("# TYPE sealer_read_bytes_total counter\nsealer_read_bytes_total {}\n", st.pages_read.load(Ordering::Relaxed) * 4096);
-        s += &format!("# TYPE sealer_written_pages_total counter\nsealer_written_pages_total {}\n", st.pages_written.load(Ordering::Relaxed));
-        s += &format!("# TYPE sealer_io_errors_total counter\nsealer_io_errors_total {}\n", st.io_errors.load(Ordering::Relaxed));
+        s += &format!(
+            "# TYPE sealer_read_pages_total counter\nsealer_read_pages_total {}\n",
+            st.pages_read.load(Ordering::Relaxed)
+        );
+        s += &format!(
+            "# TYPE sealer_read_bytes_total counter\nsealer_read_bytes_total {}\n",
+            st.pages_read.load(Ordering::Relaxed) * 4096
+        );
+        s += &format!(
+            "# TYPE sealer_written_pages_total counter\nsealer_written_pages_total {}\n",
+            st.pages_written.load(Ordering::Relaxed)
+        );
+        s += &format!(
+            "# TYPE sealer_io_errors_total counter\nsealer_io_errors_total {}\n",
+            st.io_errors.load(Ordering::Relaxed)
+        );
         let el = num(&d["elapsed_seconds"]).max(1e-9);
         s += "# HELP sealer_hasher_busy_ratio Fraction of wall time each hasher thread spent hashing.\n# TYPE sealer_hasher_busy_ratio gauge\n";
         for (i, b) in st.hasher_busy_ns.lock().unwrap().iter().enumerate() {
@@ -236,6 +253,10 @@ fn serve(l: std::net::TcpListener, sh: Arc<Mutex<Shared>>) {
                 _ => ("404 Not Found", "text/plain", "try /progress or /metrics\n".to_string()),
             }
         };
-        let _ = write!(c, "HTTP/1.1 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        let _ = write!(
+            c,
+            "HTTP/1.1 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
     }
 }

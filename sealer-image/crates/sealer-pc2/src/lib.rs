@@ -225,7 +225,12 @@ struct TAux {
 pub fn t_aux_bytes(cache: &Path, nodes: u64, layers: usize, sector_size: u64) -> Vec<u8> {
     let t = base_tree_count(sector_size) as u64;
     let leaves = nodes / t;
-    let sc = |id: String, size: u64, rtd: usize| StoreCfg { path: cache.to_path_buf(), id, size: Some(size as usize), rows_to_discard: rtd };
+    let sc = |id: String, size: u64, rtd: usize| StoreCfg {
+        path: cache.to_path_buf(),
+        id,
+        size: Some(size as usize),
+        rows_to_discard: rtd,
+    };
     let aux = TAux {
         labels: (1..=layers).map(|l| sc(format!("layer-{l}"), nodes, 0)).collect(),
         tree_d_config: sc("tree-d".into(), 2 * nodes - 1, 0),
@@ -296,7 +301,11 @@ pub fn run_pc2(cfg: &BatchConfig, export_layers: bool) -> Result<Vec<SectorResul
 }
 
 /// [`run_pc2`] publishing progress to `sink` (phase `pc2`).
-pub fn run_pc2_with(cfg: &BatchConfig, export_layers: bool, sink: Option<&ProgressSink>) -> Result<Vec<SectorResult>, Pc1Error> {
+pub fn run_pc2_with(
+    cfg: &BatchConfig,
+    export_layers: bool,
+    sink: Option<&ProgressSink>,
+) -> Result<Vec<SectorResult>, Pc1Error> {
     let own_sink;
     let sink = match sink {
         Some(s) => s,
@@ -347,8 +356,14 @@ pub fn run_pc2_with(cfg: &BatchConfig, export_layers: bool, sink: Option<&Progre
         let mut tc: Vec<TreeBuilder> = Vec::new();
         let mut tr: Vec<TreeBuilder> = Vec::new();
         for c in &caches {
-            tc.push(TreeBuilder::new(&c.join(format!("{}.tmp", tree_name("tree-c", k, t))), leaves, 0).map_err(|e| io("creating tree-c", e))?);
-            tr.push(TreeBuilder::new(&c.join(format!("{}.tmp", tree_name("tree-r-last", k, t))), leaves, rtd + 1).map_err(|e| io("creating tree-r-last", e))?);
+            tc.push(
+                TreeBuilder::new(&c.join(format!("{}.tmp", tree_name("tree-c", k, t))), leaves, 0)
+                    .map_err(|e| io("creating tree-c", e))?,
+            );
+            tr.push(
+                TreeBuilder::new(&c.join(format!("{}.tmp", tree_name("tree-r-last", k, t))), leaves, rtd + 1)
+                    .map_err(|e| io("creating tree-r-last", e))?,
+            );
         }
         let mut v = k as u64 * leaves;
         let end = v + leaves;
@@ -411,7 +426,8 @@ pub fn run_pc2_with(cfg: &BatchConfig, export_layers: bool, sink: Option<&Progre
         replicas[s].sync_all().map_err(|e| io("syncing replica", e))?;
         write_cc_tree_d(&cache.join("sc-02-data-tree-d.dat.tmp"), g.nodes).map_err(|e| io("writing tree-d", e))?;
         let abs = std::fs::canonicalize(cache).map_err(|e| io("resolving cache dir", e))?;
-        std::fs::write(cache.join("t_aux.tmp"), t_aux_bytes(&abs, g.nodes, layers, cfg.sector_size)).map_err(|e| io("writing t_aux", e))?;
+        std::fs::write(cache.join("t_aux.tmp"), t_aux_bytes(&abs, g.nodes, layers, cfg.sector_size))
+            .map_err(|e| io("writing t_aux", e))?;
         let mut paux = Vec::with_capacity(64);
         paux.extend_from_slice(&fr_bytes(&comm_c));
         paux.extend_from_slice(&fr_bytes(&comm_r_last));
@@ -474,9 +490,15 @@ mod tests {
         let h = poseidon2(Fr::from(0u64), Fr::from(1u64));
         assert_eq!(limbs(&h), [0x2e203c369a02e7ff, 0xa6fba9339d05a69d, 0x739e0fd902efe161, 0x396508d75e76a56b]);
         let v: Vec<Fr> = (0..8u64).map(Fr::from).collect();
-        assert_eq!(limbs(&poseidon8(&v)), [0x2a9934f56d38a5e6, 0x4b682e9d9cc4aed9, 0x1201004211677077, 0x2394611da3a5de55]);
+        assert_eq!(
+            limbs(&poseidon8(&v)),
+            [0x2a9934f56d38a5e6, 0x4b682e9d9cc4aed9, 0x1201004211677077, 0x2394611da3a5de55]
+        );
         let v: Vec<Fr> = (0..11u64).map(Fr::from).collect();
-        assert_eq!(limbs(&poseidon11(&v)), [0xcee3bbc32b693163, 0x09f3dcd8ccb08fc1, 0x6ca537e232ebe87a, 0x0c0fc1b2e5227f28]);
+        assert_eq!(
+            limbs(&poseidon11(&v)),
+            [0xcee3bbc32b693163, 0x09f3dcd8ccb08fc1, 0x6ca537e232ebe87a, 0x0c0fc1b2e5227f28]
+        );
     }
 
     #[test]

@@ -212,10 +212,7 @@ impl UringBackend {
 
     fn fixed_index(registered: &[(usize, usize)], buf: *mut u8, len: usize) -> Option<u16> {
         let a = buf as usize;
-        registered
-            .iter()
-            .position(|&(s, l)| a >= s && a + len <= s + l)
-            .map(|i| i as u16)
+        registered.iter().position(|&(s, l)| a >= s && a + len <= s + l).map(|i| i as u16)
     }
 
     fn run(&mut self, ios: &[PageIo], write: bool) -> io::Result<()> {
@@ -233,12 +230,16 @@ impl UringBackend {
                     let fd = types::Fd(devs.fd(io.dev));
                     let fixed = Self::fixed_index(registered, io.buf, io.len);
                     let e = match (write, fixed) {
-                        (false, Some(ix)) => opcode::ReadFixed::new(fd, io.buf, io.len as u32, ix).offset(io.offset).build(),
-                        (false, None) => opcode::Read::new(fd, io.buf, io.len as u32).offset(io.offset).build(),
-                        (true, Some(ix)) => {
-                            opcode::WriteFixed::new(fd, io.buf as *const u8, io.len as u32, ix).offset(io.offset).build()
+                        (false, Some(ix)) => {
+                            opcode::ReadFixed::new(fd, io.buf, io.len as u32, ix).offset(io.offset).build()
                         }
-                        (true, None) => opcode::Write::new(fd, io.buf as *const u8, io.len as u32).offset(io.offset).build(),
+                        (false, None) => opcode::Read::new(fd, io.buf, io.len as u32).offset(io.offset).build(),
+                        (true, Some(ix)) => opcode::WriteFixed::new(fd, io.buf as *const u8, io.len as u32, ix)
+                            .offset(io.offset)
+                            .build(),
+                        (true, None) => {
+                            opcode::Write::new(fd, io.buf as *const u8, io.len as u32).offset(io.offset).build()
+                        }
                     };
                     let e = e.user_data(next as u64);
                     if unsafe { sq.push(&e) }.is_err() {
@@ -277,7 +278,12 @@ impl UringBackend {
             if let Some((i, done)) = short {
                 // Finish a short transfer synchronously (rare: end of a file, signals).
                 let io = ios[i];
-                let rest = PageIo { dev: io.dev, offset: io.offset + done as u64, buf: unsafe { io.buf.add(done) }, len: io.len - done };
+                let rest = PageIo {
+                    dev: io.dev,
+                    offset: io.offset + done as u64,
+                    buf: unsafe { io.buf.add(done) },
+                    len: io.len - done,
+                };
                 self.sync_io(&rest, write)?;
             }
         }
@@ -298,9 +304,19 @@ impl UringBackend {
         while done < io.len {
             let r = unsafe {
                 if write {
-                    libc::pwrite(fd, io.buf.add(done) as *const libc::c_void, io.len - done, (io.offset + done as u64) as i64)
+                    libc::pwrite(
+                        fd,
+                        io.buf.add(done) as *const libc::c_void,
+                        io.len - done,
+                        (io.offset + done as u64) as i64,
+                    )
                 } else {
-                    libc::pread(fd, io.buf.add(done) as *mut libc::c_void, io.len - done, (io.offset + done as u64) as i64)
+                    libc::pread(
+                        fd,
+                        io.buf.add(done) as *mut libc::c_void,
+                        io.len - done,
+                        (io.offset + done as u64) as i64,
+                    )
                 }
             };
             if r < 0 {
@@ -418,7 +434,12 @@ mod tests {
         let dst = AlignedBuf::new(8 * PAGE);
         let (ptr, len) = (dst.as_mut_ptr(), dst.len());
         let _ = unsafe { be.register_buffers(&[(ptr, len)]) };
-        let rios: Vec<PageIo> = ios.iter().rev().enumerate().map(|(i, io)| PageIo { buf: unsafe { ptr.add((7 - i) * PAGE) }, ..*io }).collect();
+        let rios: Vec<PageIo> = ios
+            .iter()
+            .rev()
+            .enumerate()
+            .map(|(i, io)| PageIo { buf: unsafe { ptr.add((7 - i) * PAGE) }, ..*io })
+            .collect();
         be.read(&rios).unwrap();
         assert_eq!(src.as_slice(), dst.as_slice());
         std::fs::remove_dir_all(&dir).ok();

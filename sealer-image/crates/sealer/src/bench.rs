@@ -128,7 +128,15 @@ fn rand32(seed: &mut u64) -> [u8; 32] {
 }
 
 /// A random CC batch config for the bench and tests.
-pub fn random_config(sector_size: u64, proof_id: u64, api: ApiVersion, n: usize, seed: u64, layer_dir: &Path, out: &Path) -> BatchConfig {
+pub fn random_config(
+    sector_size: u64,
+    proof_id: u64,
+    api: ApiVersion,
+    n: usize,
+    seed: u64,
+    layer_dir: &Path,
+    out: &Path,
+) -> BatchConfig {
     let mut s = seed;
     let sectors: Vec<serde_json::Value> = (0..n)
         .map(|i| {
@@ -155,7 +163,8 @@ pub fn random_config(sector_size: u64, proof_id: u64, api: ApiVersion, n: usize,
 /// Run the benchmark and return the table rows.
 pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
-    let size_idx = sealer_config::SECTOR_SIZES.iter().position(|s| s.0 == o.sector_size).ok_or("unsupported sector size")?;
+    let size_idx =
+        sealer_config::SECTOR_SIZES.iter().position(|s| s.0 == o.sector_size).ok_or("unsupported sector size")?;
     let proof_id = 5 + size_idx as u64; // V1_1
     std::fs::create_dir_all(&o.dir).map_err(|e| e.to_string())?;
     oracle::set_cache_env(&o.dir.join("fil-cache"));
@@ -163,11 +172,32 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
 
     eprintln!("bench: SHA-NI bound (single stream, then 2 streams interleaved)…");
     let (s1, c1) = cpu_timed(|| sha_bound(None, false, o.sha_seconds));
-    rows.push(Row { name: "SHA-NI bound, 1 stream (20 blocks/label)".into(), labels_per_s: s1, cores: 1.0, seconds: o.sha_seconds, cpu_seconds: c1, labels: s1 * o.sha_seconds });
+    rows.push(Row {
+        name: "SHA-NI bound, 1 stream (20 blocks/label)".into(),
+        labels_per_s: s1,
+        cores: 1.0,
+        seconds: o.sha_seconds,
+        cpu_seconds: c1,
+        labels: s1 * o.sha_seconds,
+    });
     let (s2, c2) = cpu_timed(|| sha_bound(None, true, o.sha_seconds));
-    rows.push(Row { name: "SHA-NI bound, 2 streams interleaved".into(), labels_per_s: s2, cores: 1.0, seconds: o.sha_seconds, cpu_seconds: c2, labels: s2 * o.sha_seconds });
+    rows.push(Row {
+        name: "SHA-NI bound, 2 streams interleaved".into(),
+        labels_per_s: s2,
+        cores: 1.0,
+        seconds: o.sha_seconds,
+        cpu_seconds: c2,
+        labels: s2 * o.sha_seconds,
+    });
     let (s3, c3) = cpu_timed(|| sha_bound(Some(Kernel::Portable), false, o.sha_seconds));
-    rows.push(Row { name: "sha2 crate compress256, 1 stream (reference)".into(), labels_per_s: s3, cores: 1.0, seconds: o.sha_seconds, cpu_seconds: c3, labels: s3 * o.sha_seconds });
+    rows.push(Row {
+        name: "sha2 crate compress256, 1 stream (reference)".into(),
+        labels_per_s: s3,
+        cores: 1.0,
+        seconds: o.sha_seconds,
+        cpu_seconds: c3,
+        labels: s3 * o.sha_seconds,
+    });
 
     // Build the parent cache first so neither side pays for it in the timings.
     let probe = random_config(o.sector_size, proof_id, ApiVersion::V1_1_0, 1, 1, &o.dir, &o.dir.join("probe"));
@@ -180,14 +210,27 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
         std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
         let t0 = Instant::now();
         let r0 = cpu_now();
-        oracle::pc1_sector(o.sector_size, porep_id_for(proof_id), ApiVersion::V1_1_0, &[], [1u8; 32], 1, [2u8; 32], &work, false)
-            .map_err(|e| e.to_string())?;
+        oracle::pc1_sector(
+            o.sector_size,
+            porep_id_for(proof_id),
+            ApiVersion::V1_1_0,
+            &[],
+            [1u8; 32],
+            1,
+            [2u8; 32],
+            &work,
+            false,
+        )
+        .map_err(|e| e.to_string())?;
         let secs = t0.elapsed().as_secs_f64();
         let cpu = cpu_now() - r0;
         let labels = (o.sector_size / 32) as f64 * oracle::filecoin_proofs_layers(o.sector_size) as f64;
         let cores = if multicore { sealer_config::allowed_cpus().len() as f64 } else { 1.0 };
         rows.push(Row {
-            name: format!("rust-fil-proofs PC1, 1 sector ({})", if multicore { "multicore-sdr" } else { "single-core path" }),
+            name: format!(
+                "rust-fil-proofs PC1, 1 sector ({})",
+                if multicore { "multicore-sdr" } else { "single-core path" }
+            ),
             labels_per_s: labels / secs,
             cores,
             seconds: secs,
@@ -201,8 +244,20 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
         eprintln!("bench: sealer PC1, N = {n}…");
         let out = o.dir.join(format!("sealer-n{n}"));
         let _ = std::fs::remove_dir_all(&out);
-        let cfg = random_config(o.sector_size, proof_id, ApiVersion::V1_1_0, n, 42 + n as u64, &o.dir.join(format!("sealer-n{n}-layers")), &out);
-        let opts = Pc1Options { tuning: Tuning { ring_bytes: o.cache_bytes, ..Tuning::default() }, restart: true, ..Default::default() };
+        let cfg = random_config(
+            o.sector_size,
+            proof_id,
+            ApiVersion::V1_1_0,
+            n,
+            42 + n as u64,
+            &o.dir.join(format!("sealer-n{n}-layers")),
+            &out,
+        );
+        let opts = Pc1Options {
+            tuning: Tuning { ring_bytes: o.cache_bytes, ..Tuning::default() },
+            restart: true,
+            ..Default::default()
+        };
         let r0 = cpu_now();
         let rep = sealer_pc1::run_pc1(&cfg, &opts).map_err(|e| e.to_string())?;
         let cpu = cpu_now() - r0;
@@ -241,7 +296,9 @@ pub fn render(rows: &[Row], sector_size: u64) -> String {
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
     for r in rows {
-        let vs = |b: Option<f64>| b.filter(|b| *b > 0.0).map(|b| format!("{:.2}×", r.per_cpu_second() / b)).unwrap_or_else(|| "–".into());
+        let vs = |b: Option<f64>| {
+            b.filter(|b| *b > 0.0).map(|b| format!("{:.2}×", r.per_cpu_second() / b)).unwrap_or_else(|| "–".into())
+        };
         s += &format!(
             "| {} | {:.2} | {} | {:.3} | {:.3} | {:.3} | {} | {} |\n",
             r.name,
@@ -260,7 +317,8 @@ pub fn render(rows: &[Row], sector_size: u64) -> String {
 /// `sealer bench pc2`: seconds per sector of filecoin-proofs seal_pre_commit_phase2 (CPU)
 /// vs sealfleet PC2 on a batch of `n` sectors (PC1 done first, untimed).
 pub fn run_pc2(sector_size: u64, n: usize, dir: &Path) -> Result<String, String> {
-    let size_idx = sealer_config::SECTOR_SIZES.iter().position(|s| s.0 == sector_size).ok_or("unsupported sector size")?;
+    let size_idx =
+        sealer_config::SECTOR_SIZES.iter().position(|s| s.0 == sector_size).ok_or("unsupported sector size")?;
     let proof_id = 5 + size_idx as u64;
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     oracle::set_cache_env(&dir.join("fil-cache"));
@@ -269,8 +327,17 @@ pub fn run_pc2(sector_size: u64, n: usize, dir: &Path) -> Result<String, String>
     std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
     eprintln!("bench pc2: filecoin-proofs PC1+PC2 on one sector…");
     let c0 = cpu_now();
-    let o = oracle::precommit_sector(sector_size, porep_id_for(proof_id), ApiVersion::V1_1_0, &[], [1u8; 32], 1, [2u8; 32], &work)
-        .map_err(|e| e.to_string())?;
+    let o = oracle::precommit_sector(
+        sector_size,
+        porep_id_for(proof_id),
+        ApiVersion::V1_1_0,
+        &[],
+        [1u8; 32],
+        1,
+        [2u8; 32],
+        &work,
+    )
+    .map_err(|e| e.to_string())?;
     let _ = c0;
     let _ = std::fs::remove_dir_all(&work);
     eprintln!("bench pc2: sealer PC1 (untimed) then PC2 on N = {n}…");

@@ -168,7 +168,12 @@ fn load(path: &Path) -> Result<BatchConfig, Pc1Error> {
     BatchConfig::from_file(path).map_err(Pc1Error::from)
 }
 
-fn pc2_and_report(cfg: &BatchConfig, layer_files: bool, term: Option<PathBuf>, sink: Option<&sealer_pc1::ProgressSink>) -> ExitCode {
+fn pc2_and_report(
+    cfg: &BatchConfig,
+    layer_files: bool,
+    term: Option<PathBuf>,
+    sink: Option<&sealer_pc1::ProgressSink>,
+) -> ExitCode {
     match sealer_pc2::run_pc2_with(cfg, layer_files, sink) {
         Ok(res) => {
             let v = serde_json::json!({ "sectors": res });
@@ -179,7 +184,8 @@ fn pc2_and_report(cfg: &BatchConfig, layer_files: bool, term: Option<PathBuf>, s
             if let Some(t) = term {
                 let mut s = v.to_string();
                 if s.len() > 4096 {
-                    s = serde_json::json!({"sectors": res.len(), "results": cfg.output_dir.join("results.json")}).to_string();
+                    s = serde_json::json!({"sectors": res.len(), "results": cfg.output_dir.join("results.json")})
+                        .to_string();
                 }
                 let _ = std::fs::write(t, s);
             }
@@ -197,7 +203,13 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return fail(e),
             };
-            let mut opts = Pc1Options { allow_portable_hash, restart, pin_threads: !no_pin, progress_bar: !quiet, ..Default::default() };
+            let mut opts = Pc1Options {
+                allow_portable_hash,
+                restart,
+                pin_threads: !no_pin,
+                progress_bar: !quiet,
+                ..Default::default()
+            };
             opts.tuning.ring_bytes = cache_mib << 20;
             match sealer_pc1::run_pc1(&cfg, &opts) {
                 Ok(r) => {
@@ -233,7 +245,8 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return fail(e),
             };
-            let opts = Pc1Options { allow_portable_hash, pin_threads: !no_pin, progress_bar: !quiet, ..Default::default() };
+            let opts =
+                Pc1Options { allow_portable_hash, pin_threads: !no_pin, progress_bar: !quiet, ..Default::default() };
             let sink = match sealer_pc1::ProgressSink::new(&cfg, !quiet) {
                 Ok(s) => s,
                 Err(e) => return fail(e),
@@ -248,7 +261,9 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return fail(e),
             };
-            let seed = seed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64);
+            let seed = seed.unwrap_or_else(|| {
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+            });
             match sealer_pc1::verify_nodes(&cfg, nodes, seed) {
                 Ok(r) => {
                     println!(
@@ -313,7 +328,9 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Cmd::Bench { what: BenchCmd::Pc2 { sector_size, batch, dir } } => {
-            let Some(size) = sealer_config::SECTOR_SIZES.iter().find(|s| s.1.eq_ignore_ascii_case(&sector_size)).map(|s| s.0) else {
+            let Some(size) =
+                sealer_config::SECTOR_SIZES.iter().find(|s| s.1.eq_ignore_ascii_case(&sector_size)).map(|s| s.0)
+            else {
                 eprintln!("sealer: --sector-size must be one of 2KiB, 8MiB, 512MiB");
                 return ExitCode::from(2);
             };
@@ -333,15 +350,29 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Bench { what: BenchCmd::Pc1 { sector_size, batches, dir, skip_baseline, sha_seconds, cache_mib } } => {
-            let size = match sealer_config::SECTOR_SIZES.iter().find(|s| s.1.eq_ignore_ascii_case(&sector_size) || s.0.to_string() == sector_size) {
+            let size = match sealer_config::SECTOR_SIZES
+                .iter()
+                .find(|s| s.1.eq_ignore_ascii_case(&sector_size) || s.0.to_string() == sector_size)
+            {
                 Some(s) => s.0,
                 None => {
                     eprintln!("sealer: --sector-size must be one of 2KiB, 8MiB, 512MiB");
                     return ExitCode::from(2);
                 }
             };
-            let batches: Vec<usize> = batches.split(',').filter_map(|s| s.trim().parse().ok()).filter(|n: &usize| n.is_power_of_two() && *n <= 128).collect();
-            let o = sealer::bench::BenchOptions { sector_size: size, batches, dir, skip_baseline, sha_seconds, cache_bytes: cache_mib << 20 };
+            let batches: Vec<usize> = batches
+                .split(',')
+                .filter_map(|s| s.trim().parse().ok())
+                .filter(|n: &usize| n.is_power_of_two() && *n <= 128)
+                .collect();
+            let o = sealer::bench::BenchOptions {
+                sector_size: size,
+                batches,
+                dir,
+                skip_baseline,
+                sha_seconds,
+                cache_bytes: cache_mib << 20,
+            };
             match sealer::bench::run(&o) {
                 Ok(rows) => {
                     println!("{}", sealer::bench::render(&rows, size));

@@ -80,7 +80,12 @@ pub fn filecoin_proofs_layers(sector_size: u64) -> usize {
 }
 
 /// The filecoin-proofs PoRepConfig for these inputs.
-pub fn porep_config(sector_size: u64, porep_id: [u8; 32], api: ApiVersion, features: &[Feature]) -> anyhow_lite::Result<PoRepConfig> {
+pub fn porep_config(
+    sector_size: u64,
+    porep_id: [u8; 32],
+    api: ApiVersion,
+    features: &[Feature],
+) -> anyhow_lite::Result<PoRepConfig> {
     let api = match api {
         ApiVersion::V1_0_0 => SpApi::V1_0_0,
         ApiVersion::V1_1_0 => SpApi::V1_1_0,
@@ -151,7 +156,14 @@ pub fn precommit_sector(
     std::fs::File::create(&sealed).map_err(anyhow_lite::wrap)?;
     let t0 = std::time::Instant::now();
     let p1 = seal_pre_commit_phase1::<_, _, _, SectorShapeBase>(
-        &cfg, &cache, "/dev/zero", &sealed, prover_id, SectorId::from(sector_id), ticket, &[],
+        &cfg,
+        &cache,
+        "/dev/zero",
+        &sealed,
+        prover_id,
+        SectorId::from(sector_id),
+        ticket,
+        &[],
     )
     .map_err(|e| anyhow_lite::Error(format!("seal_pre_commit_phase1: {e:#}")))?;
     let pc1_seconds = t0.elapsed().as_secs_f64();
@@ -212,7 +224,16 @@ pub fn precommit_batch(cfg: &sealer_config::BatchConfig, work: &Path) -> anyhow_
     for s in &cfg.sectors {
         let dir = work.join(format!("sector-{}", s.sector_id));
         std::fs::create_dir_all(&dir).map_err(anyhow_lite::wrap)?;
-        let r = precommit_sector(cfg.sector_size, cfg.porep_id, cfg.api_version, &cfg.features, s.prover_id, s.sector_id, s.ticket, &dir)?;
+        let r = precommit_sector(
+            cfg.sector_size,
+            cfg.porep_id,
+            cfg.api_version,
+            &cfg.features,
+            s.prover_id,
+            s.sector_id,
+            s.ticket,
+            &dir,
+        )?;
         out.push(serde_json::json!({
             "sector_id": s.sector_id,
             "comm_d": hex::encode(r.comm_d),

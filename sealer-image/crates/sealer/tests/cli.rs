@@ -44,12 +44,16 @@ fn killed_run_resumes_at_first_incomplete_layer_and_matches_oracle() {
     std::thread::sleep(Duration::from_millis(300));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let p: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(work.path().join("out/progress.json")).unwrap()).unwrap();
+    let p: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(work.path().join("out/progress.json")).unwrap()).unwrap();
     assert_eq!(p["layer"], 2, "killed during layer 2: {p}");
     assert!(p["layer_percent"].as_f64().unwrap() < 100.0);
 
     // Second run resumes at layer 2.
-    let out = bin().args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"]).output().unwrap();
+    let out = bin()
+        .args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("resuming batch at layer 2"), "{stderr}");
@@ -58,7 +62,10 @@ fn killed_run_resumes_at_first_incomplete_layer_and_matches_oracle() {
 
     // Export, verify, compare with the oracle.
     let export = work.path().join("export");
-    let st = bin().args(["layer-export", "--config", cfg_path.to_str().unwrap(), "--out", export.to_str().unwrap()]).status().unwrap();
+    let st = bin()
+        .args(["layer-export", "--config", cfg_path.to_str().unwrap(), "--out", export.to_str().unwrap()])
+        .status()
+        .unwrap();
     assert!(st.success());
     let (rids, cds) = sealer_pc1::sector_ids(&cfg);
     for (i, s) in rep["sectors"].as_array().unwrap().iter().enumerate() {
@@ -66,7 +73,10 @@ fn killed_run_resumes_at_first_incomplete_layer_and_matches_oracle() {
     }
     common::compare_with_oracle(&cfg, &rids, &cds, &export, work.path());
 
-    let v = bin().args(["verify-pc1", "--config", cfg_path.to_str().unwrap(), "--nodes", "200", "--seed", "7"]).output().unwrap();
+    let v = bin()
+        .args(["verify-pc1", "--config", cfg_path.to_str().unwrap(), "--nodes", "200", "--seed", "7"])
+        .output()
+        .unwrap();
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
 
     // Corrupt layer 2 on device 0 and verify must notice (exit code 5).
@@ -80,21 +90,33 @@ fn killed_run_resumes_at_first_incomplete_layer_and_matches_oracle() {
         *b ^= 0x5a;
     }
     std::fs::write(dev0, data).unwrap();
-    let v = bin().args(["verify-pc1", "--config", cfg_path.to_str().unwrap(), "--nodes", "200", "--seed", "7"]).output().unwrap();
+    let v = bin()
+        .args(["verify-pc1", "--config", cfg_path.to_str().unwrap(), "--nodes", "200", "--seed", "7"])
+        .output()
+        .unwrap();
     assert_eq!(v.status.code(), Some(5), "{}", String::from_utf8_lossy(&v.stdout));
 
     // A third run notices that layer 2 is no longer what it wrote and labels it again.
-    let out = bin().args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"]).output().unwrap();
+    let out = bin()
+        .args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("layer 2 on storage is not the one this batch wrote"), "{stderr}");
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rep["first_layer_this_run"], 2);
-    let v = bin().args(["verify-pc1", "--config", cfg_path.to_str().unwrap(), "--nodes", "200", "--seed", "7"]).output().unwrap();
+    let v = bin()
+        .args(["verify-pc1", "--config", cfg_path.to_str().unwrap(), "--nodes", "200", "--seed", "7"])
+        .output()
+        .unwrap();
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
 
     // A fourth run has nothing left to do.
-    let out = bin().args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"]).output().unwrap();
+    let out = bin()
+        .args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rep["labels"], 0);
@@ -110,7 +132,12 @@ fn finished_state_over_a_scrubbed_slot_labels_again_and_matches_oracle() {
     let (cfg, json) = common::config(8 << 20, 6, 2, 777, work.path(), 1);
     let cfg_path = work.path().join("batch.json");
     std::fs::write(&cfg_path, json.to_string()).unwrap();
-    let pc1 = || bin().args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"]).output().unwrap();
+    let pc1 = || {
+        bin()
+            .args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"])
+            .output()
+            .unwrap()
+    };
     let out = pc1();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
@@ -129,7 +156,10 @@ fn finished_state_over_a_scrubbed_slot_labels_again_and_matches_oracle() {
     assert_eq!(sealer_pc1::layers_done(&cfg), cfg.num_layers());
 
     let export = work.path().join("export");
-    let st = bin().args(["layer-export", "--config", cfg_path.to_str().unwrap(), "--out", export.to_str().unwrap()]).status().unwrap();
+    let st = bin()
+        .args(["layer-export", "--config", cfg_path.to_str().unwrap(), "--out", export.to_str().unwrap()])
+        .status()
+        .unwrap();
     assert!(st.success());
     let (rids, cds) = sealer_pc1::sector_ids(&cfg);
     common::compare_with_oracle(&cfg, &rids, &cds, &export, work.path());
@@ -154,7 +184,8 @@ fn invalid_config_fails_before_work_naming_the_field() {
         "coordinators": [{"cpu": 4000, "hashers": [{"cpu": 4001, "sectors": 2}]}],
         "roles": {"writer": 0, "reader": 0, "orchestrator": 0}});
     std::fs::write(&p, json.to_string()).unwrap();
-    let out = bin().args(["pc1", "--config", p.to_str().unwrap(), "--quiet", "--allow-portable-hash"]).output().unwrap();
+    let out =
+        bin().args(["pc1", "--config", p.to_str().unwrap(), "--quiet", "--allow-portable-hash"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("layout.coordinators[0].cpu"));
 }
@@ -228,16 +259,33 @@ fn batch_killed_during_pc2_resumes_and_matches_oracle_with_endpoints() {
     child.wait().unwrap();
     assert!(!cfg.output_dir.join("results.json").exists());
     for s in &cfg.sectors {
-        assert!(!sealer_pc2::sector_dir(&cfg, s.sector_id).join("cache/p_aux").exists(), "p_aux must only appear when complete");
+        assert!(
+            !sealer_pc2::sector_dir(&cfg, s.sector_id).join("cache/p_aux").exists(),
+            "p_aux must only appear when complete"
+        );
     }
 
-    let out = bin().args(["batch", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"]).output().unwrap();
+    let out = bin()
+        .args(["batch", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let res: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(cfg.output_dir.join("results.json")).unwrap()).unwrap();
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(cfg.output_dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(res, file);
     for (i, s) in cfg.sectors.iter().enumerate() {
-        let o = sealer::oracle::precommit_sector(cfg.sector_size, cfg.porep_id, cfg.api_version, &cfg.features, s.prover_id, s.sector_id, s.ticket, work.path()).unwrap();
+        let o = sealer::oracle::precommit_sector(
+            cfg.sector_size,
+            cfg.porep_id,
+            cfg.api_version,
+            &cfg.features,
+            s.prover_id,
+            s.sector_id,
+            s.ticket,
+            work.path(),
+        )
+        .unwrap();
         assert_eq!(res["sectors"][i]["comm_r"], hex::encode(o.comm_r));
         assert_eq!(res["sectors"][i]["sector_id"], s.sector_id);
     }

@@ -14,9 +14,19 @@ fn run_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, devices: usize
     // Large cases keep their layers in tmpfs when there is one: this checks correctness, and
     // a virtio disk at ~140k random reads/s would make layer 2 alone take ~15 minutes.
     let shm = std::path::Path::new("/dev/shm");
-    let work = if sector_size > (8 << 20) && shm.is_dir() { tempfile::tempdir_in(shm).unwrap() } else { tempfile::tempdir().unwrap() };
+    let work = if sector_size > (8 << 20) && shm.is_dir() {
+        tempfile::tempdir_in(shm).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    };
     let (cfg, _) = common::config(sector_size, proof_id, n, seed, work.path(), devices);
-    let opts = Pc1Options { allow_portable_hash: true, force_portable_hash: portable, tuning, progress_bar: false, ..Default::default() };
+    let opts = Pc1Options {
+        allow_portable_hash: true,
+        force_portable_hash: portable,
+        tuning,
+        progress_bar: false,
+        ..Default::default()
+    };
     let rep = sealer_pc1::run_pc1(&cfg, &opts).expect("sealer pc1");
     assert_eq!(rep.first_layer, 1);
     let export = work.path().join("export");
@@ -25,7 +35,8 @@ fn run_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, devices: usize
     assert!(v.mismatches.is_empty(), "verify: {:?}", v.mismatches);
     common::compare_with_oracle(&cfg, &rep.replica_ids, &rep.comm_ds, &export, work.path());
     // progress file says done
-    let p: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(cfg.progress_file.as_ref().unwrap()).unwrap()).unwrap();
+    let p: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(cfg.progress_file.as_ref().unwrap()).unwrap()).unwrap();
     assert_eq!(p["state"], "done");
     assert_eq!(p["percent"].as_f64().unwrap(), 100.0);
 }

@@ -15,15 +15,25 @@ fn pc2_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_sectors
     let opts = Pc1Options { allow_portable_hash: true, tuning: Tuning::default(), ..Default::default() };
     sealer_pc1::run_pc1(&cfg, &opts).expect("pc1");
     let res = sealer_pc2::run_pc2(&cfg, c1).expect("pc2");
-    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(cfg.output_dir.join("results.json")).unwrap()).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(cfg.output_dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(summary["sectors"].as_array().unwrap().len(), n);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     // compare a spread of sectors with the oracle (all when oracle_sectors >= n)
     let step = (n / oracle_sectors.min(n)).max(1);
     for i in (0..n).step_by(step) {
         let s = &cfg.sectors[i];
-        let o = oracle::precommit_sector(cfg.sector_size, cfg.porep_id, cfg.api_version, &cfg.features, s.prover_id, s.sector_id, s.ticket, work.path())
-            .expect("oracle");
+        let o = oracle::precommit_sector(
+            cfg.sector_size,
+            cfg.porep_id,
+            cfg.api_version,
+            &cfg.features,
+            s.prover_id,
+            s.sector_id,
+            s.ticket,
+            work.path(),
+        )
+        .expect("oracle");
         assert_eq!(res[i].comm_r, hex::encode(o.comm_r), "comm_r of sector {i}");
         assert_eq!(res[i].comm_d, hex::encode(o.comm_d), "comm_d of sector {i}");
         let ours = sealer_pc2::sector_dir(&cfg, s.sector_id);
@@ -37,7 +47,10 @@ fn pc2_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_sectors
             let b = std::fs::read(oc.join(f)).unwrap();
             assert!(a == b, "{f} of sector {i} differs ({} vs {} bytes)", a.len(), b.len());
         }
-        assert!(std::fs::read(ours.join("sealed")).unwrap() == std::fs::read(&o.sealed).unwrap(), "replica of sector {i}");
+        assert!(
+            std::fs::read(ours.join("sealed")).unwrap() == std::fs::read(&o.sealed).unwrap(),
+            "replica of sector {i}"
+        );
         let oabs = std::fs::canonicalize(oc).unwrap();
         assert_eq!(
             sealer_pc2::t_aux_bytes(&oabs, cfg.nodes(), cfg.num_layers(), cfg.sector_size),

@@ -17,7 +17,11 @@ pub fn init() -> PathBuf {
     INIT.call_once(|| {
         std::env::remove_var("FIL_PROOFS_USE_MULTICORE_SDR");
         // Force our own dirs, whatever the environment says.
-        for (k, sub) in [("FIL_PROOFS_PARENT_CACHE", "parents"), ("FIL_PROOFS_PARAMETER_CACHE", "params"), ("FIL_PROOFS_CACHE_DIR", "cache")] {
+        for (k, sub) in [
+            ("FIL_PROOFS_PARENT_CACHE", "parents"),
+            ("FIL_PROOFS_PARAMETER_CACHE", "params"),
+            ("FIL_PROOFS_CACHE_DIR", "cache"),
+        ] {
             let p = dir.join(sub);
             std::fs::create_dir_all(&p).unwrap();
             std::env::set_var(k, &p);
@@ -28,7 +32,14 @@ pub fn init() -> PathBuf {
 }
 
 /// Random CC batch config: random prover ids, sector ids and tickets from `seed`.
-pub fn config(sector_size: u64, proof_id: u64, n: usize, seed: u64, work: &Path, devices: usize) -> (BatchConfig, serde_json::Value) {
+pub fn config(
+    sector_size: u64,
+    proof_id: u64,
+    n: usize,
+    seed: u64,
+    work: &Path,
+    devices: usize,
+) -> (BatchConfig, serde_json::Value) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let (api, features): (&str, Vec<&str>) = match proof_id {
         0..=4 => ("1.0.0", vec![]),
@@ -58,12 +69,28 @@ pub fn config(sector_size: u64, proof_id: u64, n: usize, seed: u64, work: &Path,
 }
 
 /// Compare the exported layers and identities of every sector with filecoin-proofs.
-pub fn compare_with_oracle(cfg: &BatchConfig, replica_ids: &[[u8; 32]], comm_ds: &[[u8; 32]], export: &Path, work: &Path) {
+pub fn compare_with_oracle(
+    cfg: &BatchConfig,
+    replica_ids: &[[u8; 32]],
+    comm_ds: &[[u8; 32]],
+    export: &Path,
+    work: &Path,
+) {
     let layers = cfg.num_layers();
     assert_eq!(layers, oracle::filecoin_proofs_layers(cfg.sector_size), "layer count");
     for (i, s) in cfg.sectors.iter().enumerate() {
-        let o = oracle::pc1_sector(cfg.sector_size, cfg.porep_id, cfg.api_version, &cfg.features, s.prover_id, s.sector_id, s.ticket, work, true)
-            .expect("oracle seal");
+        let o = oracle::pc1_sector(
+            cfg.sector_size,
+            cfg.porep_id,
+            cfg.api_version,
+            &cfg.features,
+            s.prover_id,
+            s.sector_id,
+            s.ticket,
+            work,
+            true,
+        )
+        .expect("oracle seal");
         assert_eq!(comm_ds[i], o.comm_d, "comm_d of sector {i}");
         let rid = storage_proofs_porep::stacked::generate_replica_id::<PoseidonHasher, _>(
             &s.prover_id,
@@ -75,7 +102,8 @@ pub fn compare_with_oracle(cfg: &BatchConfig, replica_ids: &[[u8; 32]], comm_ds:
         let rid_bytes: [u8; 32] = rid.into();
         assert_eq!(replica_ids[i], rid_bytes, "replica_id of sector {i}");
         for l in 1..=layers {
-            let ours = std::fs::read(export.join(s.sector_id.to_string()).join(format!("sc-02-data-layer-{l}.dat"))).unwrap();
+            let ours =
+                std::fs::read(export.join(s.sector_id.to_string()).join(format!("sc-02-data-layer-{l}.dat"))).unwrap();
             let theirs = &o.layers[l - 1];
             assert_eq!(ours.len(), theirs.len(), "layer {l} size, sector {i}");
             if ours != *theirs {
