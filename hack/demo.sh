@@ -171,7 +171,9 @@ seal() {
 compare() {
   local name=${1:-cc-8mib-demo} tmp
   tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' RETURN
+  # A RETURN trap stays set after this function returns; clear it as it fires, or it runs
+  # again when the caller returns, with $tmp out of scope (set -u).
+  trap 'rm -rf "$tmp"; trap - RETURN' RETURN
   kc -n "$BATCH_NS" get configmap "$name-sealer-config" -o jsonpath='{.data.config\.json}' > "$tmp/in.json"
   python3 - "$tmp" <<'EOF'
 import json, sys
