@@ -58,14 +58,7 @@ impl Parents {
     /// Build (or reuse) the parent cache for `nodes` nodes and `porep_id` and map it.
     /// Generating the file for a new graph takes seconds (8 MiB) to minutes (32 GiB).
     pub fn open(nodes: u64, porep_id: [u8; 32], api: GraphApi) -> Result<Self, GraphError> {
-        let graph = StackedBucketGraph::<PoseidonHasher>::new_stacked(
-            nodes as usize,
-            BASE_DEGREE,
-            EXP_DEGREE,
-            porep_id,
-            api.to_sp(),
-        )
-        .map_err(|e| GraphError(format!("building the parent graph: {e:#}")))?;
+        let graph = stacked_graph(nodes, porep_id, api)?;
         let cache = graph.parent_cache().map_err(|e| GraphError(format!("creating the parent cache file: {e:#}")))?;
         Self::from_file(&cache.path, nodes)
     }
@@ -110,17 +103,20 @@ impl Parents {
     }
 }
 
+/// The stacked DRG of rust-fil-proofs for these parameters.
+fn stacked_graph(
+    nodes: u64,
+    porep_id: [u8; 32],
+    api: GraphApi,
+) -> Result<StackedBucketGraph<PoseidonHasher>, GraphError> {
+    StackedBucketGraph::<PoseidonHasher>::new_stacked(nodes as usize, BASE_DEGREE, EXP_DEGREE, porep_id, api.to_sp())
+        .map_err(|e| GraphError(format!("building the parent graph: {e:#}")))
+}
+
 /// Parents straight from the graph (no cache file): slow, for tests.
 pub fn graph_parents(nodes: u64, porep_id: [u8; 32], api: GraphApi, node: u64) -> [u32; DEGREE] {
     use storage_proofs_core::drgraph::Graph;
-    let graph = StackedBucketGraph::<PoseidonHasher>::new_stacked(
-        nodes as usize,
-        BASE_DEGREE,
-        EXP_DEGREE,
-        porep_id,
-        api.to_sp(),
-    )
-    .expect("graph");
+    let graph = stacked_graph(nodes, porep_id, api).expect("graph");
     let mut p = [0u32; DEGREE];
     graph.parents(node as usize, &mut p).expect("parents");
     p

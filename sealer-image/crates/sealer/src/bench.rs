@@ -210,18 +210,7 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
         std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
         let t0 = Instant::now();
         let r0 = cpu_now();
-        oracle::pc1_sector(
-            o.sector_size,
-            porep_id_for(proof_id),
-            ApiVersion::V1_1_0,
-            &[],
-            [1u8; 32],
-            1,
-            [2u8; 32],
-            &work,
-            false,
-        )
-        .map_err(|e| e.to_string())?;
+        oracle::pc1_sector(&probe, &probe.sectors[0], &work, false).map_err(|e| e.to_string())?;
         let secs = t0.elapsed().as_secs_f64();
         let cpu = cpu_now() - r0;
         let labels = (o.sector_size / 32) as f64 * oracle::filecoin_proofs_layers(o.sector_size) as f64;
@@ -326,24 +315,12 @@ pub fn run_pc2(sector_size: u64, n: usize, dir: &Path) -> Result<String, String>
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
     eprintln!("bench pc2: filecoin-proofs PC1+PC2 on one sector…");
-    let c0 = cpu_now();
-    let o = oracle::precommit_sector(
-        sector_size,
-        porep_id_for(proof_id),
-        ApiVersion::V1_1_0,
-        &[],
-        [1u8; 32],
-        1,
-        [2u8; 32],
-        &work,
-    )
-    .map_err(|e| e.to_string())?;
-    let _ = c0;
-    let _ = std::fs::remove_dir_all(&work);
-    eprintln!("bench pc2: sealer PC1 (untimed) then PC2 on N = {n}…");
     let out = dir.join(format!("pc2-sealer-n{n}"));
     let _ = std::fs::remove_dir_all(&out);
     let cfg = random_config(sector_size, proof_id, ApiVersion::V1_1_0, n, 77, &dir.join("pc2-sealer-layers"), &out);
+    let o = oracle::precommit_sector(&cfg, &cfg.sectors[0], &work).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&work);
+    eprintln!("bench pc2: sealer PC1 (untimed) then PC2 on N = {n}…");
     sealer_pc1::run_pc1(&cfg, &Pc1Options { restart: true, ..Default::default() }).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
     let c1 = cpu_now();

@@ -1,8 +1,8 @@
 //! rust-fil-proofs as an oracle and as the benchmark baseline: one CC sector through
 //! crates.io `filecoin-proofs` `seal_pre_commit_phase1`.
 
-use filecoin_proofs::{seal_pre_commit_phase1, PoRepConfig, SectorShapeBase};
-use sealer_config::{ApiVersion, Feature};
+use filecoin_proofs::{seal_pre_commit_phase1, PoRepConfig, SealPreCommitPhase1Output, SectorShapeBase};
+use sealer_config::{ApiVersion, BatchConfig, Feature, SectorSpec};
 use std::path::Path;
 use storage_proofs_core::api_version::{ApiFeature, ApiVersion as SpApi};
 use storage_proofs_core::sector::SectorId;
@@ -33,37 +33,17 @@ pub struct OracleSector {
 
 /// Seal one CC sector's PC1 with filecoin-proofs in `work` and read back its layer files.
 /// Only the sizes whose shape is `SectorShapeBase` (2 KiB, 8 MiB, 512 MiB) are supported.
-#[allow(clippy::too_many_arguments)]
 pub fn pc1_sector(
-    sector_size: u64,
-    porep_id: [u8; 32],
-    api: ApiVersion,
-    features: &[Feature],
-    prover_id: [u8; 32],
-    sector_id: u64,
-    ticket: [u8; 32],
+    cfg: &BatchConfig,
+    s: &SectorSpec,
     work: &Path,
     read_layers: bool,
 ) -> anyhow_lite::Result<OracleSector> {
-    let cfg = porep_config(sector_size, porep_id, api, features)?;
-    let cache = work.join(format!("cache-{sector_id}"));
-    std::fs::create_dir_all(&cache).map_err(anyhow_lite::wrap)?;
-    let sealed = work.join(format!("sealed-{sector_id}"));
-    std::fs::File::create(&sealed).map_err(anyhow_lite::wrap)?;
-    let out = seal_pre_commit_phase1::<_, _, _, SectorShapeBase>(
-        &cfg,
-        &cache,
-        "/dev/zero",
-        &sealed,
-        prover_id,
-        SectorId::from(sector_id),
-        ticket,
-        &[],
-    )
-    .map_err(|e| anyhow_lite::Error(format!("seal_pre_commit_phase1: {e:#}")))?;
+    let cache = work.join(format!("cache-{}", s.sector_id));
+    let sealed = work.join(format!("sealed-{}", s.sector_id));
+    let (_, out) = phase1(cfg, s, &cache, &sealed)?;
     let layers = if read_layers {
-        let n = filecoin_proofs_layers(sector_size);
-        (1..=n)
+        (1..=filecoin_proofs_layers(cfg.sector_size))
             .map(|l| std::fs::read(cache.join(format!("sc-02-data-layer-{l}.dat"))).map_err(anyhow_lite::wrap))
             .collect::<Result<Vec<_>, _>>()?
     } else {
@@ -74,31 +54,52 @@ pub fn pc1_sector(
     Ok(OracleSector { layers, comm_d: out.comm_d })
 }
 
+/// filecoin-proofs seal_pre_commit_phase1 for one CC sector into `cache` and `sealed` (both
+/// created here), with the PoRepConfig it used.
+fn phase1(
+    cfg: &BatchConfig,
+    s: &SectorSpec,
+    cache: &Path,
+    sealed: &Path,
+) -> anyhow_lite::Result<(PoRepConfig, SealPreCommitPhase1Output<SectorShapeBase>)> {
+    let pc = porep_config(cfg)?;
+    std::fs::create_dir_all(cache).map_err(anyhow_lite::wrap)?;
+    std::fs::File::create(sealed).map_err(anyhow_lite::wrap)?;
+    let out = seal_pre_commit_phase1::<_, _, _, SectorShapeBase>(
+        &pc,
+        cache,
+        "/dev/zero",
+        sealed,
+        s.prover_id,
+        SectorId::from(s.sector_id),
+        s.ticket,
+        &[],
+    )
+    .map_err(|e| anyhow_lite::Error(format!("seal_pre_commit_phase1: {e:#}")))?;
+    Ok((pc, out))
+}
+
 /// Layer count filecoin-proofs uses for a size.
 pub fn filecoin_proofs_layers(sector_size: u64) -> usize {
     *filecoin_proofs::constants::LAYERS.read().unwrap().get(&sector_size).expect("known size")
 }
 
-/// The filecoin-proofs PoRepConfig for these inputs.
-pub fn porep_config(
-    sector_size: u64,
-    porep_id: [u8; 32],
-    api: ApiVersion,
-    features: &[Feature],
-) -> anyhow_lite::Result<PoRepConfig> {
-    let api = match api {
+/// The filecoin-proofs PoRepConfig of a batch (size, porep id, API version, features).
+pub fn porep_config(cfg: &BatchConfig) -> anyhow_lite::Result<PoRepConfig> {
+    let api = match cfg.api_version {
         ApiVersion::V1_0_0 => SpApi::V1_0_0,
         ApiVersion::V1_1_0 => SpApi::V1_1_0,
         ApiVersion::V1_2_0 => SpApi::V1_2_0,
     };
-    let feats = features
+    let feats = cfg
+        .features
         .iter()
         .map(|f| match f {
             Feature::SyntheticPoRep => ApiFeature::SyntheticPoRep,
             Feature::NonInteractivePoRep => ApiFeature::NonInteractivePoRep,
         })
         .collect();
-    PoRepConfig::new_groth16_with_features(sector_size, porep_id, api, feats)
+    PoRepConfig::new_groth16_with_features(cfg.sector_size, cfg.porep_id, api, feats)
         .map_err(|e| anyhow_lite::Error(format!("PoRepConfig: {e:#}")))
 }
 
@@ -138,37 +139,14 @@ pub struct OraclePreCommit {
 }
 
 /// filecoin-proofs seal_pre_commit_phase1 + phase2 for one CC sector; keeps its files.
-#[allow(clippy::too_many_arguments)]
-pub fn precommit_sector(
-    sector_size: u64,
-    porep_id: [u8; 32],
-    api: ApiVersion,
-    features: &[Feature],
-    prover_id: [u8; 32],
-    sector_id: u64,
-    ticket: [u8; 32],
-    work: &Path,
-) -> anyhow_lite::Result<OraclePreCommit> {
-    let cfg = porep_config(sector_size, porep_id, api, features)?;
-    let cache = work.join(format!("oracle-cache-{sector_id}"));
-    std::fs::create_dir_all(&cache).map_err(anyhow_lite::wrap)?;
-    let sealed = work.join(format!("oracle-sealed-{sector_id}"));
-    std::fs::File::create(&sealed).map_err(anyhow_lite::wrap)?;
+pub fn precommit_sector(cfg: &BatchConfig, s: &SectorSpec, work: &Path) -> anyhow_lite::Result<OraclePreCommit> {
+    let cache = work.join(format!("oracle-cache-{}", s.sector_id));
+    let sealed = work.join(format!("oracle-sealed-{}", s.sector_id));
     let t0 = std::time::Instant::now();
-    let p1 = seal_pre_commit_phase1::<_, _, _, SectorShapeBase>(
-        &cfg,
-        &cache,
-        "/dev/zero",
-        &sealed,
-        prover_id,
-        SectorId::from(sector_id),
-        ticket,
-        &[],
-    )
-    .map_err(|e| anyhow_lite::Error(format!("seal_pre_commit_phase1: {e:#}")))?;
+    let (pc, p1) = phase1(cfg, s, &cache, &sealed)?;
     let pc1_seconds = t0.elapsed().as_secs_f64();
     let t1 = std::time::Instant::now();
-    let out = filecoin_proofs::seal_pre_commit_phase2(&cfg, p1, &cache, &sealed)
+    let out = filecoin_proofs::seal_pre_commit_phase2(&pc, p1, &cache, &sealed)
         .map_err(|e| anyhow_lite::Error(format!("seal_pre_commit_phase2: {e:#}")))?;
     let pc2_seconds = t1.elapsed().as_secs_f64();
     Ok(OraclePreCommit { comm_r: out.comm_r, comm_d: out.comm_d, cache, sealed, pc1_seconds, pc2_seconds })
@@ -177,29 +155,23 @@ pub fn precommit_sector(
 /// filecoin-proofs seal_commit_phase1 (C1) on a cache dir and replica; its built-in sanity
 /// check verifies every vanilla proof with storage-proofs-porep's verifier. Returns the
 /// number of partitions' vanilla proofs produced.
-#[allow(clippy::too_many_arguments)]
 pub fn commit_phase1(
-    sector_size: u64,
-    porep_id: [u8; 32],
-    api: ApiVersion,
-    features: &[Feature],
+    cfg: &BatchConfig,
+    s: &SectorSpec,
     cache: &Path,
     sealed: &Path,
-    prover_id: [u8; 32],
-    sector_id: u64,
-    ticket: [u8; 32],
     seed: [u8; 32],
     comm_r: [u8; 32],
     comm_d: [u8; 32],
 ) -> anyhow_lite::Result<usize> {
-    let cfg = porep_config(sector_size, porep_id, api, features)?;
+    let pc = porep_config(cfg)?;
     let out = filecoin_proofs::seal_commit_phase1::<_, SectorShapeBase>(
-        &cfg,
+        &pc,
         cache,
         sealed,
-        prover_id,
-        SectorId::from(sector_id),
-        ticket,
+        s.prover_id,
+        SectorId::from(s.sector_id),
+        s.ticket,
         seed,
         filecoin_proofs::SealPreCommitOutput { comm_r, comm_d },
         &[],
@@ -212,7 +184,7 @@ pub fn commit_phase1(
 /// sizes), as `{"sectors": [{"sector_id", "comm_d", "comm_r"}]}` with hex commitments in the
 /// byte order rust-fil-proofs returns them, like `results.json`. Each sector's files are
 /// removed once it is sealed; the parent cache under `work` is kept for the next run.
-pub fn precommit_batch(cfg: &sealer_config::BatchConfig, work: &Path) -> anyhow_lite::Result<serde_json::Value> {
+pub fn precommit_batch(cfg: &BatchConfig, work: &Path) -> anyhow_lite::Result<serde_json::Value> {
     if cfg.sector_size > 512 << 20 {
         return Err(anyhow_lite::Error(format!(
             "sector size {} is not a test size: the oracle seals 2KiB, 8MiB and 512MiB sectors",
@@ -224,16 +196,7 @@ pub fn precommit_batch(cfg: &sealer_config::BatchConfig, work: &Path) -> anyhow_
     for s in &cfg.sectors {
         let dir = work.join(format!("sector-{}", s.sector_id));
         std::fs::create_dir_all(&dir).map_err(anyhow_lite::wrap)?;
-        let r = precommit_sector(
-            cfg.sector_size,
-            cfg.porep_id,
-            cfg.api_version,
-            &cfg.features,
-            s.prover_id,
-            s.sector_id,
-            s.ticket,
-            &dir,
-        )?;
+        let r = precommit_sector(cfg, s, &dir)?;
         out.push(serde_json::json!({
             "sector_id": s.sector_id,
             "comm_d": hex::encode(r.comm_d),

@@ -3,7 +3,8 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn bin() -> Command {
@@ -12,18 +13,43 @@ fn bin() -> Command {
     c
 }
 
+/// A batch config written to a file, and the `sealer` subcommands the tests run on it.
+struct ConfigFile(PathBuf);
+
+impl ConfigFile {
+    fn write(path: PathBuf, json: &serde_json::Value) -> Self {
+        std::fs::write(&path, json.to_string()).unwrap();
+        ConfigFile(path)
+    }
+    /// `sealer <sub> --config <file> <extra…>`.
+    fn cmd(&self, sub: &str, extra: &[&str]) -> Command {
+        let mut c = bin();
+        c.arg(sub).arg("--config").arg(&self.0).args(extra);
+        c
+    }
+    /// `pc1` or `batch`, quiet, with the portable hasher allowed (not every CI CPU has SHA-NI).
+    fn seal(&self, sub: &str) -> Command {
+        self.cmd(sub, &["--quiet", "--allow-portable-hash"])
+    }
+    fn verify(&self) -> Output {
+        self.cmd("verify-pc1", &["--nodes", "200", "--seed", "7"]).output().unwrap()
+    }
+    fn export(&self, out: &Path) {
+        assert!(self.cmd("layer-export", &["--out", out.to_str().unwrap()]).status().unwrap().success());
+    }
+}
+
 #[test]
 fn killed_run_resumes_at_first_incomplete_layer_and_matches_oracle() {
     common::init();
     let work = tempfile::tempdir().unwrap();
     let (cfg, json) = common::config(8 << 20, 6, 4, 501, work.path(), 2);
-    let cfg_path = work.path().join("batch.json");
-    std::fs::write(&cfg_path, json.to_string()).unwrap();
+    let file = ConfigFile::write(work.path().join("batch.json"), &json);
     let state = work.path().join("out/pc1-state.json");
 
     // First run, slowed down so the kill lands in layer 2.
-    let mut child = bin()
-        .args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"])
+    let mut child = file
+        .seal("pc1")
         .env("SEALER_TEST_SLOW_CHUNK_US", "4000")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -50,10 +76,7 @@ fn killed_run_resumes_at_first_incomplete_layer_and_matches_oracle() {
     assert!(p["layer_percent"].as_f64().unwrap() < 100.0);
 
     // Second run resumes at layer 2.
-    let out = bin()
-        .args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"])
-        .output()
-        .unwrap();
+    let out = file.seal("pc1").output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("resuming batch at layer 2"), "{stderr}");
@@ -62,21 +85,14 @@ fn killed_run_resumes_at_first_incomplete_layer_and_matches_oracle() {
 
     // Export, verify, compare with the oracle.
     let export = work.path().join("export");
-    let st = bin()
-        .args(["layer-export", "--config", cfg_path.to_str().unwrap(), "--out", export.to_str().unwrap()])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    file.export(&export);
     let (rids, cds) = sealer_pc1::sector_ids(&cfg);
     for (i, s) in rep["sectors"].as_array().unwrap().iter().enumerate() {
         assert_eq!(s["replica_id"], hex::encode(rids[i]));
     }
     common::compare_with_oracle(&cfg, &rids, &cds, &export, work.path());
 
-    let v = bin()
-        .args(["verify-pc1", "--config", cfg_path.to_str().unwrap(), "--nodes", "200", "--seed", "7"])
-        .output()
-        .unwrap();
+    let v = file.verify();
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
 
     // Corrupt layer 2 on device 0 and verify must notice (exit code 5).
@@ -90,33 +106,21 @@ fn killed_run_resumes_at_first_incomplete_layer_and_matches_oracle() {
         *b ^= 0x5a;
     }
     std::fs::write(dev0, data).unwrap();
-    let v = bin()
-        .args(["verify-pc1", "--config", cfg_path.to_str().unwrap(), "--nodes", "200", "--seed", "7"])
-        .output()
-        .unwrap();
+    let v = file.verify();
     assert_eq!(v.status.code(), Some(5), "{}", String::from_utf8_lossy(&v.stdout));
 
     // A third run notices that layer 2 is no longer what it wrote and labels it again.
-    let out = bin()
-        .args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"])
-        .output()
-        .unwrap();
+    let out = file.seal("pc1").output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("layer 2 on storage is not the one this batch wrote"), "{stderr}");
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rep["first_layer_this_run"], 2);
-    let v = bin()
-        .args(["verify-pc1", "--config", cfg_path.to_str().unwrap(), "--nodes", "200", "--seed", "7"])
-        .output()
-        .unwrap();
+    let v = file.verify();
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
 
     // A fourth run has nothing left to do.
-    let out = bin()
-        .args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"])
-        .output()
-        .unwrap();
+    let out = file.seal("pc1").output().unwrap();
     assert!(out.status.success());
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rep["labels"], 0);
@@ -130,14 +134,8 @@ fn finished_state_over_a_scrubbed_slot_labels_again_and_matches_oracle() {
     common::init();
     let work = tempfile::tempdir().unwrap();
     let (cfg, json) = common::config(8 << 20, 6, 2, 777, work.path(), 1);
-    let cfg_path = work.path().join("batch.json");
-    std::fs::write(&cfg_path, json.to_string()).unwrap();
-    let pc1 = || {
-        bin()
-            .args(["pc1", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"])
-            .output()
-            .unwrap()
-    };
+    let file = ConfigFile::write(work.path().join("batch.json"), &json);
+    let pc1 = || file.seal("pc1").output().unwrap();
     let out = pc1();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
@@ -156,11 +154,7 @@ fn finished_state_over_a_scrubbed_slot_labels_again_and_matches_oracle() {
     assert_eq!(sealer_pc1::layers_done(&cfg), cfg.num_layers());
 
     let export = work.path().join("export");
-    let st = bin()
-        .args(["layer-export", "--config", cfg_path.to_str().unwrap(), "--out", export.to_str().unwrap()])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    file.export(&export);
     let (rids, cds) = sealer_pc1::sector_ids(&cfg);
     common::compare_with_oracle(&cfg, &rids, &cds, &export, work.path());
 }
@@ -170,9 +164,8 @@ fn invalid_config_fails_before_work_naming_the_field() {
     let work = tempfile::tempdir().unwrap();
     let (_, mut json) = common::config(2048, 5, 2, 9, work.path(), 1);
     json["sectors"][1]["ticket"] = "1234".into();
-    let p = work.path().join("bad.json");
-    std::fs::write(&p, json.to_string()).unwrap();
-    let out = bin().args(["pc1", "--config", p.to_str().unwrap(), "--quiet"]).output().unwrap();
+    let bad = ConfigFile::write(work.path().join("bad.json"), &json);
+    let out = bad.cmd("pc1", &["--quiet"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("sectors[1].ticket"), "{err}");
@@ -183,9 +176,7 @@ fn invalid_config_fails_before_work_naming_the_field() {
     json["layout"] = serde_json::json!({"batch_size": 2, "supported": true,
         "coordinators": [{"cpu": 4000, "hashers": [{"cpu": 4001, "sectors": 2}]}],
         "roles": {"writer": 0, "reader": 0, "orchestrator": 0}});
-    std::fs::write(&p, json.to_string()).unwrap();
-    let out =
-        bin().args(["pc1", "--config", p.to_str().unwrap(), "--quiet", "--allow-portable-hash"]).output().unwrap();
+    let out = ConfigFile::write(work.path().join("bad.json"), &json).seal("pc1").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("layout.coordinators[0].cpu"));
 }
@@ -218,12 +209,11 @@ fn batch_killed_during_pc2_resumes_and_matches_oracle_with_endpoints() {
     let (cfg, mut json) = common::config(8 << 20, 6, 2, 701, work.path(), 1);
     let port = 20000 + (std::process::id() % 20000) as u16;
     json["metrics_port"] = port.into();
-    let cfg_path = work.path().join("batch.json");
-    std::fs::write(&cfg_path, json.to_string()).unwrap();
+    let file = ConfigFile::write(work.path().join("batch.json"), &json);
     let progress = work.path().join("out/progress.json");
 
-    let mut child = bin()
-        .args(["batch", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"])
+    let mut child = file
+        .seal("batch")
         .env("SEALER_TEST_SLOW_PC2_MS", "1500")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -265,27 +255,14 @@ fn batch_killed_during_pc2_resumes_and_matches_oracle_with_endpoints() {
         );
     }
 
-    let out = bin()
-        .args(["batch", "--config", cfg_path.to_str().unwrap(), "--quiet", "--allow-portable-hash"])
-        .output()
-        .unwrap();
+    let out = file.seal("batch").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let res: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let file: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(cfg.output_dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(res, file);
     for (i, s) in cfg.sectors.iter().enumerate() {
-        let o = sealer::oracle::precommit_sector(
-            cfg.sector_size,
-            cfg.porep_id,
-            cfg.api_version,
-            &cfg.features,
-            s.prover_id,
-            s.sector_id,
-            s.ticket,
-            work.path(),
-        )
-        .unwrap();
+        let o = sealer::oracle::precommit_sector(&cfg, s, work.path()).unwrap();
         assert_eq!(res["sectors"][i]["comm_r"], hex::encode(o.comm_r));
         assert_eq!(res["sectors"][i]["sector_id"], s.sector_id);
     }

@@ -23,17 +23,7 @@ fn pc2_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_sectors
     let step = (n / oracle_sectors.min(n)).max(1);
     for i in (0..n).step_by(step) {
         let s = &cfg.sectors[i];
-        let o = oracle::precommit_sector(
-            cfg.sector_size,
-            cfg.porep_id,
-            cfg.api_version,
-            &cfg.features,
-            s.prover_id,
-            s.sector_id,
-            s.ticket,
-            work.path(),
-        )
-        .expect("oracle");
+        let o = oracle::precommit_sector(&cfg, s, work.path()).expect("oracle");
         assert_eq!(res[i].comm_r, hex::encode(o.comm_r), "comm_r of sector {i}");
         assert_eq!(res[i].comm_d, hex::encode(o.comm_d), "comm_d of sector {i}");
         let ours = sealer_pc2::sector_dir(&cfg, s.sector_id);
@@ -63,21 +53,8 @@ fn pc2_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_sectors
             cr.copy_from_slice(&hex::decode(&res[i].comm_r).unwrap());
             let mut cd = [0u8; 32];
             cd.copy_from_slice(&hex::decode(&res[i].comm_d).unwrap());
-            let parts = oracle::commit_phase1(
-                cfg.sector_size,
-                cfg.porep_id,
-                cfg.api_version,
-                &cfg.features,
-                &ours.join("cache"),
-                &ours.join("sealed"),
-                s.prover_id,
-                s.sector_id,
-                s.ticket,
-                seed_bytes,
-                cr,
-                cd,
-            )
-            .expect("C1 on sealfleet outputs (vanilla proofs verified by filecoin-proofs' sanity check)");
+            let parts = oracle::commit_phase1(&cfg, s, &ours.join("cache"), &ours.join("sealed"), seed_bytes, cr, cd)
+                .expect("C1 on sealfleet outputs (vanilla proofs verified by filecoin-proofs' sanity check)");
             assert!(parts >= 1);
         }
     }

@@ -79,18 +79,7 @@ pub fn compare_with_oracle(
     let layers = cfg.num_layers();
     assert_eq!(layers, oracle::filecoin_proofs_layers(cfg.sector_size), "layer count");
     for (i, s) in cfg.sectors.iter().enumerate() {
-        let o = oracle::pc1_sector(
-            cfg.sector_size,
-            cfg.porep_id,
-            cfg.api_version,
-            &cfg.features,
-            s.prover_id,
-            s.sector_id,
-            s.ticket,
-            work,
-            true,
-        )
-        .expect("oracle seal");
+        let o = oracle::pc1_sector(cfg, s, work, true).expect("oracle seal");
         assert_eq!(comm_ds[i], o.comm_d, "comm_d of sector {i}");
         let rid = storage_proofs_porep::stacked::generate_replica_id::<PoseidonHasher, _>(
             &s.prover_id,
