@@ -206,10 +206,7 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
 
     std::fs::create_dir_all(&cfg.output_dir)
         .map_err(|e| io_err(&format!("creating {}", cfg.output_dir.display()), e))?;
-    let key = state::batch_key(cfg, &rids);
-    let spath = state_path(cfg);
     let mut digests = if opts.restart { Vec::new() } else { verified_layers(cfg, true) };
-    digests.truncate(layers);
     let done = digests.len();
     let own_sink;
     let sink = match sink {
@@ -267,11 +264,12 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
         &rids,
         LabelHasher::new(kernel),
         &plan,
-        (&mut be_r, &mut be_w),
+        &mut be_r,
+        &mut be_w,
         &stats,
         sink,
         &mut prog,
-        (&key, &spath, &mut digests),
+        &mut digests,
     );
     if let Some(s) = saved {
         s.restore();
@@ -301,14 +299,17 @@ fn label_layers(
     rids: &[[u8; 32]],
     hasher: LabelHasher,
     plan: &ThreadPlan,
-    (be_r, be_w): (&mut UringBackend, &mut UringBackend),
+    be_r: &mut UringBackend,
+    be_w: &mut UringBackend,
     stats: &LiveStats,
     sink: &ProgressSink,
     prog: &mut Progress,
-    (key, spath, digests): (&str, &Path, &mut Vec<String>),
+    digests: &mut Vec<String>,
 ) -> Result<f64, Pc1Error> {
     let layers = cfg.num_layers();
     let done = digests.len();
+    let key = state::batch_key(cfg, rids);
+    let spath = state_path(cfg);
     let t0 = Instant::now();
     for layer in done + 1..=layers {
         prog.start_layer(layer);
@@ -344,9 +345,8 @@ fn label_layers(
         prog.update(g.nodes);
         be_w.flush().map_err(|e| io_err("flushing layer storage", e))?;
         digests.push(layer_digest(g, stripe, be_r, layer as u32)?);
-        let st =
-            state::State { batch_key: key.to_string(), layers, layers_done: layer, layer_digests: digests.clone() };
-        state::store(spath, &st).map_err(|e| io_err(&format!("writing {}", spath.display()), e))?;
+        let st = state::State { batch_key: key.clone(), layers, layers_done: layer, layer_digests: digests.clone() };
+        state::store(&spath, &st).map_err(|e| io_err(&format!("writing {}", spath.display()), e))?;
         sink.publish(prog);
     }
     let seconds = t0.elapsed().as_secs_f64();
@@ -365,11 +365,14 @@ pub fn layers_done(cfg: &BatchConfig) -> usize {
 /// Layers the state file says a previous run of this batch completed, whether or not they
 /// are still intact (what `verify-pc1` checks in depth).
 pub fn layers_claimed(cfg: &BatchConfig) -> usize {
+    own_state(cfg).map_or(0, |st| st.layers_done.min(st.layers))
+}
+
+/// The state file when it belongs to this batch (same inputs and placement, same layer count).
+fn own_state(cfg: &BatchConfig) -> Option<state::State> {
+    let st = state::load(&state_path(cfg))?;
     let (rids, _) = sector_ids(cfg);
-    match state::load(&state_path(cfg)) {
-        Some(st) if st.batch_key == state::batch_key(cfg, &rids) => st.layers_done.min(st.layers),
-        _ => 0,
-    }
+    (st.batch_key == state::batch_key(cfg, &rids) && st.layers == cfg.num_layers()).then_some(st)
 }
 
 /// Pages sampled by [`layer_digest`]: nine spread over the layer, first and last included.
@@ -404,42 +407,17 @@ pub fn layer_digest(g: &Geometry, stripe: Stripe, be: &mut dyn PageBackend, laye
 /// still match storage. `explain` prints why fewer layers than the state file lists are kept.
 fn verified_layers(cfg: &BatchConfig, explain: bool) -> Vec<String> {
     let spath = state_path(cfg);
-    let Some(st) = state::load(&spath) else { return Vec::new() };
-    let (rids, _) = sector_ids(cfg);
-    if st.batch_key != state::batch_key(cfg, &rids) || st.layers != cfg.num_layers() {
-        if explain {
+    let Some(st) = own_state(cfg) else {
+        if explain && spath.exists() {
             eprintln!("sealer: state file {} belongs to another batch; starting from layer 1", spath.display());
         }
         return Vec::new();
-    }
+    };
     let claimed = st.layers_done.min(st.layers);
-    let mut ok = Vec::new();
-    let mut why = String::new();
-    match LayerReader::open(cfg) {
-        Err(e) => why = e.to_string(),
-        Ok(mut rd) => {
-            for (i, want) in st.layer_digests.iter().take(claimed).enumerate() {
-                match layer_digest(&rd.g, rd.stripe, &mut rd.be, i as u32 + 1) {
-                    Ok(d) if &d == want => ok.push(d),
-                    Ok(_) => {
-                        why = format!(
-                            "layer {} on storage is not the one this batch wrote (scrubbed or overwritten)",
-                            i + 1
-                        );
-                        break;
-                    }
-                    Err(e) => {
-                        why = e.to_string();
-                        break;
-                    }
-                }
-            }
-            if why.is_empty() && ok.len() < claimed {
-                why = format!("the state file has no digest for layer {}", ok.len() + 1);
-            }
-        }
-    }
+    let want = &st.layer_digests[..claimed.min(st.layer_digests.len())];
+    let (ok, why) = if want.is_empty() { (Vec::new(), None) } else { matching_prefix(cfg, want) };
     if explain && ok.len() < claimed {
+        let why = why.unwrap_or_else(|| format!("the state file has no digest for layer {}", ok.len() + 1));
         eprintln!(
             "sealer: state file {} lists {claimed} finished layers but {why}; labelling from layer {}",
             spath.display(),
@@ -447,6 +425,32 @@ fn verified_layers(cfg: &BatchConfig, explain: bool) -> Vec<String> {
         );
     }
     ok
+}
+
+/// The leading digests of `want` (layer 1 first) that storage still matches, and why the
+/// next one does not.
+fn matching_prefix(cfg: &BatchConfig, want: &[String]) -> (Vec<String>, Option<String>) {
+    let mut rd = match LayerReader::open(cfg) {
+        Ok(rd) => rd,
+        Err(e) => return (Vec::new(), Some(e.to_string())),
+    };
+    let mut ok = Vec::new();
+    for (i, w) in want.iter().enumerate() {
+        match layer_digest(&rd.g, rd.stripe, &mut rd.be, i as u32 + 1) {
+            Ok(d) if &d == w => ok.push(d),
+            Ok(_) => {
+                return (
+                    ok,
+                    Some(format!(
+                        "layer {} on storage is not the one this batch wrote (scrubbed or overwritten)",
+                        i + 1
+                    )),
+                )
+            }
+            Err(e) => return (ok, Some(e.to_string())),
+        }
+    }
+    (ok, None)
 }
 
 /// Reads interleaved pages of a finished (or partly finished) batch.
