@@ -339,13 +339,23 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	cleanup := func() {
-		_ = k8s.DeleteAllOf(ctx, &sealv1.SealBatch{}, client.InNamespace(fleetNS))
 		eventually(t, 10*time.Minute, "all batches released and gone", func(ctx context.Context) (bool, string) {
 			var list sealv1.SealBatchList
 			if err := k8s.List(ctx, &list, client.InNamespace(fleetNS)); err != nil {
 				return false, err.Error()
 			}
-			return len(list.Items) == 0, fmt.Sprintf("%d batches left", len(list.Items))
+			// A collection delete of a thousand batches can outlast the API server's request
+			// timeout here, leaving the rest undeleted: ask again while any is not deleting.
+			msg := fmt.Sprintf("%d batches left", len(list.Items))
+			for _, b := range list.Items {
+				if b.DeletionTimestamp == nil {
+					if err := k8s.DeleteAllOf(ctx, &sealv1.SealBatch{}, client.InNamespace(fleetNS)); err != nil {
+						msg += "; delete collection: " + err.Error()
+					}
+					break
+				}
+			}
+			return len(list.Items) == 0, msg
 		})
 	}
 	cleanup() // leftovers of an interrupted run
