@@ -124,12 +124,26 @@ var nodeSchedulingChanged = predicate.Funcs{
 // releaseSlot removes the batch's reservation from its node's ledger with optimistic
 // concurrency; a missing SealerNode or reservation counts as released.
 func releaseSlot(ctx context.Context, c client.Client, b *sealv1.SealBatch) error {
-	if b.Status.Node == "" {
-		return nil
+	node := b.Status.Node
+	if node == "" {
+		// Placement books the ledger before it records the node in the batch: a batch deleted
+		// between the two writes holds a slot that its status does not name.
+		var sns sealv1.SealerNodeList
+		if err := c.List(ctx, &sns); err != nil {
+			return err
+		}
+		for i := range sns.Items {
+			if ledger.Holder(&sns.Items[i], b.UID) != nil {
+				node = sns.Items[i].Name
+			}
+		}
+		if node == "" {
+			return nil
+		}
 	}
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var sn sealv1.SealerNode
-		if err := c.Get(ctx, client.ObjectKey{Name: b.Status.Node}, &sn); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Name: node}, &sn); err != nil {
 			return client.IgnoreNotFound(err)
 		}
 		if !ledger.Release(&sn, b.UID) {
