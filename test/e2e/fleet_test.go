@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -402,20 +403,32 @@ func TestFleet(t *testing.T) {
 	// Delete everything: finalizers release the slots (scrub pods succeed on simulated nodes;
 	// on the removed node there is nothing left to scrub).
 	cleanup()
-	var sns sealv1.SealerNodeList
-	if err := k8s.List(ctx, &sns); err != nil {
-		t.Fatal(err)
-	}
-	for _, sn := range sns.Items {
-		if sn.Status.Slots == nil {
-			continue
+	// A batch deleted inside a scheduling cycle (after placement read it, before it booked the
+	// slot) leaves a reservation that only the ledger's orphan collection can free, after its
+	// 2-minute grace; everything else is released with the batch.
+	held := func(ctx context.Context) []string {
+		var sns sealv1.SealerNodeList
+		if err := k8s.List(ctx, &sns); err != nil {
+			return []string{err.Error()}
 		}
-		for _, r := range sn.Status.Slots.Reservations {
-			if len(r.Batch) > len(fleetNS) && r.Batch[:len(fleetNS)+1] == fleetNS+"/" {
-				t.Errorf("%s: slot %d still held by deleted %s", sn.Name, r.Slot, r.Batch)
+		var out []string
+		for _, sn := range sns.Items {
+			if sn.Status.Slots == nil {
+				continue
+			}
+			for _, r := range sn.Status.Slots.Reservations {
+				if strings.HasPrefix(r.Batch, fleetNS+"/") {
+					out = append(out, fmt.Sprintf("%s slot %d held by deleted %s", sn.Name, r.Slot, r.Batch))
+				}
 			}
 		}
+		return out
 	}
+	t.Logf("BENCH slots still held right after the last batch was gone: %d", len(held(ctx)))
+	eventually(t, 3*time.Minute, "every slot of the deleted batches released", func(ctx context.Context) (bool, string) {
+		h := held(ctx)
+		return len(h) == 0, strings.Join(h, "; ")
+	})
 	var pods corev1.PodList
 	if err := k8s.List(ctx, &pods, client.InNamespace(fleetNS)); err != nil {
 		t.Fatal(err)
