@@ -397,20 +397,21 @@ func apply(ctx context.Context, c client.Client, f *Fleet, m machine) error {
 
 	want := SealerNode(f, m, time.Now())
 	var sn sealv1.SealerNode
-	switch err := c.Get(ctx, client.ObjectKey{Name: m.name}, &sn); {
-	case apierrors.IsNotFound(err):
-		sn = *want.DeepCopy()
-		sn.Status = sealv1.SealerNodeStatus{}
-		if err := c.Create(ctx, &sn); err != nil {
-			return fmt.Errorf("sealernode %s: %w", m.name, err)
+	// Retried: the operator's ledger writes the status of an existing SealerNode meanwhile.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		switch err := c.Get(ctx, client.ObjectKey{Name: m.name}, &sn); {
+		case apierrors.IsNotFound(err):
+			sn = *want.DeepCopy()
+			sn.Status = sealv1.SealerNodeStatus{}
+			return c.Create(ctx, &sn)
+		case err != nil:
+			return err
+		default:
+			sn.Labels, sn.Spec = want.Labels, want.Spec
+			return c.Update(ctx, &sn)
 		}
-	case err != nil:
-		return err
-	default:
-		sn.Labels, sn.Spec = want.Labels, want.Spec
-		if err := c.Update(ctx, &sn); err != nil {
-			return fmt.Errorf("sealernode %s: %w", m.name, err)
-		}
+	}); err != nil {
+		return fmt.Errorf("sealernode %s: %w", m.name, err)
 	}
 	// Play the node agent: everything but the operator's slot ledger.
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
