@@ -397,7 +397,7 @@ func apply(ctx context.Context, c client.Client, f *Fleet, m machine) error {
 
 	want := SealerNode(f, m, time.Now())
 	var sn sealv1.SealerNode
-	// Retried: the operator's ledger writes the status of an existing SealerNode meanwhile.
+	// Retried: another writer can change an existing SealerNode between the read and the write.
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		switch err := c.Get(ctx, client.ObjectKey{Name: m.name}, &sn); {
 		case apierrors.IsNotFound(err):
