@@ -77,11 +77,27 @@ func (r *LedgerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("ledger").
 		For(&sealv1.SealerNode{}).
-		Watches(&sealv1.SealBatch{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if n := o.(*sealv1.SealBatch).Status.Node; n != "" {
-				return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: n}}}
-			}
-			return nil
-		}), builderDeleted()).
+		Watches(&sealv1.SealBatch{}, handler.EnqueueRequestsFromMapFunc(r.nodesHolding), builderDeleted()).
 		Complete(r)
+}
+
+// nodesHolding maps a deleted batch to the SealerNodes whose ledger may still name it: the
+// node in its status or, for a batch deleted between placement's ledger write and its status
+// write, any node holding its UID (without this it stayed booked until an unrelated event).
+func (r *LedgerReconciler) nodesHolding(ctx context.Context, o client.Object) []reconcile.Request {
+	b := o.(*sealv1.SealBatch)
+	if b.Status.Node != "" {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: b.Status.Node}}}
+	}
+	var sns sealv1.SealerNodeList
+	if err := r.List(ctx, &sns); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range sns.Items {
+		if ledger.Holder(&sns.Items[i], b.UID) != nil {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Name: sns.Items[i].Name}})
+		}
+	}
+	return reqs
 }
