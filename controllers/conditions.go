@@ -1,12 +1,14 @@
 package controllers
 
+import "github.com/sealfleet/sealfleet/internal/ledger"
+
 // Condition types on a SealBatch.
 const (
 	CondPlaced            = "Placed"
 	CondPC1Complete       = "PC1Complete"
 	CondPC2Complete       = "PC2Complete"
 	CondFailed            = "Failed"
-	CondReleased          = "Released"
+	CondReleased          = ledger.CondReleased // ends the batch's hold on its slot
 	CondDeletionIsBlocked = "DeletionIsBlocked"
 )
 
@@ -15,25 +17,23 @@ type Reason string
 
 // Reasons.
 const (
-	ReasonPlaced          Reason = "Placed"
-	ReasonUnschedulable   Reason = "Unschedulable"
-	ReasonInvalidSpec     Reason = "InvalidSpec"
-	ReasonLabelling       Reason = "Labelling"
-	ReasonLayersWritten   Reason = "LayersWritten"
-	ReasonTreesBuilding   Reason = "TreesBuilding"
-	ReasonCommitted       Reason = "CommitmentsComputed"
-	ReasonSealerFailed    Reason = "SealerFailed"
-	ReasonPodEvicted      Reason = "PodEvicted"
-	ReasonPodDisappeared  Reason = "PodDisappeared"
-	ReasonNodeLost        Reason = "NodeLost"
-	ReasonRetrying        Reason = "Retrying"
-	ReasonHeld            Reason = "SlotHeld"
-	ReasonSlotReleased    Reason = "SlotReleased"
-	ReasonReleasePending  Reason = "ReleasePending"
-	ReasonReleaseFailed   Reason = "ReleaseFailed"
-	ReasonForcedRelease   Reason = "ForcedRelease"
-	ReasonWaitingForPod   Reason = "WaitingForPodDeletion"
-	ReasonLedgerInconsist Reason = "LedgerInconsistent"
+	ReasonPlaced         Reason = "Placed"
+	ReasonUnschedulable  Reason = "Unschedulable"
+	ReasonInvalidSpec    Reason = "InvalidSpec"
+	ReasonLabelling      Reason = "Labelling"
+	ReasonLayersWritten  Reason = "LayersWritten"
+	ReasonTreesBuilding  Reason = "TreesBuilding"
+	ReasonCommitted      Reason = "CommitmentsComputed"
+	ReasonSealerFailed   Reason = "SealerFailed"
+	ReasonPodEvicted     Reason = "PodEvicted"
+	ReasonPodDisappeared Reason = "PodDisappeared"
+	ReasonNodeLost       Reason = "NodeLost"
+	ReasonRetrying       Reason = "Retrying"
+	ReasonSlotReleased   Reason = "SlotReleased"
+	ReasonReleasePending Reason = "ReleasePending"
+	ReasonReleaseFailed  Reason = "ReleaseFailed"
+	ReasonForcedRelease  Reason = "ForcedRelease"
+	ReasonWaitingForPod  Reason = "WaitingForPodDeletion"
 )
 
 // Finalizer guarantees that a deleted batch gives back its slot.

@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -46,5 +46,3 @@ var deletedOnly = predicate.Funcs{
 	GenericFunc: func(event.GenericEvent) bool { return false },
 	DeleteFunc:  func(event.DeleteEvent) bool { return true },
 }
-
-func builderDeleted() builder.WatchesOption { return builder.WithPredicates(deletedOnly) }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/placement"
 )
 
 // Operator metrics, on controller-runtime's registry (served at the manager's /metrics next
@@ -140,5 +141,15 @@ func (c *phaseClock) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	for _, e := range c.entries {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, now.Sub(e.since).Seconds(), e.labels...)
+	}
+}
+
+// exportSlotMetrics sets each node's used and free slots from placement's view.
+func exportSlotMetrics(fleet []*placement.Node) {
+	metricSlots.Reset()
+	for _, n := range fleet {
+		used := n.Usage.Slots()
+		metricSlots.WithLabelValues(n.Sealer.Name, "used").Set(float64(used))
+		metricSlots.WithLabelValues(n.Sealer.Name, "free").Set(float64(max(int(n.Geometry.Count)-used, 0)))
 	}
 }

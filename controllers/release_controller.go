@@ -42,12 +42,14 @@ func (r *ReleaseReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	deleting := b.DeletionTimestamp != nil
-	if !deleting && !controllerutil.ContainsFinalizer(&b, Finalizer) {
+	if !controllerutil.ContainsFinalizer(&b, Finalizer) {
+		// A batch holds nothing until it is placed, and its sealer starts only once the
+		// finalizer is on: an unplaced batch is deleted at once, with nothing to release.
+		if deleting || b.Status.Node == "" {
+			return reconcile.Result{}, nil
+		}
 		controllerutil.AddFinalizer(&b, Finalizer)
-		return reconcile.Result{}, r.Update(ctx, &b)
-	}
-	if deleting && !controllerutil.ContainsFinalizer(&b, Finalizer) {
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, client.IgnoreNotFound(r.Update(ctx, &b))
 	}
 	if !deleting {
 		due, wait := releaseDue(&b, time.Now())
@@ -107,6 +109,9 @@ func releaseDue(b *sealv1.SealBatch, now time.Time) (due bool, wait time.Duratio
 func (r *ReleaseReconciler) release(ctx context.Context, b *sealv1.SealBatch, deleting bool) (bool, error) {
 	logger := log.FromContext(ctx).WithValues("batch", ledger.BatchKey(b), "node", b.Status.Node)
 	force := b.Annotations[AnnotationForceRelease] == "true"
+	if meta.IsStatusConditionTrue(b.Status.Conditions, CondReleased) {
+		return true, nil // released before (e.g. on completion), deleted now
+	}
 
 	// 1. The sealer must be gone before its slot is scrubbed or given to another batch.
 	running, err := r.stopSealer(ctx, b, force)
@@ -126,11 +131,8 @@ func (r *ReleaseReconciler) release(ctx context.Context, b *sealv1.SealBatch, de
 			return false, r.waiting(ctx, b, ReasonReleasePending, msg)
 		}
 	}
-	// 3. Free the ledger entry.
-	if err := releaseSlot(ctx, r.Client, b); err != nil {
-		metricReleaseFailures.WithLabelValues("ledger").Inc()
-		return false, err
-	}
+	// 3. The slot is free once the batch says Released, or once it is gone (the caller removes
+	// the finalizer): the batch is the only record of its claim.
 	if err := r.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: scrubPodName(b)}}); client.IgnoreNotFound(err) != nil {
 		logger.Error(err, "deleting the scrub pod")
 	}
@@ -221,8 +223,8 @@ func (r *ReleaseReconciler) scrub(ctx context.Context, b *sealv1.SealBatch) (boo
 		}
 		return false, "", err
 	}
-	if ledger.Holder(&sn, b.UID) == nil {
-		// The reservation goes only after a successful scrub: nothing left to do.
+	claim, held := ledger.ClaimOf(b, func(string) ledger.Geometry { return ledger.GeometryOf(&sn) })
+	if !held {
 		return true, "", nil
 	}
 	var node corev1.Node
@@ -239,8 +241,8 @@ func (r *ReleaseReconciler) scrub(ctx context.Context, b *sealv1.SealBatch) (boo
 	if apierrors.IsNotFound(err) {
 		p := render.ScrubPod(render.ScrubInput{
 			Batch: b, Node: b.Status.Node, Devices: sn.Status.LayerDevices,
-			Offset:      ledger.DeviceOffset(sn.Status.Slots, len(paths), *b.Status.Slot),
-			Length:      sn.Status.Slots.SlotBytes / int64(len(paths)), // the slot's whole share of each device
+			Offset:      claim.Range.OffsetBytes,
+			Length:      claim.Range.LengthBytes, // the slot's whole share of each device
 			HostNetwork: r.HostNetwork,
 		}, r.ScrubImage, r.PullPolicy)
 		if b.DeletionTimestamp == nil {

@@ -38,8 +38,11 @@ func TestBatchLifecycle(t *testing.T) {
 	if c := condition(placed, controllers.CondPlaced); c == nil || c.Status != "True" || c.ObservedGeneration != placed.Generation {
 		t.Errorf("Placed condition: %+v", c)
 	}
-	if l := h.ledger("node-a"); len(l.Reservations) != 1 || l.Reservations[0].BatchUID != string(b.UID) || l.Reservations[0].Hugepages1Gi != 1 {
-		t.Errorf("ledger: %+v", l)
+	if l := h.held("node-a"); len(l) != 1 || l[0].UID != b.UID || l[0].Hugepages != 1 || l[0].Range.LengthBytes != 64<<20 {
+		t.Errorf("held on node-a: %+v", l)
+	}
+	if placed.Status.Layout == nil || len(placed.Status.Layout.Coordinators) == 0 || placed.Status.CPUs == "" {
+		t.Errorf("layout not decided at placement: %+v cpus %q", placed.Status.Layout, placed.Status.CPUs)
 	}
 
 	pod := h.waitPod(ns, "b1-sealer-1")
@@ -102,8 +105,8 @@ func TestBatchLifecycle(t *testing.T) {
 	if len(got.Status.Sectors) != 4 || got.Status.Sectors[0].CommR == "" || got.Status.Sectors[0].State != "Sealed" {
 		t.Errorf("sector results: %+v", got.Status.Sectors)
 	}
-	if l := h.ledger("node-a"); len(l.Reservations) != 0 {
-		t.Errorf("slot not released: %+v", l.Reservations)
+	if l := h.held("node-a"); len(l) != 0 {
+		t.Errorf("slot not released: %+v", l)
 	}
 	scrub := h.pod(ns, "b1-scrub")
 	if scrub != nil && scrub.DeletionTimestamp == nil {
@@ -141,8 +144,8 @@ func TestOneSlotTwoBatches(t *testing.T) {
 		!(strings.Contains(c.Message, "pipelines busy") || strings.Contains(c.Message, "no free slot")) {
 		t.Errorf("unschedulable reason: %+v", c)
 	}
-	if l := h.ledger("node-r"); len(l.Reservations) != 1 {
-		t.Fatalf("double booking: %+v", l.Reservations)
+	if l := h.held("node-r"); len(l) != 1 {
+		t.Fatalf("double booking: %+v", l)
 	}
 
 	// Deleting the winner releases its slot; the loser is placed there.
@@ -188,8 +191,8 @@ func TestRestartMidPC1(t *testing.T) {
 	if len(pods.Items) != 1 {
 		t.Errorf("restart created pods: %d", len(pods.Items))
 	}
-	if l := h.ledger("node-s"); len(l.Reservations) != 1 {
-		t.Errorf("restart changed the ledger: %+v", l.Reservations)
+	if l := h.held("node-s"); len(l) != 1 {
+		t.Errorf("restart changed what is held: %+v", l)
 	}
 	if b := h.batch(ns, "b"); b.Status.Attempts != 1 {
 		t.Errorf("attempts %d", b.Status.Attempts)
@@ -221,8 +224,8 @@ func TestSealerFailureRetriesThenFails(t *testing.T) {
 		t.Errorf("failure condition: %+v", c)
 	}
 	// OnOutputsTaken keeps the failed batch's slot (its layers) until it is deleted.
-	if l := h.ledger("node-f"); len(l.Reservations) != 1 {
-		t.Errorf("failed batch released its slot early: %+v", l.Reservations)
+	if l := h.held("node-f"); len(l) != 1 {
+		t.Errorf("failed batch released its slot early: %+v", l)
 	}
 }
 
@@ -303,14 +306,14 @@ func TestDeleteInEveryPhase(t *testing.T) {
 				t.Errorf("%s: sealer pod %s still running after delete", phase, p.Name)
 			}
 		}
-		l := h.ledger("node-d")
-		for _, r := range l.Reservations {
-			if r.BatchUID == string(b.UID) {
+		l := h.held("node-d")
+		for _, r := range l {
+			if r.UID == b.UID {
 				t.Errorf("%s: slot %d still held by the deleted batch", phase, r.Slot)
 			}
 		}
-		if len(l.Reservations) != 1 || !strings.HasSuffix(l.Reservations[0].Batch, "/neighbour") {
-			t.Errorf("%s: neighbour's reservation disturbed: %+v", phase, l.Reservations)
+		if len(l) != 1 || !strings.HasSuffix(l[0].Batch, "/neighbour") {
+			t.Errorf("%s: neighbour's claim disturbed: %+v", phase, l)
 		}
 	}
 }
@@ -345,8 +348,8 @@ func TestStuckReleaseIsVisibleAndForceable(t *testing.T) {
 		c := condition(b, controllers.CondDeletionIsBlocked)
 		return c != nil && c.Reason == string(controllers.ReasonWaitingForPod), fmt.Sprintf("%+v", b.Status.Conditions)
 	})
-	if l := h.ledger("node-k"); len(l.Reservations) != 1 {
-		t.Fatalf("slot released while the sealer may still write: %+v", l.Reservations)
+	if l := h.held("node-k"); len(l) != 1 {
+		t.Fatalf("slot released while the sealer may still write: %+v", l)
 	}
 	b := h.batch(ns, "b")
 	b.Annotations = map[string]string{controllers.AnnotationForceRelease: "true"}
@@ -354,7 +357,7 @@ func TestStuckReleaseIsVisibleAndForceable(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.eventually("forced release", func() (bool, string) { return h.batch(ns, "b") == nil, "still there" })
-	if l := h.ledger("node-k"); len(l.Reservations) != 0 {
-		t.Errorf("forced release left the slot held: %+v", l.Reservations)
+	if l := h.held("node-k"); len(l) != 0 {
+		t.Errorf("forced release left the slot held: %+v", l)
 	}
 }

@@ -51,6 +51,11 @@ func (r *SealerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if b.DeletionTimestamp != nil || b.Status.Node == "" || b.Status.Slot == nil {
 		return reconcile.Result{}, nil
 	}
+	if !controllerutil.ContainsFinalizer(&b, Finalizer) {
+		// The release reconciler adds it once the batch is placed; a sealer must never run
+		// on a slot that a deletion could free without stopping it first.
+		return reconcile.Result{}, nil
+	}
 	switch b.Status.Phase {
 	case sealv1.PhaseCompleted, sealv1.PhaseFailed:
 		return reconcile.Result{}, nil
@@ -70,23 +75,21 @@ func (r *SealerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{}, r.fail(ctx, &b, ReasonNodeLost, fmt.Sprintf("node %s was deleted while the batch ran", b.Status.Node))
 	}
 
-	lay, err := r.layoutFor(ctx, &b, &sn)
-	if err != nil {
-		return reconcile.Result{RequeueAfter: requeuePending}, updateStatus(ctx, r.Client, &b, func(b *sealv1.SealBatch) {
-			b.Status.Message = "waiting for CPUs: " + err.Error()
-		}, nil)
+	if b.Status.Layout == nil || b.Status.SlotRange == nil {
+		return reconcile.Result{}, r.fail(ctx, &b, ReasonInvalidSpec, "status has no layout or slot range: the batch was placed by an older operator; delete it and create it again")
 	}
+	lay := layout.FromRecord(b.Status.Layout, len(b.Spec.Sectors))
 	if err := r.ensureConfig(ctx, &b, &sn, lay); err != nil {
 		return reconcile.Result{}, err
 	}
 
 	if b.Status.Attempts == 0 {
-		return reconcile.Result{}, r.startAttempt(ctx, &b, &sn, lay, 1)
+		return reconcile.Result{}, r.startAttempt(ctx, &b, &sn, 1)
 	}
 	var pod corev1.Pod
-	err = r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: render.PodName(&b, b.Status.Attempts)}, &pod)
+	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: render.PodName(&b, b.Status.Attempts)}, &pod)
 	if apierrors.IsNotFound(err) {
-		return reconcile.Result{}, r.failOrRetry(ctx, &b, &sn, lay, ReasonPodDisappeared, "the sealer pod was deleted before it finished")
+		return reconcile.Result{}, r.failOrRetry(ctx, &b, &sn, ReasonPodDisappeared, "the sealer pod was deleted before it finished")
 	}
 	if err != nil {
 		return reconcile.Result{}, err
@@ -96,44 +99,11 @@ func (r *SealerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{}, r.complete(ctx, &b, &pod)
 	case corev1.PodFailed:
 		reason, msg := podFailure(&pod)
-		return reconcile.Result{}, r.failOrRetry(ctx, &b, &sn, lay, reason, msg)
+		return reconcile.Result{}, r.failOrRetry(ctx, &b, &sn, reason, msg)
 	case corev1.PodRunning:
 		return reconcile.Result{RequeueAfter: r.ProgressInterval}, r.track(ctx, &b, &pod)
 	}
 	return reconcile.Result{RequeueAfter: r.ProgressInterval}, nil
-}
-
-// layoutFor computes the sealer's core layout on its node, keeping out the reserved CPUs and
-// those of other batches running there (a second pipeline).
-func (r *SealerReconciler) layoutFor(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode) (*layout.Layout, error) {
-	if sn.Status.CPU == nil {
-		return nil, fmt.Errorf("node %s has not reported its CPU topology", sn.Name)
-	}
-	reserved, err := cpuset.Parse(sn.Spec.ReservedCPUs)
-	if err != nil {
-		return nil, fmt.Errorf("SealerNode %s spec.reservedCPUs: %v", sn.Name, err)
-	}
-	var others sealv1.SealBatchList
-	if err := r.List(ctx, &others, client.MatchingFields{indexNode: sn.Name}); err != nil {
-		return nil, err
-	}
-	for i := range others.Items {
-		o := &others.Items[i]
-		if o.UID == b.UID || o.Status.CPUs == "" || !runningPhase(o.Status.Phase) {
-			continue
-		}
-		cpus, err := cpuset.Parse(o.Status.CPUs)
-		if err == nil {
-			reserved = append(reserved, cpus...)
-		}
-	}
-	return layout.Calculate(layout.FromStatus(sn.Status.CPU), len(b.Spec.Sectors), layout.Options{
-		HashersPerCore: int(sn.Spec.HashersPerCore), ReservedCPUs: reserved, SharedCores: sn.Spec.SharedCores,
-	})
-}
-
-func runningPhase(p sealv1.SealBatchPhase) bool {
-	return p == sealv1.PhasePlaced || p == sealv1.PhasePC1 || p == sealv1.PhasePC2
 }
 
 // metricsPort is the sealer's HTTP port: with host networking each slot gets its own.
@@ -155,7 +125,7 @@ func (r *SealerReconciler) ensureConfig(ctx context.Context, b *sealv1.SealBatch
 	cfg, err := render.Config(render.ConfigInput{
 		Batch:          b,
 		LayerPaths:     render.LayerPaths(devs),
-		SlotOffset:     ledger.DeviceOffset(sn.Status.Slots, len(render.LayerPaths(devs)), *b.Status.Slot),
+		SlotOffset:     b.Status.SlotRange.OffsetBytes,
 		Layout:         layJSON,
 		OutputDir:      render.OutputDir(b),
 		MetricsPort:    r.metricsPort(b),
@@ -183,10 +153,14 @@ func (r *SealerReconciler) ensureConfig(ctx context.Context, b *sealv1.SealBatch
 
 // startAttempt creates the sealer pod of an attempt and records it. Creating first and
 // recording second is safe: a crash in between finds the pod by name on the next reconcile.
-func (r *SealerReconciler) startAttempt(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode, lay *layout.Layout, attempt int32) error {
+func (r *SealerReconciler) startAttempt(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode, attempt int32) error {
+	cpus, err := cpuset.Parse(b.Status.CPUs)
+	if err != nil {
+		return r.fail(ctx, b, ReasonInvalidSpec, "status.cpus: "+err.Error())
+	}
 	pod := render.Pod(render.PodInput{
-		Batch: b, Node: b.Status.Node, Attempt: attempt, CPUs: len(lay.CoreCPUs()),
-		Hugepages: hugepagesOf(sn, b), Devices: sn.Status.LayerDevices, DeviceMode: sn.Spec.DeviceMode,
+		Batch: b, Node: b.Status.Node, Attempt: attempt, CPUs: len(cpus),
+		Hugepages: b.Status.Hugepages1Gi, Devices: sn.Status.LayerDevices, DeviceMode: sn.Spec.DeviceMode,
 	}, r.podOptionsFor(b))
 	if err := controllerutil.SetControllerReference(b, pod, r.Scheme()); err != nil {
 		return err
@@ -197,9 +171,6 @@ func (r *SealerReconciler) startAttempt(ctx context.Context, b *sealv1.SealBatch
 	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
 		b.Status.Attempts = attempt
 		b.Status.PodName = pod.Name
-		b.Status.CoreLayout = lay.Summary()
-		b.Status.CPUs = cpuset.Format(lay.CPUs())
-		b.Status.RegisteredProof = sealv1.RegisteredProof(b.Spec.SectorSize, b.Spec.ProofType)
 		b.Status.Message = fmt.Sprintf("sealer pod %s (attempt %d) created", pod.Name, attempt)
 	}, func(b *sealv1.SealBatch) {
 		r.Recorder.Eventf(b, pod, corev1.EventTypeNormal, "PodCreated", "Seal", "sealer pod %s created (attempt %d)", pod.Name, attempt)
@@ -210,14 +181,6 @@ func (r *SealerReconciler) podOptionsFor(b *sealv1.SealBatch) render.PodOptions 
 	o := r.Pod
 	o.MetricsPort = r.metricsPort(b)
 	return o
-}
-
-// hugepagesOf is what the batch reserved in the ledger.
-func hugepagesOf(sn *sealv1.SealerNode, b *sealv1.SealBatch) int32 {
-	if h := ledger.Holder(sn, b.UID); h != nil {
-		return h.Hugepages1Gi
-	}
-	return 0
 }
 
 // track reads the sealer's progress and moves the phase to PC1 or PC2.
@@ -293,11 +256,11 @@ func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, po
 
 // failOrRetry starts the next attempt on the same node and slot when retries remain, else
 // fails the batch.
-func (r *SealerReconciler) failOrRetry(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode, lay *layout.Layout, reason Reason, msg string) error {
+func (r *SealerReconciler) failOrRetry(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode, reason Reason, msg string) error {
 	if b.Status.Attempts <= b.Spec.MaxRetries {
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, string(ReasonRetrying), "Seal",
 			"attempt %d failed (%s: %s); retrying on %s, slot %d", b.Status.Attempts, reason, msg, b.Status.Node, *b.Status.Slot)
-		return r.startAttempt(ctx, b, sn, lay, b.Status.Attempts+1)
+		return r.startAttempt(ctx, b, sn, b.Status.Attempts+1)
 	}
 	return r.fail(ctx, b, reason, msg)
 }

@@ -1,6 +1,7 @@
 // Package controllers holds the operator's reconcilers, one per concern: placement (the queue
 // of pending batches → a node and slot), the sealer (config + pod lifecycle, progress,
-// results), release (slot and scratch back, finalizer) and the SealerNode ledger geometry.
+// results) and release (slot and scratch back, finalizer). What a batch holds is recorded in
+// its own status alone (internal/ledger).
 package controllers
 
 import (
@@ -131,5 +132,5 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		ScrubImage: o.ScrubImage, PullPolicy: corev1.PullPolicy(o.ImagePullPolicy), Timeout: o.ReleaseTimeout, HostNetwork: o.SealerHostNetwork}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&LedgerReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+	return nil
 }

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
-	"github.com/sealfleet/sealfleet/internal/ledger"
 )
 
 // setCondition sets a condition stamped with the batch's generation.
@@ -60,18 +59,6 @@ func updateStatus(ctx context.Context, c client.Client, b *sealv1.SealBatch, mut
 	return err
 }
 
-// refreshSummary recomputes the SealerNode's free-slot count shown by kubectl.
-func refreshSummary(sn *sealv1.SealerNode) {
-	if l := sn.Status.Slots; l != nil {
-		sn.Status.FreeSlots = l.Count - int32(len(l.Reservations))
-		if sn.Status.FreeSlots < 0 {
-			sn.Status.FreeSlots = 0
-		}
-	} else {
-		sn.Status.FreeSlots = 0
-	}
-}
-
 // sealerNodeChanged ignores SealerNode updates that change nothing placement reads (e.g. a
 // rescan that only bumped lastScanTime).
 var sealerNodeChanged = predicate.Funcs{
@@ -94,7 +81,7 @@ var sealerNodeChanged = predicate.Funcs{
 }
 
 // batchSchedulingChanged passes batch updates that can change a scheduling decision: a spec
-// edit, or a phase or node change (capacity taken or freed). Progress, condition and
+// edit, or a phase, node or release change (capacity taken or freed). Progress, condition and
 // unschedulable-reason writes (the bulk of status traffic) do not rerun the queue.
 var batchSchedulingChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
@@ -103,7 +90,8 @@ var batchSchedulingChanged = predicate.Funcs{
 		if !ok1 || !ok2 {
 			return true
 		}
-		return o.Generation != n.Generation || o.Status.Phase != n.Status.Phase || o.Status.Node != n.Status.Node
+		return o.Generation != n.Generation || o.Status.Phase != n.Status.Phase || o.Status.Node != n.Status.Node ||
+			meta.IsStatusConditionTrue(o.Status.Conditions, CondReleased) != meta.IsStatusConditionTrue(n.Status.Conditions, CondReleased)
 	},
 }
 
@@ -119,37 +107,4 @@ var nodeSchedulingChanged = predicate.Funcs{
 		return !reflect.DeepEqual(o.Labels, n.Labels) || !reflect.DeepEqual(o.Spec.Taints, n.Spec.Taints) ||
 			o.Spec.Unschedulable != n.Spec.Unschedulable
 	},
-}
-
-// releaseSlot removes the batch's reservation from its node's ledger with optimistic
-// concurrency; a missing SealerNode or reservation counts as released.
-func releaseSlot(ctx context.Context, c client.Client, b *sealv1.SealBatch) error {
-	node := b.Status.Node
-	if node == "" {
-		// Placement books the ledger before it records the node in the batch: a batch deleted
-		// between the two writes holds a slot that its status does not name.
-		var sns sealv1.SealerNodeList
-		if err := c.List(ctx, &sns); err != nil {
-			return err
-		}
-		for i := range sns.Items {
-			if ledger.Holder(&sns.Items[i], b.UID) != nil {
-				node = sns.Items[i].Name
-			}
-		}
-		if node == "" {
-			return nil
-		}
-	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var sn sealv1.SealerNode
-		if err := c.Get(ctx, client.ObjectKey{Name: node}, &sn); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		if !ledger.Release(&sn, b.UID) {
-			return nil
-		}
-		refreshSummary(&sn)
-		return c.Status().Update(ctx, &sn)
-	})
 }

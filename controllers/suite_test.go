@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -23,6 +22,7 @@ import (
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/controllers"
 	"github.com/sealfleet/sealfleet/internal/layout"
+	"github.com/sealfleet/sealfleet/internal/ledger"
 	"github.com/sealfleet/sealfleet/internal/testenv"
 )
 
@@ -187,26 +187,19 @@ func (h *harness) addNode(name string, slots int32, hugepages int64, labels map[
 		LayerDevices: []sealv1.LayerDeviceStatus{{Path: "/var/lib/sealfleet/layers.img", CapacityBytes: int64(slots) * 64 << 20, Ready: true, NUMANode: 0}},
 		Conditions:   []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Discovered", Message: "ok", LastTransitionTime: metav1.Now()}},
 	}
-	// Play the node agent; the operator's ledger reconciler may write concurrently.
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := h.c.Get(ctx, client.ObjectKeyFromObject(sn), sn); err != nil {
-			return err
-		}
-		slots := sn.Status.Slots
-		sn.Status = *status.DeepCopy()
-		sn.Status.Slots = slots
-		return h.c.Status().Update(ctx, sn)
-	}); err != nil {
+	// Play the node agent, the status's only writer.
+	if err := h.c.Get(ctx, client.ObjectKeyFromObject(sn), sn); err != nil {
 		h.t.Fatal(err)
 	}
-	// The ledger reconciler derives the slot geometry from the layer devices.
-	h.eventually("ledger geometry on "+name, func() (bool, string) {
-		var got sealv1.SealerNode
-		if err := h.c.Get(ctx, client.ObjectKey{Name: name}, &got); err != nil {
-			return false, err.Error()
-		}
-		return got.Status.Slots != nil && got.Status.Slots.Count == slots, fmt.Sprintf("%+v", got.Status.Slots)
-	})
+	sn.Status = status
+	g := ledger.GeometryOf(sn)
+	if g.Count != slots {
+		h.t.Fatalf("%s: geometry %+v, want %d slots", name, g, slots)
+	}
+	sn.Status.Slots, sn.Status.FreeSlots = g.Status(), g.Count
+	if err := h.c.Status().Update(ctx, sn); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 const ticket = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20"
@@ -289,12 +282,19 @@ func (h *harness) succeedScrub(ns, batch string) {
 	}
 }
 
-func (h *harness) ledger(node string) *sealv1.SlotLedger {
-	var sn sealv1.SealerNode
-	if err := h.c.Get(context.Background(), client.ObjectKey{Name: node}, &sn); err != nil {
+// held lists the claims the batches placed on a node hold, derived from their status (the
+// only record) as placement derives them.
+func (h *harness) held(node string) []ledger.Claim {
+	h.t.Helper()
+	var list sealv1.SealBatchList
+	if err := h.c.List(context.Background(), &list); err != nil {
 		h.t.Fatal(err)
 	}
-	return sn.Status.Slots
+	book := ledger.BookOf(list.Items, nil, nil)
+	if c := book.Conflicts(); len(c) > 0 {
+		h.t.Errorf("double booking: %v", c)
+	}
+	return book.Of(node).Claims
 }
 
 func (h *harness) namespace(name string) string {

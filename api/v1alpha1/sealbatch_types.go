@@ -229,11 +229,26 @@ type SealBatchStatus struct {
 	// +optional
 	Slot *int32 `json:"slot,omitempty"`
 
+	// slotRange is where the slot lies on each of the node's layer devices, fixed at placement
+	// (a later change of the node's slot geometry does not move a held slot).
+	// +optional
+	SlotRange *SlotRange `json:"slotRange,omitempty"`
+
+	// hugepages1Gi is the number of 1 GiB hugepages the sealer pod holds while it runs.
+	// +optional
+	Hugepages1Gi int32 `json:"hugepages1Gi,omitempty"`
+
 	// coreLayout summarises the CPUs the sealer was given.
 	// +optional
 	CoreLayout string `json:"coreLayout,omitempty"`
 
-	// cpus is the cpulist of the logical CPUs the sealer's layout uses on its node.
+	// layout is the sealer's thread layout, decided once at placement; the sealer config,
+	// every retry and the node agent's metrics all read it from here.
+	// +optional
+	Layout *CoreLayout `json:"layout,omitempty"`
+
+	// cpus is the cpulist of the logical CPUs the batch holds on its node: every CPU of the
+	// physical cores its layout occupies (what the pod's cpuset contains).
 	// +optional
 	CPUs string `json:"cpus,omitempty"`
 
@@ -266,6 +281,62 @@ type SealBatchStatus struct {
 	StartTime *metav1.Time `json:"startTime,omitempty"`
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// SlotRange is a held slot's byte range on each layer device.
+type SlotRange struct {
+	// offsetBytes is where the slot starts on every layer device (4 KiB aligned).
+	OffsetBytes int64 `json:"offsetBytes"`
+	// lengthBytes is the slot's share of every layer device.
+	LengthBytes int64 `json:"lengthBytes"`
+}
+
+// CoreLayout assigns the sealer's threads to logical CPUs.
+type CoreLayout struct {
+	// coordinators are the coordinator threads, each with the hashers it feeds (one L3 group).
+	// +listType=atomic
+	Coordinators []LayoutCoordinator `json:"coordinators"`
+	// roles are the batch-wide threads.
+	Roles LayoutRoles `json:"roles"`
+	// hashersPerCore is the hasher threads per physical core.
+	// +optional
+	HashersPerCore int32 `json:"hashersPerCore,omitempty"`
+	// numaNodes are the NUMA nodes of the layout's CPUs.
+	// +listType=atomic
+	// +optional
+	NUMANodes []int32 `json:"numaNodes,omitempty"`
+	// shared marks a shared-core layout (SealerNode spec.sharedCores).
+	// +optional
+	Shared bool `json:"shared,omitempty"`
+}
+
+// LayoutCoordinator is one coordinator thread and its hashers.
+type LayoutCoordinator struct {
+	// cpu the coordinator is pinned to.
+	CPU int32 `json:"cpu"`
+	// hashers are its hasher threads.
+	// +listType=atomic
+	Hashers []LayoutHasher `json:"hashers"`
+}
+
+// LayoutHasher is one hasher thread.
+type LayoutHasher struct {
+	// cpu the hasher is pinned to.
+	CPU int32 `json:"cpu"`
+	// sectors it hashes.
+	Sectors int32 `json:"sectors"`
+}
+
+// LayoutRoles are the logical CPUs of the batch-wide threads.
+type LayoutRoles struct {
+	Writer       int32 `json:"writer"`
+	Reader       int32 `json:"reader"`
+	Orchestrator int32 `json:"orchestrator"`
+	PC2Reader    int32 `json:"pc2Reader"`
+	PC2Hasher    int32 `json:"pc2Hasher"`
+	PC2HasherCPU int32 `json:"pc2HasherCPU"`
+	PC2Writer    int32 `json:"pc2Writer"`
+	C1Reader     int32 `json:"c1Reader"`
 }
 
 // Progress is the sealer's progress within its current phase.
@@ -318,6 +389,7 @@ type SectorStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=sb;sbatch,categories=sealfleet
+// +kubebuilder:selectablefield:JSONPath=`.status.node`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`
 // +kubebuilder:printcolumn:name="Sectors",type=integer,JSONPath=`.status.batchSize`,description="sectors in the batch"

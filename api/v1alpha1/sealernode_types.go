@@ -101,7 +101,8 @@ const (
 	DeviceModeVFIO   DeviceMode = "vfio"
 )
 
-// SealerNodeStatus is what the node agent found, and the operator's slot ledger.
+// SealerNodeStatus is what the node agent found. The node agent is its only writer: who holds
+// which slot is recorded in each SealBatch's status, never here.
 type SealerNodeStatus struct {
 	// observedGeneration is the spec generation the agent last acted on.
 	// +optional
@@ -141,15 +142,16 @@ type SealerNodeStatus struct {
 	// +optional
 	Capabilities *Capabilities `json:"capabilities,omitempty"`
 
-	// slots is the layer-space ledger; the operator reserves and frees slots here with
-	// optimistic concurrency on this object.
+	// slots is how the layer space divides into slots (from the ready layer devices and
+	// spec.pipelines / spec.slotBytes), as the operator computes it too.
 	// +optional
-	Slots *SlotLedger `json:"slots,omitempty"`
+	Slots *SlotGeometry `json:"slots,omitempty"`
 
 	// freeCores is the number of physical cores the sealer may use (shown by kubectl get).
 	// +optional
 	FreeCores int32 `json:"freeCores"`
-	// freeSlots is the number of free layer slots.
+	// freeSlots is the number of layer slots no batch placed here holds (as of the agent's
+	// last scan; placement derives its own view from the batches).
 	// +optional
 	FreeSlots int32 `json:"freeSlots"`
 	// hugepages1GiFree sums free 1 GiB hugepages over NUMA nodes.
@@ -333,35 +335,15 @@ type UnsupportedBatchSize struct {
 	Reason    string `json:"reason"`
 }
 
-// SlotLedger divides a node's layer space into slots.
-type SlotLedger struct {
+// SlotGeometry divides a node's layer space into equal slots: slot i is the range
+// [i × slotBytes/devices, (i+1) × slotBytes/devices) of every ready layer device.
+type SlotGeometry struct {
 	// slotBytes is the size of one slot over all layer devices.
 	// +optional
 	SlotBytes int64 `json:"slotBytes,omitempty"`
 	// count is the number of slots.
 	// +optional
 	Count int32 `json:"count,omitempty"`
-	// reservations are the held slots.
-	// +listType=map
-	// +listMapKey=slot
-	// +optional
-	Reservations []SlotReservation `json:"reservations,omitempty"`
-}
-
-// SlotReservation records which batch holds a slot.
-type SlotReservation struct {
-	// slot index (0-based).
-	Slot int32 `json:"slot"`
-	// batch is <namespace>/<name> of the holder.
-	Batch string `json:"batch"`
-	// batchUID guards against a deleted and recreated batch of the same name.
-	BatchUID string `json:"batchUID"`
-	// hugepages1Gi the batch holds on this node.
-	// +optional
-	Hugepages1Gi int32 `json:"hugepages1Gi,omitempty"`
-	// since is when the reservation was made.
-	// +optional
-	Since *metav1.Time `json:"since,omitempty"`
 }
 
 // SealerNode is one opted-in node's sealing inventory (named after the Node).
@@ -381,7 +363,7 @@ type SealerNode struct {
 	// spec is the administrator's intent.
 	// +optional
 	Spec SealerNodeSpec `json:"spec,omitempty"`
-	// status is written by the node agent (inventory) and the operator (slot ledger).
+	// status is written by the node agent alone.
 	// +optional
 	Status SealerNodeStatus `json:"status,omitempty"`
 }

@@ -31,6 +31,7 @@ import (
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/internal/kube"
 	"github.com/sealfleet/sealfleet/internal/layout"
+	"github.com/sealfleet/sealfleet/internal/ledger"
 	"github.com/sealfleet/sealfleet/internal/topology"
 )
 
@@ -413,23 +414,38 @@ func apply(ctx context.Context, c client.Client, f *Fleet, m machine) error {
 	}); err != nil {
 		return fmt.Errorf("sealernode %s: %w", m.name, err)
 	}
-	// Play the node agent: everything but the operator's slot ledger.
+	// Play the node agent (the status's only writer): its inventory, slot geometry and free
+	// slots as of now (batches already placed here hold theirs).
+	held, err := heldSlots(ctx, c, m.name)
+	if err != nil {
+		return err
+	}
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := c.Get(ctx, client.ObjectKey{Name: m.name}, &sn); err != nil {
 			return err
 		}
 		st := *want.Status.DeepCopy()
-		st.Slots = sn.Status.Slots
 		st.ObservedGeneration = sn.Generation
-		if sn.Status.Slots != nil {
-			// Hugepages held by reservations are not free (what a real agent would see).
-			for _, r := range sn.Status.Slots.Reservations {
-				st.Hugepages1GiFree -= r.Hugepages1Gi
-			}
-		}
+		g := ledger.GeometryOf(&sealv1.SealerNode{Spec: sn.Spec, Status: st})
+		st.Slots, st.FreeSlots = g.Status(), max(g.Count-int32(held), 0)
 		sn.Status = st
 		return c.Status().Update(ctx, &sn)
 	})
+}
+
+// heldSlots counts the slots batches placed on a node hold.
+func heldSlots(ctx context.Context, c client.Client, node string) (int, error) {
+	var list sealv1.SealBatchList
+	if err := c.List(ctx, &list, client.MatchingFields{"status.node": node}); err != nil {
+		return 0, fmt.Errorf("listing the batches on %s: %w", node, err)
+	}
+	n := 0
+	for i := range list.Items {
+		if _, held := ledger.ClaimOf(&list.Items[i], nil); held {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func equalResources(a, b corev1.ResourceList) bool {

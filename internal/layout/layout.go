@@ -817,3 +817,49 @@ func Capabilities(t Topology, o Options) *v1alpha1.Capabilities {
 	}
 	return caps
 }
+
+// Record is the layout as the SealBatch status stores it (placement decides it once; the
+// sealer config, retries and the node agent read it back with FromRecord).
+func (l *Layout) Record() *v1alpha1.CoreLayout {
+	r := &v1alpha1.CoreLayout{HashersPerCore: int32(l.HashersPerCore), Shared: l.Shared}
+	for _, c := range l.Coordinators {
+		rc := v1alpha1.LayoutCoordinator{CPU: int32(c.CPU), Hashers: []v1alpha1.LayoutHasher{}}
+		for _, h := range c.Hashers {
+			rc.Hashers = append(rc.Hashers, v1alpha1.LayoutHasher{CPU: int32(h.CPU), Sectors: int32(h.Sectors)})
+		}
+		r.Coordinators = append(r.Coordinators, rc)
+	}
+	for _, n := range l.NUMANodes {
+		r.NUMANodes = append(r.NUMANodes, int32(n))
+	}
+	if ro := l.Roles; ro != nil {
+		r.Roles = v1alpha1.LayoutRoles{
+			Writer: int32(ro.Writer), Reader: int32(ro.Reader), Orchestrator: int32(ro.Orchestrator),
+			PC2Reader: int32(ro.PC2Reader), PC2Hasher: int32(ro.PC2Hasher), PC2HasherCPU: int32(ro.PC2HasherCPU),
+			PC2Writer: int32(ro.PC2Writer), C1Reader: int32(ro.C1Reader),
+		}
+	}
+	return r
+}
+
+// FromRecord rebuilds a batch's layout from its status record (batchSize sectors).
+func FromRecord(r *v1alpha1.CoreLayout, batchSize int) *Layout {
+	l := &Layout{BatchSize: batchSize, Supported: true, HashersPerCore: int(r.HashersPerCore), Shared: r.Shared}
+	for _, c := range r.Coordinators {
+		lc := Coordinator{CPU: int(c.CPU), Hashers: []Hasher{}}
+		for _, h := range c.Hashers {
+			lc.Hashers = append(lc.Hashers, Hasher{CPU: int(h.CPU), Sectors: int(h.Sectors)})
+		}
+		l.Coordinators = append(l.Coordinators, lc)
+	}
+	for _, n := range r.NUMANodes {
+		l.NUMANodes = append(l.NUMANodes, int(n))
+	}
+	ro := r.Roles
+	l.Roles = &Roles{
+		Writer: int(ro.Writer), Reader: int(ro.Reader), Orchestrator: int(ro.Orchestrator),
+		PC2Reader: int(ro.PC2Reader), PC2Hasher: int(ro.PC2Hasher), PC2HasherCPU: int(ro.PC2HasherCPU),
+		PC2Writer: int(ro.PC2Writer), C1Reader: int(ro.C1Reader),
+	}
+	return l
+}

@@ -1,115 +1,70 @@
-// Package ledger keeps a SealerNode's slot ledger: which batch holds which layer slot. The
-// functions change an in-memory SealerNode; callers persist it with optimistic concurrency
-// (an Update carrying the resourceVersion they read), so two operators or two reconciles can
-// never both win the same slot.
+// Package ledger answers who holds which layer slot, hugepages, CPUs, PC1 pipeline and GPU on
+// each node.
+//
+// The only record is each SealBatch's own status: placement commits a decision with one write
+// (node, slot, slot range, hugepages, layout, cpus) to the batch it places, and a batch holds
+// its slot until its status says Released or the batch is gone. Usage of a node is derived
+// from the batches (as Kueue derives a queue's usage from its admitted workloads), never
+// stored in the SealerNode, whose status belongs to the node agent alone. This choice removes
+// the two-write protocol of the first design (a reservation in the SealerNode, then the node in
+// the batch) together with everything that repaired its gap: there is nothing to adopt after
+// a crash, nothing to find by UID on other nodes, and no orphan to collect, because a deleted
+// batch takes its claim with it.
+//
+// What a derived record needs is a view that includes the operator's own writes before its
+// informer cache shows them: Assumed holds decisions written but not yet observed (the
+// kube-scheduler's "assume" step), so two cycles never hand out the same slot.
 package ledger
 
 import (
 	"fmt"
 	"sort"
+	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/cpuset"
 )
 
-// BatchKey is how a reservation names its batch: <namespace>/<name>.
+// CondReleased is the SealBatch condition that ends a batch's hold on its slot.
+const CondReleased = "Released"
+
+// BatchKey is how logs and metrics name a batch: <namespace>/<name>.
 func BatchKey(b *sealv1.SealBatch) string { return b.Namespace + "/" + b.Name }
 
-// Holder returns the reservation a batch (by UID) holds on the node, or nil.
-func Holder(sn *sealv1.SealerNode, uid types.UID) *sealv1.SlotReservation {
-	if sn.Status.Slots == nil {
-		return nil
-	}
-	for i := range sn.Status.Slots.Reservations {
-		if sn.Status.Slots.Reservations[i].BatchUID == string(uid) {
-			return &sn.Status.Slots.Reservations[i]
-		}
-	}
-	return nil
+// alignment of a slot's share of each device.
+const alignment = 1 << 20
+
+// Geometry is how a node's layer space divides into slots: slot i is the range
+// [i×PerDevice, (i+1)×PerDevice) of every ready layer device.
+type Geometry struct {
+	// SlotBytes is one slot over all devices; PerDevice its share of each.
+	SlotBytes, PerDevice int64
+	// Count is the number of slots; Devices the number of ready layer devices.
+	Count   int32
+	Devices int
 }
 
-// Reserve records that batch b holds slot on sn. It is idempotent for the same batch and
-// slot, and refuses a slot that another batch holds or that does not exist.
-func Reserve(sn *sealv1.SealerNode, b *sealv1.SealBatch, slot, hugepages int32, now *metav1.Time) error {
-	l := sn.Status.Slots
-	if l == nil || slot < 0 || slot >= l.Count {
-		return fmt.Errorf("node %s has no slot %d", sn.Name, slot)
-	}
-	if h := Holder(sn, b.UID); h != nil {
-		if h.Slot == slot {
-			return nil
-		}
-		return fmt.Errorf("batch %s already holds slot %d on %s", BatchKey(b), h.Slot, sn.Name)
-	}
-	for _, r := range l.Reservations {
-		if r.Slot == slot {
-			return fmt.Errorf("slot %d on %s is held by %s", slot, sn.Name, r.Batch)
-		}
-	}
-	l.Reservations = append(l.Reservations, sealv1.SlotReservation{
-		Slot: slot, Batch: BatchKey(b), BatchUID: string(b.UID), Hugepages1Gi: hugepages, Since: now,
-	})
-	sort.Slice(l.Reservations, func(i, j int) bool { return l.Reservations[i].Slot < l.Reservations[j].Slot })
-	return nil
-}
-
-// FreeSlot returns the lowest free slot index of a ledger, or -1.
-func FreeSlot(l *sealv1.SlotLedger) int32 {
-	if l == nil {
-		return -1
-	}
-	held := make(map[int32]bool, len(l.Reservations))
-	for _, r := range l.Reservations {
-		held[r.Slot] = true
-	}
-	for i := int32(0); i < l.Count; i++ {
-		if !held[i] {
-			return i
-		}
-	}
-	return -1
-}
-
-// Release drops every reservation of the batch with this UID; it reports whether one existed.
-func Release(sn *sealv1.SealerNode, uid types.UID) bool {
-	l := sn.Status.Slots
-	if l == nil {
-		return false
-	}
-	kept := l.Reservations[:0]
-	found := false
-	for _, r := range l.Reservations {
-		if r.BatchUID == string(uid) {
-			found = true
+// GeometryOf computes a node's slot geometry from its ready layer devices and spec. Without
+// spec.slotBytes the space is split evenly into one slot per pipeline. Each device gets an
+// equal, 1 MiB-aligned share of every slot; the smallest device bounds the count.
+func GeometryOf(sn *sealv1.SealerNode) Geometry {
+	var g Geometry
+	var total, minDev int64 = 0, -1
+	for _, d := range sn.Status.LayerDevices {
+		if !d.Ready {
 			continue
 		}
-		kept = append(kept, r)
-	}
-	l.Reservations = kept
-	return found
-}
-
-// Geometry sets the ledger's slot size and count from the node's ready layer devices and
-// spec, keeping existing reservations. Without spec.slotBytes the space is split evenly into
-// one slot per pipeline. Each device gets an equal, 1 MiB-aligned share of every slot.
-func Geometry(sn *sealv1.SealerNode) {
-	var total int64
-	devices := 0
-	for _, d := range sn.Status.LayerDevices {
-		if d.Ready {
-			total += d.CapacityBytes
-			devices++
+		total += d.CapacityBytes
+		g.Devices++
+		if minDev < 0 || d.CapacityBytes < minDev {
+			minDev = d.CapacityBytes
 		}
 	}
-	if sn.Status.Slots == nil {
-		sn.Status.Slots = &sealv1.SlotLedger{}
-	}
-	l := sn.Status.Slots
-	if devices == 0 || total == 0 {
-		l.SlotBytes, l.Count = 0, 0
-		return
+	if g.Devices == 0 || total == 0 {
+		return Geometry{Devices: g.Devices}
 	}
 	pipelines := int64(sn.Spec.Pipelines)
 	if pipelines < 1 {
@@ -119,26 +74,249 @@ func Geometry(sn *sealv1.SealerNode) {
 	if sn.Spec.SlotBytes != nil && sn.Spec.SlotBytes.Value() > 0 {
 		slot = sn.Spec.SlotBytes.Value()
 	}
-	perDevice := slot / int64(devices) &^ (1<<20 - 1)
-	l.SlotBytes = perDevice * int64(devices)
-	if l.SlotBytes == 0 {
-		l.Count = 0
-		return
+	g.PerDevice = slot / int64(g.Devices) &^ (alignment - 1)
+	if g.PerDevice == 0 {
+		return Geometry{Devices: g.Devices}
 	}
-	// Slots are equal ranges of every device, so the smallest device bounds the count.
-	minDev := int64(-1)
-	for _, d := range sn.Status.LayerDevices {
-		if d.Ready && (minDev < 0 || d.CapacityBytes < minDev) {
-			minDev = d.CapacityBytes
-		}
-	}
-	l.Count = int32(minDev / perDevice)
+	g.SlotBytes = g.PerDevice * int64(g.Devices)
+	g.Count = int32(minDev / g.PerDevice)
+	return g
 }
 
-// DeviceOffset is where a slot starts on each layer device, in bytes.
-func DeviceOffset(l *sealv1.SlotLedger, devices int, slot int32) int64 {
-	if devices == 0 {
-		return 0
+// Status is the geometry as the SealerNode status shows it.
+func (g Geometry) Status() *sealv1.SlotGeometry {
+	return &sealv1.SlotGeometry{SlotBytes: g.SlotBytes, Count: g.Count}
+}
+
+// Range is slot i's range on every device.
+func (g Geometry) Range(slot int32) sealv1.SlotRange {
+	return sealv1.SlotRange{OffsetBytes: int64(slot) * g.PerDevice, LengthBytes: g.PerDevice}
+}
+
+// Claim is what one placed batch holds on its node.
+type Claim struct {
+	UID   types.UID
+	Batch string
+	Node  string
+	Slot  int32
+	Range sealv1.SlotRange
+	// Running is true while the sealer may run (Placed, PC1, PC2): only then does the batch
+	// hold CPUs, hugepages and a GPU. PC1 is true while it labels (Placed, PC1).
+	Running, PC1 bool
+	Hugepages    int32
+	CPUs         []int
+	GPU          bool
+}
+
+// ClaimOf reads the claim a batch's status records; ok is false when it holds nothing (not
+// placed, or released). A slot range missing from an older status is derived from geometry.
+func ClaimOf(b *sealv1.SealBatch, geometry func(node string) Geometry) (Claim, bool) {
+	st := &b.Status
+	if st.Node == "" || st.Slot == nil || meta.IsStatusConditionTrue(st.Conditions, CondReleased) {
+		return Claim{}, false
 	}
-	return int64(slot) * (l.SlotBytes / int64(devices))
+	c := Claim{UID: b.UID, Batch: BatchKey(b), Node: st.Node, Slot: *st.Slot}
+	if st.SlotRange != nil {
+		c.Range = *st.SlotRange
+	} else if geometry != nil {
+		c.Range = geometry(st.Node).Range(*st.Slot)
+	}
+	switch st.Phase {
+	case sealv1.PhasePlaced, sealv1.PhasePC1:
+		c.Running, c.PC1 = true, true
+	case sealv1.PhasePC2:
+		c.Running = true
+	}
+	if c.Running {
+		c.Hugepages = st.Hugepages1Gi
+		c.GPU = b.Spec.PC2Engine == sealv1.PC2EngineGPU
+		if cpus, err := cpuset.Parse(st.CPUs); err == nil {
+			c.CPUs = cpus
+		}
+	}
+	return c, true
+}
+
+// Usage is what the batches placed on one node hold there.
+type Usage struct {
+	Claims []Claim
+}
+
+// Add records a claim.
+func (u *Usage) Add(c Claim) { u.Claims = append(u.Claims, c) }
+
+// Slots is the number of held slots.
+func (u *Usage) Slots() int { return len(u.Claims) }
+
+// Hugepages is the 1 GiB hugepages held by running batches.
+func (u *Usage) Hugepages() int64 {
+	var n int64
+	for _, c := range u.Claims {
+		n += int64(c.Hugepages)
+	}
+	return n
+}
+
+// PC1 counts the batches labelling (each needs a PC1 pipeline).
+func (u *Usage) PC1() int {
+	n := 0
+	for _, c := range u.Claims {
+		if c.PC1 {
+			n++
+		}
+	}
+	return n
+}
+
+// GPUs counts the running batches that use a GPU.
+func (u *Usage) GPUs() int {
+	n := 0
+	for _, c := range u.Claims {
+		if c.GPU {
+			n++
+		}
+	}
+	return n
+}
+
+// BusyCPUs lists the CPUs running batches hold.
+func (u *Usage) BusyCPUs() []int {
+	var out []int
+	for _, c := range u.Claims {
+		out = append(out, c.CPUs...)
+	}
+	return out
+}
+
+// FreeSlot returns the lowest slot of g whose range overlaps no held range, or -1.
+func (u *Usage) FreeSlot(g Geometry) int32 {
+	for i := int32(0); i < g.Count; i++ {
+		r := g.Range(i)
+		free := true
+		for _, c := range u.Claims {
+			if c.Range.OffsetBytes < r.OffsetBytes+r.LengthBytes && r.OffsetBytes < c.Range.OffsetBytes+c.Range.LengthBytes {
+				free = false
+				break
+			}
+		}
+		if free {
+			return i
+		}
+	}
+	return -1
+}
+
+// Book is the usage of every node, derived from the batches and the assumed decisions.
+type Book map[string]*Usage
+
+// Of returns a node's usage (empty, never nil).
+func (bk Book) Of(node string) *Usage {
+	if u := bk[node]; u != nil {
+		return u
+	}
+	u := &Usage{}
+	bk[node] = u
+	return u
+}
+
+// BookOf derives every node's usage from the batches' status plus the assumed decisions the
+// batches do not show yet.
+func BookOf(batches []sealv1.SealBatch, assumed *Assumed, geometry func(node string) Geometry) Book {
+	bk := Book{}
+	for i := range batches {
+		if c, ok := ClaimOf(&batches[i], geometry); ok {
+			bk.Of(c.Node).Add(c)
+		}
+	}
+	if assumed != nil {
+		for _, c := range assumed.List() {
+			bk.Of(c.Node).Add(c)
+		}
+	}
+	return bk
+}
+
+// Conflicts lists every pair of claims that overlap on a node: a double booking, which the
+// one-record design must make impossible (tests and the operator's self-check use it).
+func (bk Book) Conflicts() []string {
+	var out []string
+	for node, u := range bk {
+		for i := range u.Claims {
+			for j := i + 1; j < len(u.Claims); j++ {
+				a, b := u.Claims[i].Range, u.Claims[j].Range
+				if a.OffsetBytes < b.OffsetBytes+b.LengthBytes && b.OffsetBytes < a.OffsetBytes+a.LengthBytes {
+					out = append(out, fmt.Sprintf("%s: slot %d of %s overlaps slot %d of %s", node,
+						u.Claims[i].Slot, u.Claims[i].Batch, u.Claims[j].Slot, u.Claims[j].Batch))
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Assumed holds the claims of decisions placement has written (or is writing) that its
+// informer cache does not show yet. Safe for concurrent use.
+type Assumed struct {
+	mu     sync.Mutex
+	claims map[types.UID]Claim
+}
+
+// NewAssumed returns an empty set.
+func NewAssumed() *Assumed { return &Assumed{claims: map[types.UID]Claim{}} }
+
+// Assume records a decision before its write goes out.
+func (a *Assumed) Assume(c Claim) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.claims[c.UID] = c
+}
+
+// Forget drops a decision whose write failed or was abandoned.
+func (a *Assumed) Forget(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.claims, uid)
+}
+
+// Has reports whether a decision for this batch is assumed.
+func (a *Assumed) Has(uid types.UID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.claims[uid]
+	return ok
+}
+
+// List returns the assumed claims.
+func (a *Assumed) List() []Claim {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]Claim, 0, len(a.claims))
+	for _, c := range a.claims {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Settle drops the decisions the batches now show (their status names a node), and those of
+// batches that are gone: from then on the batches themselves are the record.
+func (a *Assumed) Settle(batches []sealv1.SealBatch) {
+	seen := make(map[types.UID]*sealv1.SealBatch, len(batches))
+	for i := range batches {
+		seen[batches[i].UID] = &batches[i]
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for uid := range a.claims {
+		if b := seen[uid]; b == nil || b.Status.Node != "" {
+			delete(a.claims, uid)
+		}
+	}
+}
+
+// Len is the number of assumed decisions.
+func (a *Assumed) Len() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.claims)
 }

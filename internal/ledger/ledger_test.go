@@ -26,61 +26,109 @@ func TestGeometry(t *testing.T) {
 	const tib = int64(1) << 40
 	n := sn(4*tib, 4*tib, 3*tib) // uneven devices: the smallest bounds the slots
 	n.Spec.Pipelines = 2
-	Geometry(n)
-	l := n.Status.Slots
+	g := GeometryOf(n)
 	// one slot per pipeline: 11 TiB / 2 split over 3 devices, 1 MiB aligned.
 	perDev := (11 * tib / 2 / 3) &^ (1<<20 - 1)
-	if l.SlotBytes != perDev*3 || l.Count != int32(3*tib/perDev) {
-		t.Errorf("geometry %+v (perDev %d)", l, perDev)
+	if g.SlotBytes != perDev*3 || g.PerDevice != perDev || g.Count != int32(3*tib/perDev) || g.Devices != 3 {
+		t.Errorf("geometry %+v (perDev %d)", g, perDev)
 	}
 	q := resource.MustParse("3Ti")
 	n.Spec.SlotBytes = &q
-	Geometry(n)
-	if l.SlotBytes != 3*tib || l.Count != 3 {
-		t.Errorf("explicit slot size: %+v", l)
+	g = GeometryOf(n)
+	if g.SlotBytes != 3*tib || g.Count != 3 {
+		t.Errorf("explicit slot size: %+v", g)
 	}
-	if got := DeviceOffset(l, 3, 2); got != 2*tib {
-		t.Errorf("offset of slot 2 = %d", got)
+	if r := g.Range(2); r.OffsetBytes != 2*tib || r.LengthBytes != tib {
+		t.Errorf("range of slot 2 = %+v", r)
 	}
-	n.Status.LayerDevices[0].Ready = false
-	n.Status.LayerDevices[1].Ready = false
-	n.Status.LayerDevices[2].Ready = false
-	Geometry(n)
-	if l.Count != 0 {
-		t.Errorf("no ready devices must mean no slots: %+v", l)
+	for i := range n.Status.LayerDevices {
+		n.Status.LayerDevices[i].Ready = false
+	}
+	if g = GeometryOf(n); g.Count != 0 {
+		t.Errorf("no ready devices must mean no slots: %+v", g)
 	}
 }
 
-func TestReserveRelease(t *testing.T) {
+// placed returns a batch whose status records a placement on node n, slot `slot`.
+func placed(name, uid, node string, slot int32, phase sealv1.SealBatchPhase) sealv1.SealBatch {
+	b := bt(name, uid)
+	b.Status.Node, b.Status.Slot, b.Status.Phase = node, &slot, phase
+	b.Status.Hugepages1Gi, b.Status.CPUs = 36, "0-3"
+	return *b
+}
+
+func TestClaimsDerivedFromBatchStatus(t *testing.T) {
 	n := sn(1 << 40)
-	n.Spec.Pipelines = 2
-	Geometry(n)
-	a, b := bt("a", "1"), bt("b", "2")
-	if err := Reserve(n, a, 0, 36, nil); err != nil {
-		t.Fatal(err)
+	n.Spec.Pipelines = 4
+	geometry := func(string) Geometry { return GeometryOf(n) }
+	released := placed("released", "4", "n", 3, sealv1.PhaseCompleted)
+	released.Status.Conditions = []metav1.Condition{{Type: CondReleased, Status: metav1.ConditionTrue}}
+	batches := []sealv1.SealBatch{
+		placed("pc1", "1", "n", 0, sealv1.PhasePC1),
+		placed("done", "2", "n", 1, sealv1.PhaseCompleted), // holds its slot (layers kept), not its CPUs
+		*bt("pending", "3"),
+		released,
+		placed("other", "5", "m", 0, sealv1.PhasePC2),
 	}
-	if err := Reserve(n, a, 0, 36, nil); err != nil {
-		t.Errorf("reserving the same slot again must be idempotent: %v", err)
+	bk := BookOf(batches, nil, geometry)
+	u := bk.Of("n")
+	if u.Slots() != 2 || u.PC1() != 1 || u.Hugepages() != 36 || len(u.BusyCPUs()) != 4 {
+		t.Errorf("usage of n: slots %d pc1 %d hugepages %d cpus %v", u.Slots(), u.PC1(), u.Hugepages(), u.BusyCPUs())
 	}
-	if err := Reserve(n, a, 1, 36, nil); err == nil {
-		t.Error("a batch got a second slot")
+	if got := u.FreeSlot(GeometryOf(n)); got != 2 {
+		t.Errorf("free slot %d, want 2 (0 and 1 held, 3 released)", got)
 	}
-	if err := Reserve(n, b, 0, 1, nil); err == nil {
-		t.Error("slot 0 double-booked")
+	if m := bk.Of("m"); m.Slots() != 1 || m.PC1() != 0 || m.Hugepages() != 36 {
+		t.Errorf("usage of m: %+v", m.Claims)
 	}
-	if err := Reserve(n, b, 5, 1, nil); err == nil {
-		t.Error("a slot beyond the ledger was booked")
+	if c := bk.Conflicts(); len(c) != 0 {
+		t.Errorf("conflicts: %v", c)
 	}
-	if err := Reserve(n, b, 1, 1, nil); err != nil {
-		t.Fatal(err)
+	dup := placed("dup", "6", "n", 0, sealv1.PhasePlaced)
+	if c := BookOf(append(batches, dup), nil, geometry).Conflicts(); len(c) != 1 {
+		t.Errorf("a double booking must be reported once: %v", c)
 	}
-	if FreeSlot(n.Status.Slots) != -1 {
-		t.Error("full ledger reports a free slot")
+}
+
+// TestHeldRangeSurvivesGeometryChange: a slot keeps the byte range recorded at placement, so
+// a new slot size never hands out bytes a running batch still writes.
+func TestHeldRangeSurvivesGeometryChange(t *testing.T) {
+	n := sn(8 << 30)
+	n.Spec.Pipelines = 2 // two 4 GiB slots
+	b := placed("b", "1", "n", 1, sealv1.PhasePC1)
+	r := GeometryOf(n).Range(1)
+	b.Status.SlotRange = &r
+	n.Spec.Pipelines = 4 // now four 2 GiB slots: slots 2 and 3 overlap b's range
+	u := BookOf([]sealv1.SealBatch{b}, nil, nil).Of("n")
+	g := GeometryOf(n)
+	if got := u.FreeSlot(g); got != 0 {
+		t.Errorf("free slot %d, want 0", got)
 	}
-	if !Release(n, a.UID) || Release(n, a.UID) {
-		t.Error("release must report exactly one removal")
+	u.Add(Claim{UID: "x", Range: g.Range(0)})
+	u.Add(Claim{UID: "y", Range: g.Range(1)})
+	if got := u.FreeSlot(g); got != -1 {
+		t.Errorf("free slot %d, want none: 2 and 3 overlap the held 4 GiB range", got)
 	}
-	if FreeSlot(n.Status.Slots) != 0 || Holder(n, b.UID).Slot != 1 {
-		t.Errorf("after release: %+v", n.Status.Slots)
+}
+
+// TestAssumedUntilObserved: a decision counts from before its write until the batch's status
+// shows it, and is dropped with a deleted batch.
+func TestAssumedUntilObserved(t *testing.T) {
+	a := NewAssumed()
+	b := *bt("b", "1")
+	a.Assume(Claim{UID: b.UID, Node: "n", Slot: 0, Range: sealv1.SlotRange{LengthBytes: 1}})
+	a.Settle([]sealv1.SealBatch{b}) // the cache still shows it pending
+	if !a.Has(b.UID) || BookOf([]sealv1.SealBatch{b}, a, nil).Of("n").Slots() != 1 {
+		t.Fatal("a written decision must count before the cache shows it")
+	}
+	seen := placed("b", "1", "n", 0, sealv1.PhasePlaced)
+	a.Settle([]sealv1.SealBatch{seen})
+	if a.Has(b.UID) || BookOf([]sealv1.SealBatch{seen}, a, nil).Of("n").Slots() != 1 {
+		t.Error("once the batch shows it, the batch is the record (counted once)")
+	}
+	a.Assume(Claim{UID: "gone", Node: "n"})
+	a.Settle(nil)
+	if a.Len() != 0 {
+		t.Error("a deleted batch's decision must be dropped")
 	}
 }

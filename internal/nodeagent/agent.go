@@ -25,6 +25,7 @@ import (
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/internal/cpuset"
 	"github.com/sealfleet/sealfleet/internal/layout"
+	"github.com/sealfleet/sealfleet/internal/ledger"
 	"github.com/sealfleet/sealfleet/internal/nodeprep"
 	"github.com/sealfleet/sealfleet/internal/topology"
 )
@@ -57,8 +58,6 @@ const (
 	ReasonAllDevicesReady    = "AllDevicesReady"
 	ReasonNoDevices          = "NoLayerDevices"
 	ReasonDryRun             = "DryRun"
-	ConfigMapSuffix          = "-sealer-config"
-	ConfigKey                = "config.json"
 	defaultHeartbeat         = 10 * time.Minute
 	defaultInterval          = 60 * time.Second
 	defaultMetricsInterval   = 15 * time.Second
@@ -173,9 +172,12 @@ func (a *Agent) SyncOnce(ctx context.Context) (wrote bool, err error) {
 			topo, a.topo = t2, t2
 		}
 	}
-	batches, berr := a.runningBatches(ctx)
+	batches, held, berr := a.nodeBatches(ctx)
 	a.batches = batches
 	st := a.buildStatus(&sn, topo, prep, perr, batches)
+	geometry := ledger.GeometryOf(&sealv1.SealerNode{Spec: sn.Spec, Status: *st})
+	st.Slots = geometry.Status()
+	st.FreeSlots = max(geometry.Count-int32(held), 0)
 	if a.Metrics != nil {
 		a.Metrics.ObserveInventory(topo, prep)
 	}
@@ -207,10 +209,9 @@ func (a *Agent) ensureObject(ctx context.Context, node *corev1.Node) error {
 	return a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership)
 }
 
-// applyStatus writes the agent's status fields by server-side apply on the status
-// subresource. The ledger (slots, freeSlots) is never part of it.
+// applyStatus writes the agent's status by server-side apply on the status subresource;
+// the agent is the status's only writer.
 func (a *Agent) applyStatus(ctx context.Context, st *sealv1.SealerNodeStatus) error {
-	st.Slots, st.FreeSlots = nil, 0
 	raw, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -219,8 +220,6 @@ func (a *Agent) applyStatus(ctx context.Context, st *sealv1.SealerNodeStatus) er
 	if err := json.Unmarshal(raw, &status); err != nil {
 		return err
 	}
-	delete(status, "slots")
-	delete(status, "freeSlots")
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": sealv1.GroupVersion.String(),
 		"kind":       "SealerNode",
@@ -382,53 +381,35 @@ func freeCores(t layout.Topology, reserved []int, batches []RunningBatch) int {
 	return n
 }
 
-// runningBatches finds the SealBatches placed here in PC1/PC2 and reads each one's layout
-// from its sealer ConfigMap (<batch>-sealer-config, key config.json, field "layout").
-func (a *Agent) runningBatches(ctx context.Context) ([]RunningBatch, error) {
+// FieldNode selects the SealBatches placed on a node (a selectable field of the CRD, so the
+// API server filters: an agent never lists the whole fleet's batches).
+const FieldNode = "status.node"
+
+// nodeBatches lists the SealBatches placed on this node: those running (PC1/PC2) with the
+// layout their status records, and how many slots the batches here hold.
+func (a *Agent) nodeBatches(ctx context.Context) (running []RunningBatch, heldSlots int, err error) {
 	var list sealv1.SealBatchList
-	if err := a.Client.List(ctx, &list); err != nil {
+	if err := a.Client.List(ctx, &list, client.MatchingFields{FieldNode: a.NodeName}); err != nil {
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			return nil, nil
+			return nil, 0, nil
 		}
-		return nil, fmt.Errorf("listing SealBatches: %w", err)
+		return nil, 0, fmt.Errorf("listing SealBatches: %w", err)
 	}
-	var out []RunningBatch
-	var errs []error
 	for i := range list.Items {
 		b := &list.Items[i]
-		if b.Status.Node != a.NodeName || (b.Status.Phase != sealv1.PhasePC1 && b.Status.Phase != sealv1.PhasePC2) {
+		if b.Status.Node != a.NodeName {
 			continue
 		}
-		rb := RunningBatch{Name: b.Namespace + "/" + b.Name}
-		var cm corev1.ConfigMap
-		if err := a.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Name + ConfigMapSuffix}, &cm); err != nil {
-			errs = append(errs, fmt.Errorf("batch %s: %w", rb.Name, err))
+		if _, held := ledger.ClaimOf(b, nil); held {
+			heldSlots++
+		}
+		if (b.Status.Phase != sealv1.PhasePC1 && b.Status.Phase != sealv1.PhasePC2) || b.Status.Layout == nil {
 			continue
 		}
-		l, err := LayoutFromConfig(cm.Data[ConfigKey])
-		if err != nil {
-			errs = append(errs, fmt.Errorf("batch %s: %w", rb.Name, err))
-			continue
-		}
-		rb.Layout = l
-		out = append(out, rb)
+		running = append(running, RunningBatch{Name: ledger.BatchKey(b), Layout: layout.FromRecord(b.Status.Layout, len(b.Spec.Sectors))})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, errors.Join(errs...)
-}
-
-// LayoutFromConfig extracts the "layout" object of a sealer config.json.
-func LayoutFromConfig(configJSON string) (*layout.Layout, error) {
-	var cfg struct {
-		Layout *layout.Layout `json:"layout"`
-	}
-	if err := json.Unmarshal([]byte(configJSON), &cfg); err != nil {
-		return nil, fmt.Errorf("%s: %w", ConfigKey, err)
-	}
-	if cfg.Layout == nil {
-		return nil, fmt.Errorf("%s has no layout", ConfigKey)
-	}
-	return cfg.Layout, nil
+	sort.Slice(running, func(i, j int) bool { return running[i].Name < running[j].Name })
+	return running, heldSlots, nil
 }
 
 // SampleCPUs refreshes the hasher/coordinator busy ratios for the batches found by the

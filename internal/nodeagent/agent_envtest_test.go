@@ -4,6 +4,7 @@ import (
 	"context"
 	"github.com/sealfleet/sealfleet/internal/testutil"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +24,8 @@ func copyFixture(t *testing.T, name string) string {
 
 // TestAgentPublishesStatus runs the agent against a real API server: it creates the
 // SealerNode owned by the Node, publishes inventory, capabilities and conditions by
-// server-side apply, writes only on change, and never touches the operator's ledger.
+// server-side apply, writes only on change, and derives its free slots from the batches placed
+// on it (their status is the only record of a held slot).
 func TestAgentPublishesStatus(t *testing.T) {
 	env := testenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -41,13 +43,6 @@ func TestAgentPublishesStatus(t *testing.T) {
 		ReservedCPUs:            "0,32",
 	}}
 	if err := c.Create(ctx, sn); err != nil {
-		t.Fatal(err)
-	}
-	// The operator's ledger, written before the agent's first scan.
-	now := metav1.Now()
-	sn.Status.Slots = &sealv1.SlotLedger{SlotBytes: 1 << 40, Count: 2, Reservations: []sealv1.SlotReservation{{Slot: 0, Batch: "ns/b1", BatchUID: "u1", Since: &now}}}
-	sn.Status.FreeSlots = 1
-	if err := c.Status().Update(ctx, sn); err != nil {
 		t.Fatal(err)
 	}
 
@@ -74,8 +69,8 @@ func TestAgentPublishesStatus(t *testing.T) {
 	if st.FreeCores != 31 {
 		t.Errorf("free cores %d, want 31 (one core reserved)", st.FreeCores)
 	}
-	if st.Slots == nil || st.Slots.Count != 2 || len(st.Slots.Reservations) != 1 || st.FreeSlots != 1 {
-		t.Errorf("ledger clobbered: %+v free %d", st.Slots, st.FreeSlots)
+	if st.Slots == nil || st.Slots.Count != 1 || st.FreeSlots != 1 {
+		t.Errorf("slots: %+v free %d, want 1 of 1 (one ready device, one pipeline)", st.Slots, st.FreeSlots)
 	}
 	if len(st.LayerDevices) != 2 || !st.LayerDevices[0].Ready || st.LayerDevices[1].Ready {
 		t.Errorf("layer devices: %+v", st.LayerDevices)
@@ -109,16 +104,25 @@ func TestAgentPublishesStatus(t *testing.T) {
 	if wrote, err := a.SyncOnce(ctx); err != nil || wrote {
 		t.Fatalf("unchanged sync: wrote=%v err=%v", wrote, err)
 	}
-	// The operator takes the second slot; the agent's next change keeps it.
 	if err := c.Get(ctx, client.ObjectKey{Name: "sealer-1"}, &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.ResourceVersion != rv {
 		t.Errorf("object rewritten without change")
 	}
-	got.Status.Slots.Reservations = append(got.Status.Slots.Reservations, sealv1.SlotReservation{Slot: 1, Batch: "ns/b2", BatchUID: "u2", Since: &now})
-	got.Status.FreeSlots = 0
-	if err := c.Status().Update(ctx, &got); err != nil {
+	// A batch placed here (the operator's one write, to the batch) takes the slot.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "agent-ns"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	b := &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Namespace: "agent-ns", Name: "b1"}, Spec: sealv1.SealBatchSpec{
+		SectorSize: "2KiB", MinerID: "f01000", Sectors: []sealv1.SectorSpec{{Number: 1, Ticket: strings.Repeat("ab", 32)}}}}
+	if err := c.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	slot := int32(0)
+	b.Status.Node, b.Status.Slot, b.Status.Phase = "sealer-1", &slot, sealv1.PhasePlaced
+	if err := c.Status().Update(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	got.Spec.LayerDevices = got.Spec.LayerDevices[:1] // admin drops the refused device
@@ -132,8 +136,8 @@ func TestAgentPublishesStatus(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Name: "sealer-1"}, &got); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Status.Slots.Reservations) != 2 || got.Status.FreeSlots != 0 {
-		t.Errorf("ledger clobbered after agent write: %+v", got.Status.Slots)
+	if got.Status.Slots == nil || got.Status.Slots.Count != 1 || got.Status.FreeSlots != 0 {
+		t.Errorf("slots after a batch was placed: %+v free %d, want 0 of 1", got.Status.Slots, got.Status.FreeSlots)
 	}
 	if r := meta.FindStatusCondition(got.Status.Conditions, CondReady); r == nil || r.Status != metav1.ConditionTrue || r.ObservedGeneration != got.Generation {
 		t.Errorf("Ready after fix: %+v", r)

@@ -2,11 +2,10 @@ package nodeagent
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
@@ -15,9 +14,10 @@ import (
 	"github.com/sealfleet/sealfleet/internal/topology"
 )
 
-// TestRunningBatches finds the PC1/PC2 batches placed on this node, reads their layouts from
-// the sealer ConfigMaps, and counts their cores out of freeCores.
-func TestRunningBatches(t *testing.T) {
+// TestNodeBatches finds the PC1/PC2 batches placed on this node with the layouts their status
+// records, counts their cores out of freeCores, and counts every held slot (a completed batch
+// not yet released still holds one; a released one does not).
+func TestNodeBatches(t *testing.T) {
 	topo, err := topology.Discover("../topology/testdata/tr-pro-5975wx")
 	if err != nil {
 		t.Fatal(err)
@@ -26,21 +26,26 @@ func TestRunningBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lj, _ := json.Marshal(l)
-	cfg, _ := json.Marshal(map[string]any{"sector_size": 2048, "layout": json.RawMessage(lj)})
+	slot := int32(0)
 	batch := func(name, node string, phase sealv1.SealBatchPhase) *sealv1.SealBatch {
-		return &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Status: sealv1.SealBatchStatus{Node: node, Phase: phase}}
+		b := &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Status: sealv1.SealBatchStatus{Node: node, Phase: phase, Slot: &slot}}
+		b.Spec.Sectors = make([]sealv1.SectorSpec, 32)
+		b.Status.Layout = l.Record()
+		return b
 	}
-	c := fake.NewClientBuilder().WithScheme(kube.Scheme()).WithObjects(
-		batch("running", "n1", sealv1.PhasePC1),
-		batch("elsewhere", "n2", sealv1.PhasePC1),
-		batch("done", "n1", sealv1.PhaseCompleted),
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "running-sealer-config"}, Data: map[string]string{ConfigKey: string(cfg)}},
-	).Build()
+	released := batch("released", "n1", sealv1.PhaseCompleted)
+	released.Status.Conditions = []metav1.Condition{{Type: "Released", Status: metav1.ConditionTrue, Reason: "SlotReleased", LastTransitionTime: metav1.Now()}}
+	c := fake.NewClientBuilder().WithScheme(kube.Scheme()).
+		WithIndex(&sealv1.SealBatch{}, FieldNode, func(o client.Object) []string { return []string{o.(*sealv1.SealBatch).Status.Node} }).
+		WithObjects(batch("running", "n1", sealv1.PhasePC1), batch("elsewhere", "n2", sealv1.PhasePC1),
+			batch("done", "n1", sealv1.PhaseCompleted), released).Build()
 	a := &Agent{Client: c, NodeName: "n1"}
-	got, err := a.runningBatches(context.Background())
+	got, held, err := a.nodeBatches(context.Background())
 	if err != nil || len(got) != 1 || got[0].Name != "ns/running" || got[0].Layout.Hashers() != 16 {
 		t.Fatalf("running batches %+v, %v", got, err)
+	}
+	if held != 2 {
+		t.Errorf("%d slots held, want 2 (running and done)", held)
 	}
 	if as := Assignments(got); len(as) != 18 {
 		t.Errorf("%d assignments, want 2 coordinators + 16 hashers", len(as))

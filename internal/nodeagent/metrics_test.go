@@ -95,13 +95,3 @@ func TestInventoryMetrics(t *testing.T) {
 		t.Errorf("%d hugepage series, want 4 nodes x 2 sizes", n)
 	}
 }
-
-func TestLayoutFromConfig(t *testing.T) {
-	l, err := LayoutFromConfig(`{"sector_size": 2048, "layout": {"batch_size": 2, "supported": true, "coordinators": [{"cpu": 4, "hashers": [{"cpu": 5, "sectors": 2}]}], "roles": {"writer": 1, "reader": 2, "orchestrator": 3, "pc2_reader": 6, "pc2_hasher": 7, "pc2_hasher_cpu": 8, "pc2_writer": 9, "c1_reader": 10}}}`)
-	if err != nil || l.Coordinators[0].Hashers[0].CPU != 5 || l.Roles.C1Reader != 10 {
-		t.Fatalf("%+v %v", l, err)
-	}
-	if _, err := LayoutFromConfig(`{}`); err == nil {
-		t.Error("config without layout accepted")
-	}
-}

@@ -20,7 +20,7 @@ import (
 )
 
 // Node is one candidate: its SealerNode inventory plus what the Kubernetes Node and the
-// current batches say about it.
+// batches placed there say about it.
 type Node struct {
 	Sealer *sealv1.SealerNode
 	// Labels and Taints of the Kubernetes Node (nil Node: the node is gone).
@@ -28,14 +28,12 @@ type Node struct {
 	Taints        []corev1.Taint
 	Unschedulable bool
 	NodeMissing   bool
-	// ActivePC1 counts batches in Placed/PC1 here; GPUsBusy counts batches using a GPU.
-	ActivePC1 int
-	GPUsBusy  int
-	// BusyCPUs are the logical CPUs of batches already running here (a second pipeline
-	// must fit in what is left).
-	BusyCPUs []int
+	// Geometry is how its layer space divides into slots; Usage what batches hold there
+	// (Schedule adds its own decisions to it).
+	Geometry ledger.Geometry
+	Usage    *ledger.Usage
 
-	layouts map[int]layoutResult // per batch size, for the current BusyCPUs
+	layouts map[int]layoutResult // per batch size, for the current usage
 }
 
 type layoutResult struct {
@@ -43,7 +41,14 @@ type layoutResult struct {
 	err error
 }
 
-// Layout computes (and caches until BusyCPUs change) the core layout a batch of n sectors
+func (n *Node) usage() *ledger.Usage {
+	if n.Usage == nil {
+		n.Usage = &ledger.Usage{}
+	}
+	return n.Usage
+}
+
+// Layout computes (and caches until the usage changes) the core layout a batch of n sectors
 // would get on this node now, keeping out the node's reserved CPUs and the busy ones.
 func (n *Node) Layout(batchSize int) (*layout.Layout, error) {
 	if r, ok := n.layouts[batchSize]; ok {
@@ -57,7 +62,7 @@ func (n *Node) Layout(batchSize int) (*layout.Layout, error) {
 		r.err = fmt.Errorf("spec.reservedCPUs: %v", err)
 	} else {
 		r.l, r.err = layout.Calculate(layout.FromStatus(sn.Status.CPU), batchSize, layout.Options{
-			HashersPerCore: int(sn.Spec.HashersPerCore), ReservedCPUs: append(reserved, n.BusyCPUs...), SharedCores: sn.Spec.SharedCores,
+			HashersPerCore: int(sn.Spec.HashersPerCore), ReservedCPUs: append(reserved, n.usage().BusyCPUs()...), SharedCores: sn.Spec.SharedCores,
 		})
 	}
 	if n.layouts == nil {
@@ -72,8 +77,18 @@ type Decision struct {
 	Batch     *sealv1.SealBatch
 	Node      string
 	Slot      int32
+	Range     sealv1.SlotRange
 	Hugepages int32
 	Layout    *layout.Layout
+}
+
+// Claim is what the decision makes the batch hold.
+func (d *Decision) Claim() ledger.Claim {
+	return ledger.Claim{
+		UID: d.Batch.UID, Batch: ledger.BatchKey(d.Batch), Node: d.Node, Slot: d.Slot, Range: d.Range,
+		Running: true, PC1: true, Hugepages: d.Hugepages, CPUs: d.Layout.CoreCPUs(),
+		GPU: d.Batch.Spec.PC2Engine == sealv1.PC2EngineGPU,
+	}
 }
 
 // Unschedulable explains why a batch fits nowhere: how many nodes failed each check.
@@ -158,23 +173,17 @@ func HugepagesFor(size sealv1.SectorSize, sectors int) int32 {
 	return 1
 }
 
-// hugepagesAvailable is the 1 GiB pages of the node not already promised to batches here,
-// and the total.
-func hugepagesAvailable(sn *sealv1.SealerNode) (avail, total int64) {
-	for _, n := range sn.Status.NUMANodes {
-		for _, h := range n.Hugepages {
+// hugepagesAvailable is the 1 GiB pages of the node not held by batches running there, and
+// the total.
+func hugepagesAvailable(n *Node) (avail, total int64) {
+	for _, numa := range n.Sealer.Status.NUMANodes {
+		for _, h := range numa.Hugepages {
 			if h.PageSize == "1Gi" {
 				total += h.Total
 			}
 		}
 	}
-	avail = total
-	if l := sn.Status.Slots; l != nil {
-		for _, r := range l.Reservations {
-			avail -= int64(r.Hugepages1Gi)
-		}
-	}
-	return avail, total
+	return total - n.usage().Hugepages(), total
 }
 
 // check returns "" when node n can take the batch now, else a reason; transient is true when
@@ -208,17 +217,17 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 	if !batchSizeSupported(sn, need.BatchSize) {
 		return fmt.Sprintf("batch size %d unsupported by its CPU layout", need.BatchSize), false
 	}
-	l := sn.Status.Slots
-	if l == nil || l.Count == 0 {
+	g, u := n.Geometry, n.usage()
+	if g.Count == 0 {
 		return "no layer slots (no ready layer devices)", false
 	}
-	if l.SlotBytes < need.SlotBytes {
-		return fmt.Sprintf("slot too small (%s < %s)", human(l.SlotBytes), human(need.SlotBytes)), false
+	if g.SlotBytes < need.SlotBytes {
+		return fmt.Sprintf("slot too small (%s < %s)", human(g.SlotBytes), human(need.SlotBytes)), false
 	}
 	if need.GPU && len(sn.Status.GPUs) == 0 {
 		return "no GPU for pc2Engine gpu", false
 	}
-	if avail, total := hugepagesAvailable(sn); total < int64(need.Hugepages) {
+	if avail, total := hugepagesAvailable(n); total < int64(need.Hugepages) {
 		return fmt.Sprintf("hugepages-1Gi %d total < %d needed", total, need.Hugepages), false
 	} else if avail < int64(need.Hugepages) {
 		return fmt.Sprintf("hugepages-1Gi %d/%d free, %d needed", avail, total, need.Hugepages), true
@@ -227,17 +236,17 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 	if pipelines < 1 {
 		pipelines = 1
 	}
-	if n.ActivePC1 >= pipelines {
-		return fmt.Sprintf("PC1 pipelines busy (%d/%d)", n.ActivePC1, pipelines), true
+	if u.PC1() >= pipelines {
+		return fmt.Sprintf("PC1 pipelines busy (%d/%d)", u.PC1(), pipelines), true
 	}
-	if ledger.FreeSlot(l) < 0 {
-		return fmt.Sprintf("no free slot (%d/%d held)", len(l.Reservations), l.Count), true
+	if u.FreeSlot(g) < 0 {
+		return fmt.Sprintf("no free slot (%d/%d held)", u.Slots(), g.Count), true
 	}
-	if need.GPU && n.GPUsBusy >= len(sn.Status.GPUs) {
+	if need.GPU && u.GPUs() >= len(sn.Status.GPUs) {
 		return "all GPUs busy", true
 	}
 	if _, err := n.Layout(need.BatchSize); err != nil {
-		if len(n.BusyCPUs) > 0 {
+		if len(u.BusyCPUs()) > 0 {
 			return "not enough free cores beside the running batch", true
 		}
 		return "no core layout: " + err.Error(), false
@@ -271,13 +280,12 @@ func batchSizeSupported(sn *sealv1.SealerNode, n int) bool {
 // node fills before another opens), then NUMA locality of layer devices and GPU, then spread
 // (fewer batches already running).
 func score(n *Node, need *Need) int64 {
-	l := n.Sealer.Status.Slots
-	free := int64(l.Count) - int64(len(l.Reservations))
+	free := int64(n.Geometry.Count) - int64(n.usage().Slots())
 	s := -free * 1_000_000
 	if numaLocal(n.Sealer, need.GPU) {
 		s += 1000
 	}
-	s -= int64(n.ActivePC1)
+	s -= int64(n.usage().PC1())
 	return s
 }
 
@@ -323,9 +331,8 @@ func Queue(batches []*sealv1.SealBatch) {
 	})
 }
 
-// Schedule places pending batches in queue order on the fleet. Each decision updates the
-// in-memory fleet (slot held, hugepages promised, pipeline busy) before the next batch is
-// considered. A batch that fits nowhere only for lack of free capacity blocks the nodes that
+// Schedule places pending batches in queue order on the fleet. Each decision is added to
+// the node's usage (slot, hugepages, pipeline, CPUs, GPU) before the next batch is considered. A batch that fits nowhere only for lack of free capacity blocks the nodes that
 // could run it once they free up: later (smaller) batches may not take them, so a big batch
 // is not starved by a stream of small ones.
 func Schedule(nodes []*Node, pending []*sealv1.SealBatch) ([]Decision, map[*sealv1.SealBatch]*Unschedulable) {
@@ -370,17 +377,11 @@ func Schedule(nodes []*Node, pending []*sealv1.SealBatch) ([]Decision, map[*seal
 			continue
 		}
 		lay, _ := best.Layout(need.BatchSize) // check() proved it exists
-		d := Decision{Batch: b, Node: best.Sealer.Name, Slot: ledger.FreeSlot(best.Sealer.Status.Slots), Hugepages: need.Hugepages, Layout: lay}
+		slot := best.usage().FreeSlot(best.Geometry)
+		d := Decision{Batch: b, Node: best.Sealer.Name, Slot: slot, Range: best.Geometry.Range(slot), Hugepages: need.Hugepages, Layout: lay}
 		decisions = append(decisions, d)
-		if err := ledger.Reserve(best.Sealer, b, d.Slot, d.Hugepages, nil); err != nil {
-			panic("placement: reserving a slot check() found free: " + err.Error())
-		}
-		best.ActivePC1++
-		best.BusyCPUs = append(best.BusyCPUs, lay.CoreCPUs()...)
+		best.usage().Add(d.Claim())
 		best.layouts = nil
-		if need.GPU {
-			best.GPUsBusy++
-		}
 	}
 	return decisions, failed
 }

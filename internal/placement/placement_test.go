@@ -42,10 +42,10 @@ func node(name string, slots int32, hugepages int64, opts ...nodeOpt) *Node {
 		Capabilities: &sealv1.Capabilities{BatchSizes: []int32{1, 2, 4, 8, 16, 32, 64, 128}},
 		NUMANodes:    []sealv1.NUMANode{{ID: 0, Hugepages: []sealv1.Hugepages{{PageSize: "1Gi", Total: hugepages, Free: hugepages}}}},
 		Conditions:   []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}},
-		Slots:        &sealv1.SlotLedger{Count: slots, SlotBytes: 11 << 40},
 		LayerDevices: []sealv1.LayerDeviceStatus{{Path: "/dev/nvme1n1", Ready: true}},
 	}
-	n := &Node{Sealer: sn, Labels: map[string]string{"kubernetes.io/hostname": name}}
+	n := &Node{Sealer: sn, Labels: map[string]string{"kubernetes.io/hostname": name},
+		Geometry: ledger.Geometry{SlotBytes: 11 << 40, PerDevice: 11 << 40, Count: slots, Devices: 1}}
 	for _, o := range opts {
 		o(n)
 	}
@@ -75,6 +75,12 @@ func batchSizes(s ...int32) nodeOpt {
 
 var uidSeq int
 
+// hold records that batch b runs on n in slot, holding hugepages (as its status would say).
+func hold(n *Node, b *sealv1.SealBatch, slot, hugepages int32) {
+	n.usage().Add(ledger.Claim{UID: b.UID, Batch: ledger.BatchKey(b), Node: n.Sealer.Name, Slot: slot,
+		Range: n.Geometry.Range(slot), Running: true, PC1: true, Hugepages: hugepages})
+}
+
 func batch(name string, size sealv1.SectorSize, sectors int, age time.Duration, mutate ...func(*sealv1.SealBatch)) *sealv1.SealBatch {
 	uidSeq++
 	b := &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(fmt.Sprintf("uid-%d", uidSeq)),
@@ -101,11 +107,9 @@ func TestScheduleFiltersExplainEachNodeClass(t *testing.T) {
 	}
 	// Hugepages: d and e have 12 of 36 because batches already hold 24 there.
 	for _, n := range nodes[3:5] {
-		n.Sealer.Status.Slots.Count = 2
+		n.Geometry.Count = 2
 		n.Sealer.Spec.Pipelines = 2
-		if err := ledger.Reserve(n.Sealer, batch("holder", sealv1.SectorSize32GiB, 4, 0), 0, 0, nil); err != nil {
-			t.Fatal(err)
-		}
+		hold(n, batch("holder", sealv1.SectorSize32GiB, 4, 0), 0, 0)
 	}
 	b := batch("big", sealv1.SectorSize32GiB, 32, time.Minute)
 	dec, failed := Schedule(nodes, []*sealv1.SealBatch{b})
@@ -125,9 +129,7 @@ func TestScheduleBestFitFillsANodeFirst(t *testing.T) {
 	// b has one free slot left of two, a has three free: best fit fills b first.
 	a := node("a", 3, 200, pipelines(2))
 	bn := node("b", 2, 200, pipelines(2))
-	if err := ledger.Reserve(bn.Sealer, batch("x", sealv1.SectorSize32GiB, 8, 0), 0, 36, nil); err != nil {
-		t.Fatal(err)
-	}
+	hold(bn, batch("x", sealv1.SectorSize32GiB, 8, 0), 0, 36)
 	nb := batch("new", sealv1.SectorSize32GiB, 8, time.Minute)
 	dec, failed := Schedule([]*Node{a, bn}, []*sealv1.SealBatch{nb})
 	if len(failed) > 0 || len(dec) != 1 || dec[0].Node != "b" || dec[0].Slot != 1 || dec[0].Hugepages != 36 {
@@ -192,9 +194,7 @@ func TestSchedulePriorityThenAge(t *testing.T) {
 // keeps small batches from taking that node, so it is not starved by a stream of them.
 func TestBigBatchNotStarved(t *testing.T) {
 	n := node("a", 4, 40, pipelines(4))
-	if err := ledger.Reserve(n.Sealer, batch("running", sealv1.SectorSize32GiB, 8, 0), 0, 36, nil); err != nil {
-		t.Fatal(err)
-	}
+	hold(n, batch("running", sealv1.SectorSize32GiB, 8, 0), 0, 36)
 	big := batch("big", sealv1.SectorSize32GiB, 32, time.Second)
 	small := batch("small", sealv1.SectorSize8MiB, 2, 2*time.Second)
 	dec, failed := Schedule([]*Node{n}, []*sealv1.SealBatch{small, big})
@@ -206,7 +206,7 @@ func TestBigBatchNotStarved(t *testing.T) {
 	}
 	// A node the big batch can never use stays open to small ones.
 	other := node("tiny", 1, 4)
-	dec, _ = Schedule([]*Node{node("a2", 4, 40, pipelines(4), func(x *Node) { *x.Sealer.Status.Slots = *n.Sealer.Status.Slots }), other},
+	dec, _ = Schedule([]*Node{node("a2", 4, 40, pipelines(4), func(x *Node) { x.Usage = &ledger.Usage{Claims: append([]ledger.Claim(nil), n.Usage.Claims...)} }), other},
 		[]*sealv1.SealBatch{small, big})
 	if len(dec) != 1 || dec[0].Node != "tiny" {
 		t.Fatalf("small batch should use the node big cannot run on: %+v", dec)
