@@ -270,10 +270,17 @@ print(placed, len(pending), explained)')
   # The fleet as kubectl shows it: the real node and the 8 nodes holding most of the backlog.
   # (No `| head` on these pipes: under pipefail the writer's SIGPIPE would fail the demo.)
   local busy
-  busy=$(kc get sealernodes -o json | python3 -c '
-import json, sys
-nodes = json.load(sys.stdin)["items"]
-held = lambda n: len(((n.get("status") or {}).get("slots") or {}).get("reservations") or [])
+  # What a node holds is derived from the batches placed there (their status is the only record).
+  busy=$(NODES=$(kc get sealernodes -o json) BATCHES=$(kc get sealbatches -A -o json) python3 -c '
+import collections, json, os, sys
+nodes = json.loads(os.environ["NODES"])["items"]
+holding = collections.Counter()
+for b in json.loads(os.environ["BATCHES"])["items"]:
+    st = b.get("status") or {}
+    released = any(c["type"] == "Released" and c["status"] == "True" for c in st.get("conditions") or [])
+    if st.get("node") and not released:
+        holding[st["node"]] += 1
+held = lambda n: holding[n["metadata"]["name"]]
 slots = sum(((n.get("status") or {}).get("slots") or {}).get("count", 0) for n in nodes)
 used = sum(held(n) for n in nodes)
 print("fleet: %d SealerNodes, %d layer slots, %d held" % (len(nodes), slots, used), file=sys.stderr)

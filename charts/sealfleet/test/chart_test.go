@@ -273,8 +273,7 @@ func TestNodeAgentRBACIsLeastPrivilege(t *testing.T) {
 	want := `[{"apiGroups":[""],"resources":["nodes"],"verbs":["get"]},` +
 		`{"apiGroups":["sealfleet.io"],"resources":["sealernodes"],"verbs":["get","create","patch"]},` +
 		`{"apiGroups":["sealfleet.io"],"resources":["sealernodes/status"],"verbs":["patch"]},` +
-		`{"apiGroups":["sealfleet.io"],"resources":["sealbatches"],"verbs":["list"]},` +
-		`{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}]`
+		`{"apiGroups":["sealfleet.io"],"resources":["sealbatches"],"verbs":["list"]}]`
 	got, _ := json.Marshal(cr["rules"])
 	if string(got) != want {
 		t.Errorf("node agent rules\n got %s\nwant %s", got, want)
