@@ -19,15 +19,14 @@ const (
 type sectorSizeInfo struct {
 	bytes  uint64
 	layers int
-	index  uint64 // position in the RegisteredSealProof id table
 }
 
 var sectorSizes = map[SectorSize]sectorSizeInfo{
-	SectorSize2KiB:   {2 << 10, 2, 0},
-	SectorSize8MiB:   {8 << 20, 2, 1},
-	SectorSize512MiB: {512 << 20, 2, 2},
-	SectorSize32GiB:  {32 << 30, 11, 3},
-	SectorSize64GiB:  {64 << 30, 11, 4},
+	SectorSize2KiB:   {2 << 10, 2},
+	SectorSize8MiB:   {8 << 20, 2},
+	SectorSize512MiB: {512 << 20, 2},
+	SectorSize32GiB:  {32 << 30, 11},
+	SectorSize64GiB:  {64 << 30, 11},
 }
 
 // Bytes is the sector size in bytes, or 0 for an unknown size.
@@ -52,46 +51,10 @@ const (
 	ProofTypeNIPoRep        ProofType = "V1_2_Feat_NonInteractivePoRep"
 )
 
-// proofTypeInfo: the id block in the registry (ids = 5*block + size index), API version and features.
-var proofTypes = map[ProofType]struct {
-	block      uint64
-	apiVersion string
-	features   []string
-}{
-	ProofTypeV1:             {0, "1.0.0", nil},
-	ProofTypeV1_1:           {1, "1.1.0", nil},
-	ProofTypeSyntheticPoRep: {2, "1.2.0", []string{"SyntheticPoRep"}},
-	ProofTypeNIPoRep:        {3, "1.2.0", []string{"NonInteractivePoRep"}},
-}
-
 // RegisteredProof is the full RegisteredSealProof name, e.g. StackedDrg32GiBV1_1.
 func RegisteredProof(size SectorSize, proof ProofType) string {
 	return fmt.Sprintf("StackedDrg%s%s", size, proof)
 }
-
-// PoRepID is the 32-byte porep_id: LE64(registered proof id) ‖ LE64(nonce 0) ‖ 16 zero bytes.
-func PoRepID(size SectorSize, proof ProofType) ([32]byte, error) {
-	var id [32]byte
-	s, ok := sectorSizes[size]
-	if !ok {
-		return id, fmt.Errorf("unknown sector size %q", size)
-	}
-	p, ok := proofTypes[proof]
-	if !ok {
-		return id, fmt.Errorf("unknown proof type %q", proof)
-	}
-	v := p.block*5 + s.index
-	for i := 0; i < 8; i++ {
-		id[i] = byte(v >> (8 * i))
-	}
-	return id, nil
-}
-
-// APIVersion is the proofs API version ("1.0.0", "1.1.0", "1.2.0") of a proof type.
-func (p ProofType) APIVersion() string { return proofTypes[p].apiVersion }
-
-// Features lists the proofs features ("SyntheticPoRep", "NonInteractivePoRep") of a proof type.
-func (p ProofType) Features() []string { return append([]string(nil), proofTypes[p].features...) }
 
 // SupportedBatchSizes are the batch sizes the sealer accepts: every 4 KiB page holds the same
 // node of every sector, so the batch must divide 128 (4096 / 32-byte labels).

@@ -3,6 +3,9 @@ package render
 import (
 	"encoding/base32"
 	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/layout"
+	"github.com/sealfleet/sealfleet/internal/testutil"
 )
 
 func TestProverID(t *testing.T) {
@@ -74,17 +79,24 @@ func testBatch() *sealv1.SealBatch {
 	}
 }
 
+var update = flag.Bool("update", false, "rewrite golden files")
+
 func TestConfig(t *testing.T) {
-	cfg, err := Config(ConfigInput{Batch: testBatch(), LayerPaths: []string{"/dev/nvme1n1", "/dev/nvme2n1"}, SlotOffset: 1 << 40, OutputDir: "/output/ns/b",
-		MetricsPort: 9465, MetricsAddress: "127.0.0.1"})
+	lay, err := layout.Calculate(testTopology(), 2, layout.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.SectorSize != 32<<30 || cfg.APIVersion != "1.2.0" || len(cfg.Features) != 1 || cfg.Features[0] != "SyntheticPoRep" {
-		t.Errorf("proof fields: %+v", cfg)
+	lj, err := layout.FromRecord(lay.Record(), 2).JSON()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if cfg.PoRepID != "0d"+strings.Repeat("0", 62) { // 32GiB SyntheticPoRep = id 13
-		t.Errorf("porep id %s", cfg.PoRepID)
+	cfg, err := Config(ConfigInput{Batch: testBatch(), LayerPaths: []string{"/dev/nvme1n1", "/dev/nvme2n1"}, SlotOffset: 1 << 40, OutputDir: "/output/ns/b",
+		Layout: lj, MetricsPort: 9465, MetricsAddress: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RegisteredProof != "StackedDrg32GiBV1_1_Feat_SyntheticPoRep" {
+		t.Errorf("registered proof %q", cfg.RegisteredProof)
 	}
 	if cfg.Sectors[0].Ticket != strings.Repeat("ab", 32) || cfg.Sectors[0].CommD != "" || !strings.HasPrefix(cfg.Sectors[1].CommD, "077e5fde") {
 		t.Errorf("sectors: %+v", cfg.Sectors)
@@ -95,6 +107,26 @@ func TestConfig(t *testing.T) {
 	if cfg.Layers.SlotOffset != 1<<40/4096 || len(cfg.Layers.Paths) != 2 {
 		t.Errorf("layers: %+v", cfg.Layers)
 	}
+	// The golden config is the contract: the Rust sealer's tests parse this very file
+	// (sealer-image/crates/sealer-config) and check every key it reads is here.
+	got, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Golden(t, filepath.Join("testdata", "sealer-config.golden.json"), append(got, '\n'), *update, "./internal/render")
+}
+
+// testTopology is a 16-core machine in two L3 groups, SMT on.
+func testTopology() layout.Topology {
+	cpu := &sealv1.CPUTopology{SHANI: true, Sockets: 1, PhysicalCores: 16, LogicalCPUs: 32, ThreadsPerCore: 2}
+	for g := int32(0); g < 2; g++ {
+		grp := sealv1.L3Group{ID: g}
+		for c := int32(0); c < 8; c++ {
+			grp.Cores = append(grp.Cores, sealv1.Core{CPUs: []int32{g*8 + c, g*8 + c + 16}})
+		}
+		cpu.L3Groups = append(cpu.L3Groups, grp)
+	}
+	return layout.FromStatus(cpu)
 }
 
 func podOpts() PodOptions {

@@ -15,22 +15,21 @@ import (
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 )
 
-// SealerConfig is the sealer's batch config file (see sealer-image/README.md).
+// SealerConfig is the sealer's batch config file: the contract between the operator and the
+// sealer (sealer-image/crates/sealer-config). The sealer rejects keys it does not read, and its
+// tests parse this package's golden config (testdata/sealer-config.golden.json) and check that
+// every key it reads from the operator is rendered. The proof's size, porep id, API version and
+// features follow from registered_proof on the sealer's side (one proof table, in Rust).
 type SealerConfig struct {
-	SectorSize     uint64          `json:"sector_size"`
-	PoRepID        string          `json:"porep_id"`
-	APIVersion     string          `json:"api_version"`
-	Features       []string        `json:"features"`
-	Sectors        []SealerSector  `json:"sectors"`
-	Layers         SealerLayers    `json:"layers"`
-	OutputDir      string          `json:"output_dir"`
-	Layout         json.RawMessage `json:"layout,omitempty"`
-	ProgressFile   string          `json:"progress_file,omitempty"`
-	MetricsPort    int             `json:"metrics_port,omitempty"`
-	MetricsAddress string          `json:"metrics_address,omitempty"`
-	PC2Engine      string          `json:"pc2_engine,omitempty"`
-	Batch          string          `json:"batch,omitempty"`
-	RegisteredName string          `json:"registered_proof_name,omitempty"`
+	RegisteredProof string         `json:"registered_proof"`
+	Sectors         []SealerSector `json:"sectors"`
+	Layers          SealerLayers   `json:"layers"`
+	OutputDir       string         `json:"output_dir"`
+	// Layout is the layout placement recorded in the batch status, in the sealer's form.
+	Layout      json.RawMessage `json:"layout"`
+	MetricsPort int             `json:"metrics_port"`
+	// MetricsAddress is the listen address ("" = the sealer's default, every address).
+	MetricsAddress string `json:"metrics_address,omitempty"`
 }
 
 // SealerSector is one sector's replica inputs.
@@ -127,30 +126,17 @@ func Config(in ConfigInput) (*SealerConfig, error) {
 	if proof == "" {
 		proof = sealv1.ProofTypeV1_1
 	}
-	porep, err := sealv1.PoRepID(b.Spec.SectorSize, proof)
-	if err != nil {
-		return nil, fmt.Errorf("spec.proofType: %v", err)
-	}
 	prover, err := ProverID(b.Spec.MinerID)
 	if err != nil {
 		return nil, err
 	}
 	cfg := &SealerConfig{
-		SectorSize:     b.Spec.SectorSize.Bytes(),
-		PoRepID:        hex.EncodeToString(porep[:]),
-		APIVersion:     proof.APIVersion(),
-		Features:       proof.Features(),
-		Layers:         SealerLayers{Paths: in.LayerPaths, SlotOffset: in.SlotOffset / BlockSize},
-		OutputDir:      in.OutputDir,
-		Layout:         in.Layout,
-		MetricsPort:    in.MetricsPort,
-		MetricsAddress: in.MetricsAddress,
-		PC2Engine:      string(b.Spec.PC2Engine),
-		Batch:          b.Namespace + "/" + b.Name,
-		RegisteredName: sealv1.RegisteredProof(b.Spec.SectorSize, proof),
-	}
-	if cfg.Features == nil {
-		cfg.Features = []string{}
+		RegisteredProof: sealv1.RegisteredProof(b.Spec.SectorSize, proof),
+		Layers:          SealerLayers{Paths: in.LayerPaths, SlotOffset: in.SlotOffset / BlockSize},
+		OutputDir:       in.OutputDir,
+		Layout:          in.Layout,
+		MetricsPort:     in.MetricsPort,
+		MetricsAddress:  in.MetricsAddress,
 	}
 	for i, s := range b.Spec.Sectors {
 		t, err := Bytes32(fmt.Sprintf("spec.sectors[%d].ticket", i), s.Ticket)
