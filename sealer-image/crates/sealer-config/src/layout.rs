@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// One hasher thread: its CPU and how many sectors it hashes (2 per thread is the
 /// multi-buffer sweet spot; 1 works).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Hasher {
     /// Logical CPU id.
     pub cpu: usize,
@@ -15,6 +16,7 @@ pub struct Hasher {
 
 /// A coordinator (one per L3 group) and the hashers it feeds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Coordinator {
     /// Logical CPU id of the coordinator thread.
     pub cpu: usize,
@@ -22,8 +24,11 @@ pub struct Coordinator {
     pub hashers: Vec<Hasher>,
 }
 
-/// Batch-wide I/O and control threads.
+/// Batch-wide threads, each on its own logical CPU in the operator's layouts. PC1 runs the
+/// writer, reader and orchestrator; the PC2 and C1 CPUs are part of the layout the operator
+/// decides (so the node agent and the pod's cpuset account for them) and are checked here.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Roles {
     /// CPU of the layer writer thread.
     pub writer: usize,
@@ -31,20 +36,64 @@ pub struct Roles {
     pub reader: usize,
     /// CPU of the orchestrator (progress, layer sequencing).
     pub orchestrator: usize,
+    /// CPU of the PC2 column reader.
+    pub pc2_reader: usize,
+    /// CPU driving the Poseidon hashing (a GPU when present).
+    pub pc2_hasher: usize,
+    /// CPU finishing tree levels on the CPU.
+    pub pc2_hasher_cpu: usize,
+    /// CPU of the tree-file writer.
+    pub pc2_writer: usize,
+    /// CPU of the C1 challenge reader.
+    pub c1_reader: usize,
 }
 
-/// The calculator's JSON: `{"batch_size", "supported", "coordinators", "roles"}`.
-/// Unknown keys are ignored.
+impl Roles {
+    /// Every role with its name, in declaration order.
+    pub fn named(&self) -> [(&'static str, usize); 8] {
+        [
+            ("writer", self.writer),
+            ("reader", self.reader),
+            ("orchestrator", self.orchestrator),
+            ("pc2_reader", self.pc2_reader),
+            ("pc2_hasher", self.pc2_hasher),
+            ("pc2_hasher_cpu", self.pc2_hasher_cpu),
+            ("pc2_writer", self.pc2_writer),
+            ("c1_reader", self.c1_reader),
+        ]
+    }
+}
+
+/// The layout as the operator's calculator (`internal/layout` in the Go module, `node-agent
+/// calc`) writes it; the operator decides it once at placement and the sealer runs it as
+/// given. Unknown keys are rejected: a key the sealer would ignore is a contract break.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Layout {
     /// Sectors in the batch.
     pub batch_size: usize,
     /// Whether this machine can run the batch size.
     pub supported: bool,
+    /// Why the batch size is unsupported (only when `supported` is false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Coordinators with their hashers.
     pub coordinators: Vec<Coordinator>,
-    /// I/O and control threads.
+    /// Batch-wide threads.
     pub roles: Roles,
+    /// Hasher threads per physical core the layout uses.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hashers_per_core: usize,
+    /// NUMA nodes of the layout's CPUs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub numa_nodes: Vec<usize>,
+    /// A shared-core layout (every thread on one core; development machines only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Layout {
@@ -106,9 +155,7 @@ impl Layout {
                 }
             }
         }
-        for (name, c) in
-            [("writer", self.roles.writer), ("reader", self.roles.reader), ("orchestrator", self.roles.orchestrator)]
-        {
+        for (name, c) in self.roles.named() {
             if !ok(c) {
                 return err(
                     format!("layout.roles.{name}"),
@@ -126,7 +173,9 @@ impl Layout {
 
     /// Layout for `n` sectors given L3 groups (lists of logical CPUs sharing an L3).
     ///
-    /// Rules: the I/O and control roles share the first CPU of the first group; each group
+    /// This is the standalone fallback (a config without a layout, `sealer calc`); under the
+    /// operator the layout always comes from its calculator. Rules: every batch-wide role
+    /// shares the first CPU of the first group; each group
     /// gets a coordinator on its first CPU; hashers go on the group's other CPUs (on groups of
     /// one or two CPUs they also use the coordinator's CPU, which then time-shares). Sectors
     /// are dealt to hashers in pairs (multi-buffer x2), as evenly as possible.
@@ -171,7 +220,20 @@ impl Layout {
             batch_size: n,
             supported: n.is_power_of_two() && n <= crate::MAX_BATCH,
             coordinators: coords,
-            roles: Roles { writer: roles_cpu, reader: roles_cpu, orchestrator: roles_cpu },
+            reason: None,
+            roles: Roles {
+                writer: roles_cpu,
+                reader: roles_cpu,
+                orchestrator: roles_cpu,
+                pc2_reader: roles_cpu,
+                pc2_hasher: roles_cpu,
+                pc2_hasher_cpu: roles_cpu,
+                pc2_writer: roles_cpu,
+                c1_reader: roles_cpu,
+            },
+            hashers_per_core: 0,
+            numa_nodes: vec![],
+            shared: false,
         }
     }
 }
@@ -274,5 +336,28 @@ mod tests {
         assert_eq!(l.coordinators.len(), 1);
         assert_eq!(l.coordinators[0].hashers.len(), 2);
         assert_eq!(l.coordinators[0].hashers[0].sectors, 4);
+    }
+
+    /// Every supported layout in the Go calculator's golden files (internal/layout/testdata)
+    /// parses, validates and round-trips: the layout half of the operator contract.
+    #[test]
+    fn go_calculator_golden_layouts_parse() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../internal/layout/testdata");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            let all: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            for v in all.into_iter().filter(|v| v["supported"] == true) {
+                let l: Layout =
+                    serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{}: {e}\n{v}", path.display()));
+                l.validate(l.batch_size).unwrap();
+                assert_eq!(serde_json::to_value(&l).unwrap(), v, "{} round trip", path.display());
+                checked += 1;
+            }
+        }
+        assert!(checked > 20, "only {checked} golden layouts found in {}", dir.display());
     }
 }

@@ -16,6 +16,11 @@ use std::path::PathBuf;
 mod layout;
 pub use layout::{allowed_cpus, l3_groups, parse_cpu_list, Coordinator, Hasher, Layout, Roles};
 
+/// Config keys the operator never renders: the proof given field by field instead of as
+/// `registered_proof`, and a progress file (the operator reads `/progress` over HTTP). Every
+/// other key the sealer reads is rendered by the operator (tested against its golden config).
+pub const STANDALONE_KEYS: [&str; 5] = ["sector_size", "porep_id", "api_version", "features", "progress_file"];
+
 /// Largest batch the sealer supports (one node of every sector fills a 4 KiB page).
 pub const MAX_BATCH: usize = 128;
 
@@ -196,6 +201,7 @@ pub struct BatchConfig {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawSector {
     prover_id: Option<serde_json::Value>,
     sector_id: Option<serde_json::Value>,
@@ -204,12 +210,14 @@ struct RawSector {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawLayers {
     paths: Option<Vec<serde_json::Value>>,
     slot_offset: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawConfig {
     sector_size: Option<serde_json::Value>,
     porep_id: Option<serde_json::Value>,
@@ -268,7 +276,8 @@ impl BatchConfig {
         Self::from_json(&text)
     }
 
-    /// Parse and validate config JSON. Unknown keys are ignored (forward compatibility).
+    /// Parse and validate config JSON. Unknown keys are rejected: the operator renders exactly
+    /// the keys the sealer reads (see [`STANDALONE_KEYS`] and the contract test).
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
         let raw: RawConfig = serde_json::from_str(text).map_err(|e| ConfigError {
             field: "<document>".into(),
@@ -606,6 +615,62 @@ mod tests {
         BatchConfig::from_json(&v.to_string()).unwrap_err().field
     }
 
+    /// The field names a derived `Deserialize` asks for (serde hands them to
+    /// `deserialize_struct`): what the sealer reads, without a second list to keep in step.
+    fn read_keys<'de, T: Deserialize<'de>>() -> Vec<&'static str> {
+        use serde::de::{self, Visitor};
+        struct Probe(std::rc::Rc<std::cell::RefCell<Vec<&'static str>>>);
+        impl<'de> de::Deserializer<'de> for Probe {
+            type Error = de::value::Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+                Err(de::Error::custom("probe"))
+            }
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Self::Error> {
+                self.0.borrow_mut().extend_from_slice(fields);
+                Err(de::Error::custom("probe"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
+                unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+            }
+        }
+        let keys = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let _ = T::deserialize(Probe(keys.clone()));
+        let out = keys.borrow().clone();
+        out
+    }
+
+    /// The operator's golden config (internal/render/testdata in the Go module) is the contract:
+    /// it parses (so every rendered key is read), and it carries every key the sealer reads
+    /// except the standalone ones (so every read key is rendered).
+    #[test]
+    fn operator_golden_config_is_the_contract() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../internal/render/testdata/sealer-config.golden.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let c = BatchConfig::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!((c.sector_size, c.api_version, c.features.clone()), (32 << 30, ApiVersion::V1_2_0, vec![Feature::SyntheticPoRep]));
+        assert_eq!(c.porep_id, porep_id_for(13));
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let missing = |keys: Vec<&'static str>, obj: &serde_json::Value, skip: &[&str]| -> Vec<&'static str> {
+            keys.into_iter().filter(|k| !skip.contains(k) && obj.get(*k).is_none()).collect()
+        };
+        assert_eq!(missing(read_keys::<RawConfig>(), &v, &STANDALONE_KEYS), Vec::<&str>::new(), "config keys never rendered");
+        assert_eq!(missing(read_keys::<RawLayers>(), &v["layers"], &[]), Vec::<&str>::new(), "layers keys never rendered");
+        let with_comm_d = v["sectors"].as_array().unwrap().iter().find(|s| s.get("comm_d").is_some()).unwrap();
+        assert_eq!(missing(read_keys::<RawSector>(), with_comm_d, &[]), Vec::<&str>::new(), "sector keys never rendered");
+        assert_eq!(missing(read_keys::<Layout>(), &v["layout"], &["reason", "shared"]), Vec::<&str>::new(), "layout keys never rendered");
+        assert!(read_keys::<RawConfig>().len() > 8, "the probe must see the struct's fields");
+        let mut bad = v.clone();
+        bad["pc2_engine"] = "cpu".into();
+        assert!(BatchConfig::from_json(&bad.to_string()).unwrap_err().message.contains("pc2_engine"));
+    }
+
     #[test]
     fn parses_issue_example() {
         let c = BatchConfig::from_json(&base().to_string()).unwrap();
@@ -635,7 +700,7 @@ mod tests {
         let v = serde_json::json!({
             "registered_proof": "StackedDrg32GiBV1_1",
             "sectors": [{"prover_id": "00".repeat(32), "sector_id": 1, "ticket": "11".repeat(32)}],
-            "layers": {"paths": ["/x"]}, "output_dir": "/out", "unknown_key": 5
+            "layers": {"paths": ["/x"]}, "output_dir": "/out"
         });
         let c = BatchConfig::from_json(&v.to_string()).unwrap();
         assert_eq!(c.sector_size, 32 << 30);
@@ -688,11 +753,19 @@ mod tests {
         v["sectors"] = serde_json::json!((0..4)
             .map(|i| serde_json::json!({"prover_id": "00".repeat(32), "sector_id": i, "ticket": "11".repeat(32)}))
             .collect::<Vec<_>>());
-        v["layout"] = serde_json::json!({"batch_size": 4, "supported": true, "extra": {"x": 1},
-            "coordinators": [{"cpu": 0, "hashers": [{"cpu": 1, "sectors": 2, "sibling": 3}, {"cpu": 1, "sectors": 2}]}],
-            "roles": {"writer": 0, "reader": 0, "orchestrator": 0, "pc2_hasher": 9}});
+        v["layout"] = serde_json::json!({"batch_size": 4, "supported": true,
+            "coordinators": [{"cpu": 0, "hashers": [{"cpu": 1, "sectors": 2}, {"cpu": 1, "sectors": 2}]}],
+            "roles": {"writer": 0, "reader": 0, "orchestrator": 0, "pc2_reader": 2, "pc2_hasher": 9, "pc2_hasher_cpu": 3,
+                "pc2_writer": 4, "c1_reader": 5}});
         let c = BatchConfig::from_json(&v.to_string()).unwrap();
         assert_eq!(c.layout.as_ref().unwrap().coordinators[0].hashers.len(), 2);
+        for (key, path) in [("extra", "/layout/extra"), ("sibling", "/layout/coordinators/0/hashers/0/sibling")] {
+            let mut bad = v.clone();
+            let (parent, leaf) = path.rsplit_once('/').unwrap();
+            bad.pointer_mut(parent).unwrap()[leaf] = 1.into();
+            let e = BatchConfig::from_json(&bad.to_string()).unwrap_err();
+            assert!(e.field == "layout" && e.message.contains(key), "{key}: {e}");
+        }
         let mut v2 = v.clone();
         v2["layout"]["batch_size"] = 8.into();
         assert_eq!(field_of(v2), "layout.batch_size");

@@ -75,6 +75,10 @@ impl Parents {
                 nodes * DEGREE as u64 * 4
             )));
         }
+        // SAFETY: the map is read-only and owned by Parents, and get() bounds-checks every access.
+        // Mmap::map additionally requires that the file is not truncated or modified while mapped:
+        // this relies on the parent cache being written once (by rust-fil-proofs) and only read after;
+        // nothing here can enforce that against other processes.
         let map = unsafe { memmap2::Mmap::map(&f) }
             .map_err(|e| GraphError(format!("mapping parent cache {}: {e}", path.display())))?;
         Ok(Parents { map, nodes, path: path.to_path_buf() })

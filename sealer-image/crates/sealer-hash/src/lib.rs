@@ -86,10 +86,13 @@ impl Kernel {
     /// Compress `blocks` (a sequence of pointers to 64-byte blocks) into `state`.
     ///
     /// # Safety
-    /// Every pointer must be valid for 64 bytes of reads.
+    /// Every pointer must be valid for 64 bytes of reads. When `self` is [`Kernel::ShaNi`], the CPU
+    /// must have the SHA extensions, SSSE3 and SSE4.1 ([`Kernel::sha_ni_available`]; guaranteed when
+    /// the kernel came from [`Kernel::select`], not when the variant is named directly).
     #[inline]
     pub unsafe fn compress(self, state: &mut [u32; 8], blocks: &[*const u8]) {
         match self {
+            // SAFETY: the CPU features and the 64 readable bytes per pointer are this fn's contract.
             #[cfg(target_arch = "x86_64")]
             Kernel::ShaNi => shani::compress_x1(state, blocks),
             _ => portable_compress(state, blocks),
@@ -100,7 +103,9 @@ impl Kernel {
     /// supports it.
     ///
     /// # Safety
-    /// Every pointer must be valid for 64 bytes of reads; both slices have the same length.
+    /// Every pointer must be valid for 64 bytes of reads; both slices have the same length. When
+    /// `self` is [`Kernel::ShaNi`], the CPU must have the SHA extensions, SSSE3 and SSE4.1
+    /// ([`Kernel::sha_ni_available`]; guaranteed when the kernel came from [`Kernel::select`]).
     #[inline]
     pub unsafe fn compress_x2(
         self,
@@ -111,6 +116,7 @@ impl Kernel {
     ) {
         debug_assert_eq!(blocks_a.len(), blocks_b.len());
         match self {
+            // SAFETY: the CPU features and the 64 readable bytes per pointer are this fn's contract.
             #[cfg(target_arch = "x86_64")]
             Kernel::ShaNi => shani::compress_x2(sa, sb, blocks_a, blocks_b),
             _ => {
@@ -121,9 +127,14 @@ impl Kernel {
     }
 }
 
+/// Compress `blocks` into `state` with the `sha2` crate.
+///
+/// # Safety
+/// Every pointer in `blocks` must be valid for 64 bytes of reads, not written during the call.
 unsafe fn portable_compress(state: &mut [u32; 8], blocks: &[*const u8]) {
     for &p in blocks {
         let mut b = sha2::digest::generic_array::GenericArray::<u8, sha2::digest::consts::U64>::default();
+        // SAFETY: `p` is valid for 64 bytes of reads (this fn's contract); u8 needs no alignment.
         b.copy_from_slice(std::slice::from_raw_parts(p, 64));
         sha2::compress256(state, std::slice::from_ref(&b));
     }
@@ -196,6 +207,8 @@ impl LabelHasher {
             // 6 parents = 3 blocks, repeated 6 times (slots 1..=36), then slot 0 in the tail.
             for r in 0..6 {
                 for b in 0..3 {
+                    // SAFETY: b <= 2, so the offset (<= 128) stays inside `parents`: both callers pass
+                    // `parents.as_ptr()` of a slice asserted to hold parent_bytes(1) = 192 bytes.
                     out[1 + r * 3 + b] = unsafe { parents.add(b * 64) };
                 }
             }
@@ -203,10 +216,13 @@ impl LabelHasher {
             // 14 parents = 7 blocks, twice (28 slots), then slots 0..8 (4 blocks), then slot 8 in the tail.
             for r in 0..2 {
                 for b in 0..7 {
+                    // SAFETY: b <= 6, so the offset (<= 384) stays inside `parents`: both callers pass
+                    // `parents.as_ptr()` of a slice asserted to hold parent_bytes(layer) = 448 bytes.
                     out[1 + r * 7 + b] = unsafe { parents.add(b * 64) };
                 }
             }
             for b in 0..4 {
+                // SAFETY: b <= 3, offset <= 192, inside the >= 448-byte `parents` slice (see above).
                 out[15 + b] = unsafe { parents.add(b * 64) };
             }
         }
@@ -233,6 +249,11 @@ impl LabelHasher {
         let mut plan = [std::ptr::null(); 20];
         Self::plan(layer, h.as_ptr(), parents.as_ptr(), t.as_ptr(), &mut plan);
         let mut st = SHA256_IV;
+        // SAFETY: each of the 20 plan pointers points to 64 readable bytes: `h` and `t` are 64-byte
+        // locals that outlive the call, and the parent blocks start at offsets <= 384 (<= 128 for
+        // layer 1) of `parents`, asserted above to hold parent_bytes(layer) = 448 (192) bytes.
+        // The SHA-NI CPU requirement of Kernel::ShaNi is NOT checked here: it rests on the kernel
+        // having come from Kernel::select (LabelHasher::new accepts any Kernel).
         unsafe { self.kernel.compress(&mut st, &plan) };
         state_to_label(&st, out);
     }
@@ -267,6 +288,10 @@ impl LabelHasher {
         Self::plan(layer, hb.as_ptr(), parents_b.as_ptr(), tb.as_ptr(), &mut pbp);
         let mut sa = SHA256_IV;
         let mut sb = SHA256_IV;
+        // SAFETY: as in `label`, for each stream: every pointer of `pa` / `pbp` points to 64 readable
+        // bytes (64-byte locals `ha`/`ta`, `hb`/`tb`, or blocks inside `parents_a` / `parents_b`,
+        // both asserted to hold parent_bytes(layer) bytes); both plans have 20 entries. The SHA-NI
+        // CPU requirement rests on how `self.kernel` was chosen (not checked here).
         unsafe { self.kernel.compress_x2(&mut sa, &mut sb, &pa, &pbp) };
         state_to_label(&sa, out_a);
         state_to_label(&sb, out_b);
@@ -277,6 +302,8 @@ impl LabelHasher {
         let h = header_block(replica_id, layer, 0);
         let plan = [h.as_ptr(), NODE0_PAD.as_ptr()];
         let mut st = SHA256_IV;
+        // SAFETY: both pointers point to 64-byte arrays (the local header `h`, the static NODE0_PAD)
+        // alive for the call. The SHA-NI CPU requirement rests on how `self.kernel` was chosen.
         unsafe { self.kernel.compress(&mut st, &plan) };
         state_to_label(&st, out);
     }

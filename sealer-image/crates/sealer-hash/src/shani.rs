@@ -17,17 +17,28 @@ static K: [u32; 64] = [
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 ];
 
+/// The four round constants of group `i`.
+///
+/// # Safety
+/// `i < 16`, so that `K[4 * i..4 * i + 4]` is inside `K`. Uses only SSE2, which every x86_64 CPU has.
 #[inline(always)]
 unsafe fn kv(i: usize) -> __m128i {
     _mm_loadu_si128(K.as_ptr().add(i * 4) as *const __m128i)
 }
 
+/// Shuffle mask that byte-swaps each 32-bit lane.
+///
+/// # Safety
+/// No requirement beyond running on x86_64: it uses only SSE2, which every x86_64 CPU has.
 #[inline(always)]
 unsafe fn bswap_mask() -> __m128i {
     _mm_set_epi64x(0x0c0d_0e0f_0809_0a0bu64 as i64, 0x0405_0607_0001_0203u64 as i64)
 }
 
 /// Load the state as (ABEF, CDGH) register pair.
+///
+/// # Safety
+/// The CPU must support SSSE3 and SSE4.1 (`palignr`, `pblendw`).
 #[inline(always)]
 unsafe fn load_state(state: &[u32; 8]) -> (__m128i, __m128i) {
     let p = state.as_ptr() as *const __m128i;
@@ -40,6 +51,10 @@ unsafe fn load_state(state: &[u32; 8]) -> (__m128i, __m128i) {
     (abef, cdgh)
 }
 
+/// Store an (ABEF, CDGH) register pair back as the state words A..H.
+///
+/// # Safety
+/// The CPU must support SSSE3 and SSE4.1 (`palignr`, `pblendw`).
 #[inline(always)]
 unsafe fn store_state(state: &mut [u32; 8], abef: __m128i, cdgh: __m128i) {
     let feba = _mm_shuffle_epi32(abef, 0x1B);
@@ -52,6 +67,9 @@ unsafe fn store_state(state: &mut [u32; 8], abef: __m128i, cdgh: __m128i) {
 }
 
 /// Next four message words from the previous sixteen.
+///
+/// # Safety
+/// The CPU must support the SHA extensions and SSSE3.
 #[inline(always)]
 unsafe fn sched(w0: __m128i, w1: __m128i, w2: __m128i, w3: __m128i) -> __m128i {
     let t1 = _mm_sha256msg1_epu32(w0, w1);
@@ -60,6 +78,9 @@ unsafe fn sched(w0: __m128i, w1: __m128i, w2: __m128i, w3: __m128i) -> __m128i {
 }
 
 /// Four rounds with message words `w` and constants of group `i`.
+///
+/// # Safety
+/// The CPU must support the SHA extensions, and `i < 16` (see [`kv`]).
 #[inline(always)]
 unsafe fn rounds4(abef: &mut __m128i, cdgh: &mut __m128i, w: __m128i, i: usize) {
     let t = _mm_add_epi32(w, kv(i));
@@ -69,6 +90,9 @@ unsafe fn rounds4(abef: &mut __m128i, cdgh: &mut __m128i, w: __m128i, i: usize) 
 }
 
 /// Load one 64-byte block as four byte-swapped message vectors.
+///
+/// # Safety
+/// `p` must be valid for 64 bytes of reads (no alignment needed), and the CPU must support SSSE3.
 #[inline(always)]
 unsafe fn load_block(p: *const u8, mask: __m128i) -> [__m128i; 4] {
     let p = p as *const __m128i;
@@ -82,6 +106,9 @@ unsafe fn load_block(p: *const u8, mask: __m128i) -> [__m128i; 4] {
 
 /// The 64 rounds of one block for `S` independent streams, fully unrolled so the message
 /// words stay in registers; the streams' instructions are interleaved group by group.
+///
+/// # Safety
+/// The CPU must support the SHA extensions and SSSE3.
 #[inline(always)]
 unsafe fn block_rounds<const S: usize>(abef: &mut [__m128i; S], cdgh: &mut [__m128i; S], w: &mut [[__m128i; 4]; S]) {
     macro_rules! plain {
@@ -118,6 +145,10 @@ unsafe fn block_rounds<const S: usize>(abef: &mut [__m128i; S], cdgh: &mut [__m1
 }
 
 /// One stream.
+///
+/// # Safety
+/// The CPU must support SHA, SSE2, SSSE3 and SSE4.1 (what `Kernel::sha_ni_available` checks), and
+/// every pointer in `blocks` must be valid for 64 bytes of reads.
 #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
 pub unsafe fn compress_x1(state: &mut [u32; 8], blocks: &[*const u8]) {
     let mask = bswap_mask();
@@ -135,6 +166,11 @@ pub unsafe fn compress_x1(state: &mut [u32; 8], blocks: &[*const u8]) {
 }
 
 /// Two independent streams of equally many blocks, interleaved.
+///
+/// # Safety
+/// The CPU must support SHA, SSE2, SSSE3 and SSE4.1 (what `Kernel::sha_ni_available` checks), and
+/// every pointer in `blocks_a` and `blocks_b` must be valid for 64 bytes of reads. Only the first
+/// `min(blocks_a.len(), blocks_b.len())` blocks of each stream are hashed, so pass equal lengths.
 #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
 pub unsafe fn compress_x2(sa: &mut [u32; 8], sb: &mut [u32; 8], blocks_a: &[*const u8], blocks_b: &[*const u8]) {
     let mask = bswap_mask();

@@ -93,6 +93,9 @@ impl ThreadPlan {
 
 /// Pin the calling thread to one CPU (best effort; returns false on failure).
 pub fn pin_to(cpu: usize) -> bool {
+    // SAFETY: cpu_set_t is a plain bitmask, so all-zero (the empty set) is valid; CPU_SET indexes its
+    // array with a bounds check (panics for cpu >= 1024); sched_setaffinity reads exactly
+    // size_of::<cpu_set_t>() bytes from the local `set`.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
@@ -106,6 +109,8 @@ pub struct SavedAffinity(libc::cpu_set_t);
 impl SavedAffinity {
     /// Save the calling thread's mask.
     pub fn save() -> Option<SavedAffinity> {
+        // SAFETY: an all-zero cpu_set_t is valid; sched_getaffinity writes at most
+        // size_of::<cpu_set_t>() bytes into the local `set`.
         unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             (libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0)
@@ -114,6 +119,7 @@ impl SavedAffinity {
     }
     /// Restore it on the calling thread.
     pub fn restore(&self) {
+        // SAFETY: sched_setaffinity reads size_of::<cpu_set_t>() bytes from self.0, a valid cpu_set_t.
         unsafe {
             libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.0);
         }
@@ -144,7 +150,14 @@ pub struct Buffers {
     gather: Vec<Vec<AlignedBuf>>, // [group][slot]
     max_pages: usize,
 }
+// SAFETY: the `tables_ptr` pointers point into the heap buffers of the Vec<u32>s owned by
+// `_slot_tables`, which are never resized and are dropped with Buffers, so they stay valid wherever
+// Buffers is moved; every other field is Send.
 unsafe impl Send for Buffers {}
+// SAFETY: Buffers has no method that writes through `&self`. The engine threads (run_layer) write
+// the tables through `tables_ptr` and the AlignedBufs only in the slots, rows and columns the
+// protocol assigns them, ordered by the read_ready / coord_done / hash_done / written counters
+// (Release/Acquire), so no byte is written by one thread while another thread accesses it.
 unsafe impl Sync for Buffers {}
 
 impl Buffers {
@@ -220,18 +233,29 @@ impl LayerShared<'_> {
 
     fn ring_ptr(&self, node: u64) -> *mut u8 {
         let r = &self.bufs.rings[self.layer as usize % self.bufs.rings.len()];
+        // SAFETY: (node % ring) * row < ring * row, the length of each ring buffer, given that `bufs`
+        // was built for this Geometry (run_layer's documented requirement).
         unsafe { r.as_mut_ptr().add((node % self.g.ring) as usize * self.g.row) }
     }
 
     /// Row of node `p` of the previous layer when it is held in memory.
     fn prev_ptr(&self, p: u64) -> *mut u8 {
         let r = &self.bufs.rings[(self.layer as usize + 1) % 2];
+        // SAFETY: only called for PREV_FLAG entries, which exist only when prev_in_memory, hence
+        // keep_prev_layer: two rings of ring = padded >= nodes rows. So p * row is in bounds when
+        // p < nodes. NOT checked: p is an expander parent read from the mmapped parent cache, whose
+        // values are trusted; a corrupt cache file makes this offset (and the copy after it) OOB.
         unsafe { r.as_mut_ptr().add(p as usize * self.g.row) }
     }
 }
 
 /// Label one layer of every sector. `backend_r` / `backend_w` are the reader's and writer's
 /// queues. Returns when the layer is fully written (not yet flushed).
+///
+/// The engine's raw-pointer accesses rely on the arguments being consistent: `bufs` must come from
+/// [`Buffers::new`] with this `g` and `plan`, and `plan` from [`ThreadPlan::from_layout`] of a layout
+/// that passed `Layout::validate` for `g.sectors` sectors (groups and hashers partition the sectors,
+/// every group has a hasher). [`crate::run_pc1`] ensures this; this fn does not check it.
 #[allow(clippy::too_many_arguments)]
 pub fn run_layer(
     g: &Geometry,
@@ -346,6 +370,11 @@ fn reader(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
         if c + 1 > rc {
             sh.written.wait_at_least(c + 1 - rc, &sh.abort).map_err(|_| Pc1Error::Aborted)?;
         }
+        // SAFETY: tables_ptr[slot] points to the k * DEGREE u32s allocated for this slot (k = g.chunk).
+        // Nobody else uses the slot now: its last users (chunk c - depth) are done, as every hasher
+        // finished that chunk (waited above) and a group's coordinator finishes a chunk before its
+        // hashers start it. Coordinators and hashers read it again only after read_ready = c + 1,
+        // which is set after the last use of `table`.
         let table = unsafe { std::slice::from_raw_parts_mut(sh.bufs.tables_ptr[slot], (k as usize) * DEGREE) };
         let pages = sh.bufs.slot_pages[slot].as_mut_ptr();
         map.clear();
@@ -369,6 +398,8 @@ fn reader(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
                 let next = map.len() as u32;
                 let ps_ix = *map.entry((src_layer, page)).or_insert_with(|| {
                     let (dev, offset) = sh.stripe.locate(src_layer, page);
+                    // SAFETY: `next` counts the distinct pages of this chunk so far, fewer than its
+                    // k * DEGREE parent entries = max_pages, the slot buffer's size in pages.
                     ios.push(PageIo { dev, offset, buf: unsafe { pages.add(next as usize * PAGE) }, len: PAGE });
                     next
                 });
@@ -394,6 +425,10 @@ fn coordinator(sh: &LayerShared, gi: usize, gp: &GroupPlan) -> Result<(), Aborte
     for c in 0..g.chunks {
         sh.read_ready.wait_at_least(c + 1, &sh.abort)?;
         let slot = (c % g.depth) as usize;
+        // SAFETY: the slot holds chunk * DEGREE u32s. The reader finished writing it for chunk c
+        // before read_ready reached c + 1 (waited above) and rewrites it only after every hasher, so
+        // also this group's hashers, which start after coord_done[gi] is set below, finished chunk c.
+        // Coordinators and hashers only make shared slices of it.
         let table = unsafe { std::slice::from_raw_parts(sh.bufs.tables_ptr[slot], (g.chunk as usize) * DEGREE) };
         let pages = sh.bufs.slot_pages[slot].as_mut_ptr();
         let dst = sh.bufs.gather[gi][slot].as_mut_ptr();
@@ -405,6 +440,15 @@ fn coordinator(sh: &LayerShared, gi: usize, gp: &GroupPlan) -> Result<(), Aborte
                 if e & RING_FLAG != 0 {
                     continue;
                 }
+                // SAFETY: destination: d0 + (gs - 1) * PB + 32 <= (vi + 1) * gs * PB <= chunk * gs * PB,
+                // the size of gather[gi][slot]. Source: gp.first + gs <= sectors = row / 32, so the
+                // gs * 32 bytes stay in one row; page entries e < map.len() * npp lie in the slot's
+                // max_pages pages (npp * row = PAGE), PREV entries as in prev_ptr (not checked there).
+                // Both rest on run_layer's documented requirement. No other thread touches these bytes
+                // now: the reader filled the pages before read_ready, the prev ring was written in the
+                // previous layer (threads joined), and this group's hashers use gather[gi][slot] only
+                // after coord_done[gi] = c + 1 and finished its chunk c - depth before the reader
+                // published chunk c.
                 unsafe {
                     let src = if e & PREV_FLAG != 0 {
                         sh.prev_ptr((e & !PREV_FLAG) as u64).add(gp.first * 32)
@@ -438,6 +482,9 @@ fn hash_worker(sh: &LayerShared, gi: usize, gp: &GroupPlan, hp: &HasherPlan, my:
         }
         let t0 = Instant::now();
         let slot = (c % g.depth) as usize;
+        // SAFETY: the slot holds chunk * DEGREE u32s, written by the reader before read_ready = c + 1,
+        // which precedes coord_done[gi] = c + 1 (waited above); the reader rewrites it only after this
+        // hasher sets hash_done to c + 1, after the last use of `table`. Only shared slices here.
         let table = unsafe { std::slice::from_raw_parts(sh.bufs.tables_ptr[slot], (g.chunk as usize) * DEGREE) };
         let gbuf = sh.bufs.gather[gi][slot].as_mut_ptr();
         let (v0, v1) = sh.chunk_range(c);
@@ -446,6 +493,9 @@ fn hash_worker(sh: &LayerShared, gi: usize, gp: &GroupPlan, hp: &HasherPlan, my:
             let out_row = sh.ring_ptr(v);
             if v == 0 {
                 for s in hp.first..hp.first + hp.count {
+                    // SAFETY: s < hp.first + hp.count <= sectors, so the 32 bytes lie in node v's ring
+                    // row (row = sectors * 32); only this hasher writes column s, and the writer reads
+                    // the row only after hash_done = c + 1.
                     let out = unsafe { std::slice::from_raw_parts_mut(out_row.add(s * 32), 32) };
                     sh.hasher.label_node0(&sh.replica_ids[s], layer, out);
                 }
@@ -459,6 +509,11 @@ fn hash_worker(sh: &LayerShared, gi: usize, gp: &GroupPlan, hp: &HasherPlan, my:
                 }
                 let src_row = sh.ring_ptr((e & !RING_FLAG) as u64);
                 for s in hp.first..hp.first + hp.count {
+                    // SAFETY: gp.first <= s < gp.first + gs and vi < chunk, kk < DEGREE, so d + 32 <=
+                    // chunk * gs * PB, the gather buffer's size; s < sectors keeps src_row + s * 32 + 32
+                    // in the row. Both ranges belong to sector s: the gather slot of a RING entry is
+                    // written only by this hasher (the coordinator skips it, and finished before
+                    // coord_done), and ring column s is written only by this thread.
                     unsafe {
                         let d = gbuf.add((vi * gs + (s - gp.first)) * PB + kk * 32);
                         std::ptr::copy_nonoverlapping(src_row.add(s * 32), d, 32);
@@ -468,6 +523,12 @@ fn hash_worker(sh: &LayerShared, gi: usize, gp: &GroupPlan, hp: &HasherPlan, my:
             let mut s = hp.first;
             let end = hp.first + hp.count;
             while s < end {
+                // SAFETY: pa / pb are the PB-byte gather slots of sectors s / s + 1 at node vi, inside
+                // gather[gi][slot] (as above) and no longer written (coordinator done, RING entries
+                // filled above by this thread). oa / ob are columns s / s + 1 < end <= sectors of node
+                // v's ring row: distinct, in another buffer than pa / pb, written only by this hasher;
+                // the writer reads the row after hash_done = c + 1, and the row's previous node
+                // (chunk c - rc) is already on storage (written waited above).
                 unsafe {
                     let pa = std::slice::from_raw_parts(gbuf.add((vi * gs + (s - gp.first)) * PB), PB);
                     let oa = std::slice::from_raw_parts_mut(out_row.add(s * 32), 32);

@@ -244,6 +244,10 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
     let mut be_r = UringBackend::new(devs.clone(), opts.queue_depth).map_err(|e| io_err("creating io_uring", e))?;
     let mut be_w = UringBackend::new(devs.clone(), opts.queue_depth).map_err(|e| io_err("creating io_uring", e))?;
     let regions = bufs.io_regions();
+    // SAFETY: the regions are the rings and read slots of `bufs` (AlignedBuf heap memory, valid for
+    // their lengths: rings rounded up to whole pages stay within the allocation's capacity), which
+    // never move and outlive both backends: `bufs` is declared before `be_r` and `be_w`, so it is
+    // dropped after them on every return path.
     unsafe {
         be_r.register_buffers(&regions);
         be_w.register_buffers(&regions);
@@ -394,6 +398,7 @@ pub fn layer_digest(g: &Geometry, stripe: Stripe, be: &mut dyn PageBackend, laye
         .enumerate()
         .map(|(i, &p)| {
             let (dev, offset) = stripe.locate(layer, p);
+            // SAFETY: i < pages.len() and `buf` holds pages.len() pages, so the offset stays inside it.
             PageIo { dev, offset, buf: unsafe { base.add(i * PAGE) }, len: PAGE }
         })
         .collect();
@@ -482,6 +487,7 @@ impl LayerReader {
         let ios: Vec<PageIo> = (0..count)
             .map(|i| {
                 let (dev, offset) = self.stripe.locate(layer, p0 + i as u64);
+                // SAFETY: i < count and buf.len() >= count * PAGE (asserted above): inside `buf`.
                 PageIo { dev, offset, buf: unsafe { base.add(i * PAGE) }, len: PAGE }
             })
             .collect();

@@ -40,6 +40,8 @@ pub struct PageIo {
     /// Length in bytes (multiple of 4096).
     pub len: usize,
 }
+// SAFETY: PageIo is plain data and never dereferences `buf` itself; that the memory is valid for the
+// transfer is a contract on whoever builds it and hands it to a backend, on whatever thread.
 unsafe impl Send for PageIo {}
 
 /// A storage backend: executes batches of page transfers.
@@ -58,7 +60,8 @@ pub trait PageBackend: Send {
     /// registered them. Optional; the default does nothing.
     ///
     /// # Safety
-    /// The regions must stay valid and unmoved for the backend's lifetime.
+    /// Each region `(ptr, len)` must be valid for reads and writes of `len` bytes and stay allocated
+    /// and unmoved for the backend's whole lifetime (until it is dropped).
     unsafe fn register_buffers(&mut self, _regions: &[(*mut u8, usize)]) -> bool {
         false
     }
@@ -108,6 +111,8 @@ fn block_device_size(f: &File) -> io::Result<u64> {
     // BLKGETSIZE64 = _IOR(0x12, 114, size_t)
     const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
     let mut size: u64 = 0;
+    // SAFETY: the fd is open for the lifetime of `f`; BLKGETSIZE64 writes one u64 (size_t on 64-bit
+    // Linux) through the pointer, which points to the local `size`.
     let r = unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64, &mut size as *mut u64) };
     if r != 0 {
         return Err(io::Error::last_os_error());
@@ -166,6 +171,7 @@ impl Devices {
             let cur = f.metadata().map_err(|e| ctx(e, "stat"))?.len();
             if cur < bytes {
                 // Preallocate when possible; fall back to a sparse extension.
+                // SAFETY: plain syscall on an fd that is open for the lifetime of `f`; no memory is passed.
                 let r = unsafe { libc::fallocate(f.as_raw_fd(), 0, cur as i64, (bytes - cur) as i64) };
                 if r != 0 {
                     f.set_len(bytes).map_err(|e| ctx(e, "extending file"))?;
@@ -242,6 +248,11 @@ impl UringBackend {
                         }
                     };
                     let e = e.user_data(next as u64);
+                    // SAFETY: the fd belongs to `self.devs`, kept open by the Arc in self; `io.buf` is
+                    // valid for `io.len` bytes by PageIo's contract (not checkable here: read/write are
+                    // safe fns taking raw pointers), and `ios` is borrowed for the whole call. run()
+                    // waits for every submitted entry before returning Ok or the `failure` error, but
+                    // NOT when submit_and_wait, drain or sync_io fails with entries still in flight.
                     if unsafe { sq.push(&e) }.is_err() {
                         break;
                     }
@@ -278,6 +289,8 @@ impl UringBackend {
             if let Some((i, done)) = short {
                 // Finish a short transfer synchronously (rare: end of a file, signals).
                 let io = ios[i];
+                // SAFETY: 0 <= done < io.len, and io.buf is valid for io.len bytes (PageIo's contract),
+                // so buf + done stays inside that memory.
                 let rest = PageIo {
                     dev: io.dev,
                     offset: io.offset + done as u64,
@@ -302,6 +315,9 @@ impl UringBackend {
         let fd = self.devs.fd(io.dev);
         let mut done = 0usize;
         while done < io.len {
+            // SAFETY: fd stays open (self.devs); done < io.len, so buf + done and the io.len - done
+            // bytes after it lie inside the io.len bytes that PageIo's contract says are valid (and not
+            // otherwise in use) for this transfer.
             let r = unsafe {
                 if write {
                     libc::pwrite(
@@ -327,6 +343,8 @@ impl UringBackend {
                     return Err(io::Error::new(io::ErrorKind::WriteZero, "device accepted no bytes"));
                 }
                 // reading past the end of a (sparse) file: zeros
+                // SAFETY: done < io.len, so these io.len - done bytes lie inside the writable io.len
+                // bytes at io.buf (PageIo's contract).
                 unsafe { std::ptr::write_bytes(io.buf.add(done), 0, io.len - done) };
                 return Ok(());
             }
@@ -352,6 +370,7 @@ impl PageBackend for UringBackend {
     }
     fn flush(&mut self) -> io::Result<()> {
         for f in &self.devs.files {
+            // SAFETY: plain syscall on an fd that is open for the lifetime of `f` (owned by self.devs).
             let r = unsafe { libc::fdatasync(f.as_raw_fd()) };
             if r != 0 {
                 let e = io::Error::last_os_error();
@@ -363,9 +382,16 @@ impl PageBackend for UringBackend {
         }
         Ok(())
     }
+    /// Registers `regions` as io_uring fixed buffers.
+    ///
+    /// # Safety
+    /// Same as [`PageBackend::register_buffers`]: each region must be valid for reads and writes of
+    /// its length and stay allocated and unmoved until this backend (and so its ring) is dropped.
     unsafe fn register_buffers(&mut self, regions: &[(*mut u8, usize)]) -> bool {
         let iov: Vec<libc::iovec> =
             regions.iter().map(|&(p, l)| libc::iovec { iov_base: p as *mut libc::c_void, iov_len: l }).collect();
+        // SAFETY: io_uring needs the regions valid until they are unregistered or the ring is destroyed;
+        // the ring is dropped with self, and this fn's contract keeps them valid that long.
         match self.ring.submitter().register_buffers(&iov) {
             Ok(()) => {
                 self.registered = regions.iter().map(|&(p, l)| (p as usize, l)).collect();
@@ -384,6 +410,9 @@ pub fn coalesce(ios: &mut Vec<PageIo>, max_len: usize) {
     let mut out: Vec<PageIo> = Vec::with_capacity(ios.len());
     for io in ios.drain(..) {
         if let Some(last) = out.last_mut() {
+            // SAFETY: last.buf is valid for last.len bytes (PageIo's contract), so buf + len is at most
+            // one past the end of that memory. Not checkable here: coalesce is safe and PageIo's
+            // fields are public, so a PageIo built with a dangling `buf` makes this `add` UB.
             if last.dev == io.dev
                 && last.offset + last.len as u64 == io.offset
                 && unsafe { last.buf.add(last.len) } == io.buf
@@ -426,6 +455,7 @@ mod tests {
         let ios: Vec<PageIo> = (0..8)
             .map(|p| {
                 let (dev, offset) = stripe.locate(2, p);
+                // SAFETY: p < 8 and `src` holds 8 pages, so the offset stays inside its allocation.
                 PageIo { dev, offset, buf: unsafe { src.as_mut_ptr().add(p as usize * PAGE) }, len: PAGE }
             })
             .collect();
@@ -433,7 +463,11 @@ mod tests {
         be.flush().unwrap();
         let dst = AlignedBuf::new(8 * PAGE);
         let (ptr, len) = (dst.as_mut_ptr(), dst.len());
+        // SAFETY: (ptr, len) is dst's allocation, which does not move. It is NOT kept alive for the
+        // backend's lifetime as the contract asks: `dst` is declared after `be`, so it is dropped first.
+        // No I/O is issued after the read below, so nothing touches the freed memory in practice.
         let _ = unsafe { be.register_buffers(&[(ptr, len)]) };
+        // SAFETY: i < 8 (ios has 8 entries) and `dst` holds 8 pages, so ptr + (7 - i) pages is inside it.
         let rios: Vec<PageIo> = ios
             .iter()
             .rev()

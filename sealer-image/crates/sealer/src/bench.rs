@@ -59,6 +59,8 @@ impl Row {
 
 /// CPU seconds (user + system) of this process so far.
 pub fn cpu_now() -> f64 {
+    // SAFETY: libc::rusage is plain integers, so all-zero is a valid value; getrusage only writes
+    // into the local `ru` through a pointer that is valid for the call (on failure `ru` stays zero).
     unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
         libc::getrusage(libc::RUSAGE_SELF, &mut ru);
