@@ -68,7 +68,7 @@ func (httpProgress) Read(ctx context.Context, pod *corev1.Pod, port int) (*Progr
 	}
 	var rep ProgressReport
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&rep); err != nil {
-		return nil, fmt.Errorf("%s: %v", url, err)
+		return nil, fmt.Errorf("%s: %w", url, err)
 	}
 	return &rep, nil
 }
@@ -146,7 +146,7 @@ func readResults(ctx context.Context, src ResultsSource, pod *corev1.Pod) (*Resu
 	}
 	var r Results
 	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("results in the sealer log: %v", err)
+		return nil, fmt.Errorf("results in the sealer log: %w", err)
 	}
 	return &r, nil
 }
@@ -166,7 +166,7 @@ func (l *logResults) Read(ctx context.Context, pod *corev1.Pod) ([]byte, error) 
 	tail := int64(200)
 	raw, err := l.cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "sealer", TailLines: &tail}).DoRaw(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading the sealer log: %v", err)
+		return nil, fmt.Errorf("reading the sealer log: %w", err)
 	}
 	return findResultsLine(raw)
 }

@@ -158,21 +158,15 @@ func (u *Usage) Hugepages() int64 {
 }
 
 // PC1 counts the batches labelling (each needs a PC1 pipeline).
-func (u *Usage) PC1() int {
-	n := 0
-	for _, c := range u.Claims {
-		if c.PC1 {
-			n++
-		}
-	}
-	return n
-}
+func (u *Usage) PC1() int { return u.count(func(c *Claim) bool { return c.PC1 }) }
 
 // GPUs counts the running batches that use a GPU.
-func (u *Usage) GPUs() int {
+func (u *Usage) GPUs() int { return u.count(func(c *Claim) bool { return c.GPU }) }
+
+func (u *Usage) count(pred func(*Claim) bool) int {
 	n := 0
-	for _, c := range u.Claims {
-		if c.GPU {
+	for i := range u.Claims {
+		if pred(&u.Claims[i]) {
 			n++
 		}
 	}

@@ -59,7 +59,7 @@ func (n *Node) Layout(batchSize int) (*layout.Layout, error) {
 	if sn.Status.CPU == nil {
 		r.err = fmt.Errorf("no CPU topology reported")
 	} else if reserved, err := cpuset.Parse(sn.Spec.ReservedCPUs); err != nil {
-		r.err = fmt.Errorf("spec.reservedCPUs: %v", err)
+		r.err = fmt.Errorf("spec.reservedCPUs: %w", err)
 	} else {
 		r.l, r.err = layout.Calculate(layout.FromStatus(sn.Status.CPU), batchSize, layout.Options{
 			HashersPerCore: int(sn.Spec.HashersPerCore), ReservedCPUs: append(reserved, n.usage().BusyCPUs()...), SharedCores: sn.Spec.SharedCores,

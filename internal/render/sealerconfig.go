@@ -59,7 +59,7 @@ func ProverID(minerID string) ([32]byte, error) {
 	}
 	id, err := strconv.ParseUint(minerID[2:], 10, 63)
 	if err != nil {
-		return out, fmt.Errorf("spec.minerID %q: %v", minerID, err)
+		return out, fmt.Errorf("spec.minerID %q: %w", minerID, err)
 	}
 	binary.PutUvarint(out[:], id)
 	return out, nil

@@ -43,7 +43,7 @@ func Discard(path string, offset, length int64) error {
 		length = st.Size() - offset
 	}
 	if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, offset, length); err != nil {
-		return fmt.Errorf("%s: punching a hole at %d+%d: %v", path, offset, length, err)
+		return fmt.Errorf("%s: punching a hole at %d+%d: %w", path, offset, length, err)
 	}
 	return nil
 }
