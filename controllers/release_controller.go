@@ -133,7 +133,7 @@ func (r *ReleaseReconciler) release(ctx context.Context, b *sealv1.SealBatch, de
 	}
 	// 3. The slot is free once the batch says Released, or once it is gone (the caller removes
 	// the finalizer): the batch is the only record of its claim.
-	if err := r.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: scrubPodName(b)}}); client.IgnoreNotFound(err) != nil {
+	if err := r.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: render.ScrubPodName(b)}}); client.IgnoreNotFound(err) != nil {
 		logger.Error(err, "deleting the scrub pod")
 	}
 	reason, msg := ReasonSlotReleased, "slot released and scrubbed"
@@ -209,8 +209,6 @@ func (r *ReleaseReconciler) stopSealer(ctx context.Context, b *sealv1.SealBatch,
 	return running && !force, nil
 }
 
-func scrubPodName(b *sealv1.SealBatch) string { return b.Name + "-scrub" }
-
 // scrub runs the scrub pod on the batch's node and reports whether it succeeded.
 func (r *ReleaseReconciler) scrub(ctx context.Context, b *sealv1.SealBatch) (bool, string, error) {
 	if b.Status.Node == "" || b.Status.Slot == nil {
@@ -237,7 +235,7 @@ func (r *ReleaseReconciler) scrub(ctx context.Context, b *sealv1.SealBatch) (boo
 		return true, "", nil
 	}
 	var pod corev1.Pod
-	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: scrubPodName(b)}, &pod)
+	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: render.ScrubPodName(b)}, &pod)
 	if apierrors.IsNotFound(err) {
 		p := render.ScrubPod(render.ScrubInput{
 			Batch: b, Node: b.Status.Node, Devices: sn.Status.LayerDevices,

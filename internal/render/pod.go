@@ -30,6 +30,9 @@ const (
 // ConfigMapName is the name of the batch's sealer config ConfigMap.
 func ConfigMapName(b *sealv1.SealBatch) string { return b.Name + "-sealer-config" }
 
+// ScrubPodName is the pod that scrubs a released slot.
+func ScrubPodName(b *sealv1.SealBatch) string { return b.Name + "-scrub" }
+
 // PodName is the sealer pod of one attempt; each retry gets a new pod on the same node and slot.
 func PodName(b *sealv1.SealBatch, attempt int32) string {
 	return fmt.Sprintf("%s-sealer-%d", b.Name, attempt)

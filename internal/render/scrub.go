@@ -58,7 +58,7 @@ func ScrubPod(in ScrubInput, image string, pull corev1.PullPolicy) *corev1.Pod {
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: b.Name + "-scrub", Namespace: b.Namespace,
+			Name: ScrubPodName(b), Namespace: b.Namespace,
 			Labels: map[string]string{LabelName: "sealfleet", LabelComponent: ComponentScrub, LabelBatch: b.Name, LabelBatchUID: string(b.UID)},
 		},
 		Spec: corev1.PodSpec{
