@@ -24,6 +24,7 @@ import (
 	"github.com/sealfleet/sealfleet/internal/layout"
 	"github.com/sealfleet/sealfleet/internal/ledger"
 	"github.com/sealfleet/sealfleet/internal/testenv"
+	"github.com/sealfleet/sealfleet/internal/testutil"
 )
 
 // fakeProgress serves whatever progress the test sets, for any pod.
@@ -145,20 +146,6 @@ func (h *harness) waitPhase(ns, name string, p sealv1.SealBatchPhase) *sealv1.Se
 	return got
 }
 
-// topology is a 16-core Zen3 machine: 4 CCX × 4 cores, SMT on (room for two pipelines).
-func topology() *sealv1.CPUTopology {
-	t := &sealv1.CPUTopology{Model: "Test EPYC", Vendor: "AuthenticAMD", Family: 25, SHANI: true, AVX2: true,
-		Sockets: 1, PhysicalCores: 16, LogicalCPUs: 32, ThreadsPerCore: 2}
-	for g := 0; g < 4; g++ {
-		grp := sealv1.L3Group{ID: int32(g)}
-		for c := 0; c < 4; c++ {
-			core := int32(g*4 + c)
-			grp.Cores = append(grp.Cores, sealv1.Core{CPUs: []int32{core, core + 16}})
-		}
-		t.L3Groups = append(t.L3Groups, grp)
-	}
-	return t
-}
 
 // addNode creates a Node and a Ready SealerNode with one layer file and `slots` slots.
 func (h *harness) addNode(name string, slots int32, hugepages int64, labels map[string]string) {
@@ -178,7 +165,7 @@ func (h *harness) addNode(name string, slots int32, hugepages int64, labels map[
 	if err := h.c.Create(ctx, sn); err != nil {
 		h.t.Fatal(err)
 	}
-	cpu := topology()
+	cpu := testutil.CPU(4, 4, true) // 16 cores in 4 CCX, SMT on
 	caps := layout.Capabilities(layout.FromStatus(cpu), layout.Options{})
 	status := sealv1.SealerNodeStatus{
 		CPU:          cpu,
@@ -202,15 +189,9 @@ func (h *harness) addNode(name string, slots int32, hugepages int64, labels map[
 	}
 }
 
-const ticket = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20"
-
 func (h *harness) newBatch(ns, name string, sectors int, mutate func(*sealv1.SealBatch)) *sealv1.SealBatch {
 	h.t.Helper()
-	b := &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: sealv1.SealBatchSpec{SectorSize: sealv1.SectorSize8MiB, MinerID: "t01000"}}
-	for i := 0; i < sectors; i++ {
-		b.Spec.Sectors = append(b.Spec.Sectors, sealv1.SectorSpec{Number: int64(100 + i), Ticket: ticket})
-	}
+	b := testutil.Batch(ns, name, sealv1.SectorSize8MiB, sectors, func(b *sealv1.SealBatch) { b.UID = "" })
 	if mutate != nil {
 		mutate(b)
 	}

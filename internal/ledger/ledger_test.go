@@ -5,9 +5,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/testutil"
 )
 
 func sn(caps ...int64) *sealv1.SealerNode {
@@ -18,9 +18,6 @@ func sn(caps ...int64) *sealv1.SealerNode {
 	return n
 }
 
-func bt(name, uid string) *sealv1.SealBatch {
-	return &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + uid)}}
-}
 
 func TestGeometry(t *testing.T) {
 	const tib = int64(1) << 40
@@ -49,26 +46,26 @@ func TestGeometry(t *testing.T) {
 	}
 }
 
-// placed returns a batch whose status records a placement on node n, slot `slot`.
-func placed(name, uid, node string, slot int32, phase sealv1.SealBatchPhase) sealv1.SealBatch {
-	b := bt(name, uid)
-	b.Status.Node, b.Status.Slot, b.Status.Phase = node, &slot, phase
-	b.Status.Hugepages1Gi, b.Status.CPUs = 36, "0-3"
-	return *b
+// placed returns a batch whose status records a placement on node, slot `slot`, running on
+// CPUs 0-3 with 36 hugepages.
+func placed(name, node string, slot int32, phase sealv1.SealBatchPhase) sealv1.SealBatch {
+	return *testutil.Batch("ns", name, sealv1.SectorSize32GiB, 1, testutil.Placed(node, slot, phase), func(b *sealv1.SealBatch) {
+		b.Status.Hugepages1Gi, b.Status.CPUs = 36, "0-3"
+	})
 }
 
 func TestClaimsDerivedFromBatchStatus(t *testing.T) {
 	n := sn(1 << 40)
 	n.Spec.Pipelines = 4
 	geometry := func(string) Geometry { return GeometryOf(n) }
-	released := placed("released", "4", "n", 3, sealv1.PhaseCompleted)
+	released := placed("released", "n", 3, sealv1.PhaseCompleted)
 	released.Status.Conditions = []metav1.Condition{{Type: CondReleased, Status: metav1.ConditionTrue}}
 	batches := []sealv1.SealBatch{
-		placed("pc1", "1", "n", 0, sealv1.PhasePC1),
-		placed("done", "2", "n", 1, sealv1.PhaseCompleted), // holds its slot (layers kept), not its CPUs
-		*bt("pending", "3"),
+		placed("pc1", "n", 0, sealv1.PhasePC1),
+		placed("done", "n", 1, sealv1.PhaseCompleted), // holds its slot (layers kept), not its CPUs
+		*testutil.Batch("ns", "pending", sealv1.SectorSize32GiB, 1),
 		released,
-		placed("other", "5", "m", 0, sealv1.PhasePC2),
+		placed("other", "m", 0, sealv1.PhasePC2),
 	}
 	bk := BookOf(batches, nil, geometry)
 	u := bk.Of("n")
@@ -84,7 +81,7 @@ func TestClaimsDerivedFromBatchStatus(t *testing.T) {
 	if c := bk.Conflicts(); len(c) != 0 {
 		t.Errorf("conflicts: %v", c)
 	}
-	dup := placed("dup", "6", "n", 0, sealv1.PhasePlaced)
+	dup := placed("dup", "n", 0, sealv1.PhasePlaced)
 	if c := BookOf(append(batches, dup), nil, geometry).Conflicts(); len(c) != 1 {
 		t.Errorf("a double booking must be reported once: %v", c)
 	}
@@ -95,7 +92,7 @@ func TestClaimsDerivedFromBatchStatus(t *testing.T) {
 func TestHeldRangeSurvivesGeometryChange(t *testing.T) {
 	n := sn(8 << 30)
 	n.Spec.Pipelines = 2 // two 4 GiB slots
-	b := placed("b", "1", "n", 1, sealv1.PhasePC1)
+	b := placed("b", "n", 1, sealv1.PhasePC1)
 	r := GeometryOf(n).Range(1)
 	b.Status.SlotRange = &r
 	n.Spec.Pipelines = 4 // now four 2 GiB slots: slots 2 and 3 overlap b's range
@@ -115,13 +112,13 @@ func TestHeldRangeSurvivesGeometryChange(t *testing.T) {
 // shows it, and is dropped with a deleted batch.
 func TestAssumedUntilObserved(t *testing.T) {
 	a := NewAssumed()
-	b := *bt("b", "1")
+	b := *testutil.Batch("ns", "b", sealv1.SectorSize32GiB, 1)
 	a.Assume(Claim{UID: b.UID, Node: "n", Slot: 0, Range: sealv1.SlotRange{LengthBytes: 1}})
 	a.Settle([]sealv1.SealBatch{b}) // the cache still shows it pending
 	if !a.Has(b.UID) || BookOf([]sealv1.SealBatch{b}, a, nil).Of("n").Slots() != 1 {
 		t.Fatal("a written decision must count before the cache shows it")
 	}
-	seen := placed("b", "1", "n", 0, sealv1.PhasePlaced)
+	seen := placed("b", "n", 0, sealv1.PhasePlaced)
 	a.Settle([]sealv1.SealBatch{seen})
 	if a.Has(b.UID) || BookOf([]sealv1.SealBatch{seen}, a, nil).Of("n").Slots() != 1 {
 		t.Error("once the batch shows it, the batch is the record (counted once)")

@@ -11,6 +11,7 @@ import (
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/internal/kube"
 	"github.com/sealfleet/sealfleet/internal/layout"
+	"github.com/sealfleet/sealfleet/internal/testutil"
 	"github.com/sealfleet/sealfleet/internal/topology"
 )
 
@@ -26,12 +27,9 @@ func TestNodeBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slot := int32(0)
 	batch := func(name, node string, phase sealv1.SealBatchPhase) *sealv1.SealBatch {
-		b := &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Status: sealv1.SealBatchStatus{Node: node, Phase: phase, Slot: &slot}}
-		b.Spec.Sectors = make([]sealv1.SectorSpec, 32)
-		b.Status.Layout = l.Record()
-		return b
+		return testutil.Batch("ns", name, sealv1.SectorSize32GiB, 32, testutil.Placed(node, 0, phase),
+			func(b *sealv1.SealBatch) { b.Status.Layout = l.Record() })
 	}
 	released := batch("released", "n1", sealv1.PhaseCompleted)
 	released.Status.Conditions = []metav1.Condition{{Type: "Released", Status: metav1.ConditionTrue, Reason: "SlotReleased", LastTransitionTime: metav1.Now()}}

@@ -8,37 +8,21 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/internal/ledger"
+	"github.com/sealfleet/sealfleet/internal/testutil"
 )
-
-const ticket = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20"
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// cpu64 is a 64-core Zen3 machine: 8 CCX × 8 cores, SMT on.
-func cpu64() *sealv1.CPUTopology {
-	t := &sealv1.CPUTopology{Model: "EPYC", Vendor: "AuthenticAMD", Family: 25, SHANI: true, Sockets: 1,
-		PhysicalCores: 64, LogicalCPUs: 128, ThreadsPerCore: 2}
-	for g := 0; g < 8; g++ {
-		grp := sealv1.L3Group{ID: int32(g)}
-		for c := 0; c < 8; c++ {
-			core := int32(g*8 + c)
-			grp.Cores = append(grp.Cores, sealv1.Core{CPUs: []int32{core, core + 64}})
-		}
-		t.L3Groups = append(t.L3Groups, grp)
-	}
-	return t
-}
 
 type nodeOpt func(*Node)
 
 func node(name string, slots int32, hugepages int64, opts ...nodeOpt) *Node {
 	sn := &sealv1.SealerNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: sealv1.SealerNodeSpec{Pipelines: 1}}
 	sn.Status = sealv1.SealerNodeStatus{
-		CPU:          cpu64(),
+		CPU:          testutil.CPU(8, 8, true), // a 64-core Zen3: 8 CCX × 8 cores, SMT on
 		Capabilities: &sealv1.Capabilities{BatchSizes: []int32{1, 2, 4, 8, 16, 32, 64, 128}},
 		NUMANodes:    []sealv1.NUMANode{{ID: 0, Hugepages: []sealv1.Hugepages{{PageSize: "1Gi", Total: hugepages, Free: hugepages}}}},
 		Conditions:   []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}},
@@ -73,7 +57,6 @@ func batchSizes(s ...int32) nodeOpt {
 	return func(n *Node) { n.Sealer.Status.Capabilities.BatchSizes = s }
 }
 
-var uidSeq int
 
 // hold records that batch b runs on n in slot, holding hugepages (as its status would say).
 func hold(n *Node, b *sealv1.SealBatch, slot, hugepages int32) {
@@ -82,17 +65,10 @@ func hold(n *Node, b *sealv1.SealBatch, slot, hugepages int32) {
 }
 
 func batch(name string, size sealv1.SectorSize, sectors int, age time.Duration, mutate ...func(*sealv1.SealBatch)) *sealv1.SealBatch {
-	uidSeq++
-	b := &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(fmt.Sprintf("uid-%d", uidSeq)),
-		CreationTimestamp: metav1.NewTime(epoch.Add(age))},
-		Spec: sealv1.SealBatchSpec{SectorSize: size, MinerID: "f01000", PC2Engine: sealv1.PC2EngineCPU}}
-	for i := 0; i < sectors; i++ {
-		b.Spec.Sectors = append(b.Spec.Sectors, sealv1.SectorSpec{Number: int64(i), Ticket: ticket})
-	}
-	for _, m := range mutate {
-		m(b)
-	}
-	return b
+	return testutil.Batch("ns", name, size, sectors, append([]func(*sealv1.SealBatch){func(b *sealv1.SealBatch) {
+		b.CreationTimestamp = metav1.NewTime(epoch.Add(age))
+		b.Spec.PC2Engine = sealv1.PC2EngineCPU
+	}}, mutate...)...)
 }
 
 func TestScheduleFiltersExplainEachNodeClass(t *testing.T) {

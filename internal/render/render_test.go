@@ -82,7 +82,7 @@ func testBatch() *sealv1.SealBatch {
 var update = flag.Bool("update", false, "rewrite golden files")
 
 func TestConfig(t *testing.T) {
-	lay, err := layout.Calculate(testTopology(), 2, layout.Options{})
+	lay, err := layout.Calculate(layout.FromStatus(testutil.CPU(2, 8, true)), 2, layout.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,18 +116,6 @@ func TestConfig(t *testing.T) {
 	testutil.Golden(t, filepath.Join("testdata", "sealer-config.golden.json"), append(got, '\n'), *update, "./internal/render")
 }
 
-// testTopology is a 16-core machine in two L3 groups, SMT on.
-func testTopology() layout.Topology {
-	cpu := &sealv1.CPUTopology{SHANI: true, Sockets: 1, PhysicalCores: 16, LogicalCPUs: 32, ThreadsPerCore: 2}
-	for g := int32(0); g < 2; g++ {
-		grp := sealv1.L3Group{ID: g}
-		for c := int32(0); c < 8; c++ {
-			grp.Cores = append(grp.Cores, sealv1.Core{CPUs: []int32{g*8 + c, g*8 + c + 16}})
-		}
-		cpu.L3Groups = append(cpu.L3Groups, grp)
-	}
-	return layout.FromStatus(cpu)
-}
 
 func podOpts() PodOptions {
 	return PodOptions{Image: "sealer:1", MemoryBase: resource.MustParse("2Gi"), MemoryPerSector: resource.MustParse("256Mi"), MetricsPort: 9464}

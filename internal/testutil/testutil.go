@@ -1,5 +1,5 @@
-// Package testutil holds helpers shared by tests: writable copies of fixture trees and
-// golden-file comparison.
+// Package testutil holds helpers shared by tests: writable copies of fixture trees,
+// golden-file comparison, and builders for SealBatches and CPU topologies.
 package testutil
 
 import (
