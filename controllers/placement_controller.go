@@ -41,6 +41,10 @@ const requeuePending = 30 * time.Second
 // commitWriters bounds the parallel decision writes of one scheduling cycle.
 const commitWriters = 16
 
+// uncertainCommit is how long a decision whose write failed without a clear answer keeps its
+// claim: long enough for the informer cache to show the write if it was stored.
+const uncertainCommit = time.Minute
+
 // PlacementReconciler places pending SealBatches. A decision is committed with one write: the
 // batch's status (node, slot and its range, hugepages, layout, cpus), which is the only record
 // of what the batch holds (see internal/ledger). Decisions are taken against an in-memory view
@@ -76,7 +80,7 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 	}
 
 	exportBatchMetrics(batches.Items)
-	r.assumed.Settle(batches.Items)
+	r.assumed.Settle(batches.Items, time.Now())
 	fleet := fleetView(sealerNodes.Items, nodes.Items, batches.Items, r.assumed)
 	var pending []*sealv1.SealBatch
 	for i := range batches.Items {
@@ -93,16 +97,23 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 
 	// Every decision is assumed before its write goes out, so the next cycle counts it even
 	// if the cache has not caught up; a write that does not land is forgotten.
-	g, gctx := errgroup.WithContext(ctx)
+	// The writes are independent: one failing does not cancel the others.
+	var g errgroup.Group
 	g.SetLimit(commitWriters)
 	for _, d := range decisions {
 		r.assumed.Assume(d.Claim())
 		g.Go(func() error {
-			err := r.commit(gctx, &d)
-			if err != nil {
+			switch err := r.commit(ctx, &d); {
+			case err == nil:
+				return nil
+			case errors.Is(err, errAbandoned):
 				r.assumed.Forget(d.Batch.UID)
+				return nil
+			default:
+				// The request may have been stored even though it failed here.
+				r.assumed.Uncertain(d.Batch.UID, time.Now().Add(uncertainCommit))
+				return err
 			}
-			return err
 		})
 	}
 	err := g.Wait()
@@ -121,7 +132,8 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 	return reconcile.Result{}, nil
 }
 
-// errAbandoned: the batch changed under a decision (deleted, placed, failed); nothing written.
+// errAbandoned: the batch changed under a decision (deleted, placed, failed, gone); certainly
+// nothing was written.
 var errAbandoned = errors.New("decision abandoned")
 
 // commit writes a decision into the batch status: the one write that books the slot. A batch

@@ -146,7 +146,6 @@ func (h *harness) waitPhase(ns, name string, p sealv1.SealBatchPhase) *sealv1.Se
 	return got
 }
 
-
 // addNode creates a Node and a Ready SealerNode with one layer file and `slots` slots.
 func (h *harness) addNode(name string, slots int32, hugepages int64, labels map[string]string) {
 	h.t.Helper()

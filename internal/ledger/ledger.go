@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -253,24 +254,42 @@ func (bk Book) Conflicts() []string {
 // informer cache does not show yet. Safe for concurrent use.
 type Assumed struct {
 	mu     sync.Mutex
-	claims map[types.UID]Claim
+	claims map[types.UID]assumed
+}
+
+type assumed struct {
+	claim Claim
+	// expires is set when the write's outcome is unknown (an error after the request went
+	// out): the claim counts until the cache shows the batch placed or this time passes.
+	expires time.Time
 }
 
 // NewAssumed returns an empty set.
-func NewAssumed() *Assumed { return &Assumed{claims: map[types.UID]Claim{}} }
+func NewAssumed() *Assumed { return &Assumed{claims: map[types.UID]assumed{}} }
 
 // Assume records a decision before its write goes out.
 func (a *Assumed) Assume(c Claim) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.claims[c.UID] = c
+	a.claims[c.UID] = assumed{claim: c}
 }
 
-// Forget drops a decision whose write failed or was abandoned.
+// Forget drops a decision whose write certainly did not land.
 func (a *Assumed) Forget(uid types.UID) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.claims, uid)
+}
+
+// Uncertain keeps a decision whose write may or may not have landed until `until`: dropping
+// it at once could hand its slot to another batch while the write is in fact stored.
+func (a *Assumed) Uncertain(uid types.UID, until time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e, ok := a.claims[uid]; ok {
+		e.expires = until
+		a.claims[uid] = e
+	}
 }
 
 // Has reports whether a decision for this batch is assumed.
@@ -286,23 +305,25 @@ func (a *Assumed) List() []Claim {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make([]Claim, 0, len(a.claims))
-	for _, c := range a.claims {
-		out = append(out, c)
+	for _, e := range a.claims {
+		out = append(out, e.claim)
 	}
 	return out
 }
 
-// Settle drops the decisions the batches now show (their status names a node), and those of
-// batches that are gone: from then on the batches themselves are the record.
-func (a *Assumed) Settle(batches []sealv1.SealBatch) {
+// Settle drops the decisions the batches now show (their status names a node), those of
+// batches that are gone (from then on the batches themselves are the record), and uncertain
+// ones past their time whose batch still shows no placement (the write did not land).
+func (a *Assumed) Settle(batches []sealv1.SealBatch, now time.Time) {
 	seen := make(map[types.UID]*sealv1.SealBatch, len(batches))
 	for i := range batches {
 		seen[batches[i].UID] = &batches[i]
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for uid := range a.claims {
-		if b := seen[uid]; b == nil || b.Status.Node != "" {
+	for uid, e := range a.claims {
+		b := seen[uid]
+		if b == nil || b.Status.Node != "" || (!e.expires.IsZero() && now.After(e.expires)) {
 			delete(a.claims, uid)
 		}
 	}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,7 +18,6 @@ func sn(caps ...int64) *sealv1.SealerNode {
 	}
 	return n
 }
-
 
 func TestGeometry(t *testing.T) {
 	const tib = int64(1) << 40
@@ -114,18 +114,30 @@ func TestAssumedUntilObserved(t *testing.T) {
 	a := NewAssumed()
 	b := *testutil.Batch("ns", "b", sealv1.SectorSize32GiB, 1)
 	a.Assume(Claim{UID: b.UID, Node: "n", Slot: 0, Range: sealv1.SlotRange{LengthBytes: 1}})
-	a.Settle([]sealv1.SealBatch{b}) // the cache still shows it pending
+	a.Settle([]sealv1.SealBatch{b}, time.Now()) // the cache still shows it pending
 	if !a.Has(b.UID) || BookOf([]sealv1.SealBatch{b}, a, nil).Of("n").Slots() != 1 {
 		t.Fatal("a written decision must count before the cache shows it")
 	}
 	seen := placed("b", "n", 0, sealv1.PhasePlaced)
-	a.Settle([]sealv1.SealBatch{seen})
+	a.Settle([]sealv1.SealBatch{seen}, time.Now())
 	if a.Has(b.UID) || BookOf([]sealv1.SealBatch{seen}, a, nil).Of("n").Slots() != 1 {
 		t.Error("once the batch shows it, the batch is the record (counted once)")
 	}
 	a.Assume(Claim{UID: "gone", Node: "n"})
-	a.Settle(nil)
+	a.Settle(nil, time.Now())
 	if a.Len() != 0 {
 		t.Error("a deleted batch's decision must be dropped")
+	}
+	// A write whose outcome is unknown keeps counting until the cache tells, or its time passes.
+	now := time.Now()
+	a.Assume(Claim{UID: b.UID, Node: "n"})
+	a.Uncertain(b.UID, now.Add(time.Minute))
+	a.Settle([]sealv1.SealBatch{b}, now.Add(30*time.Second))
+	if !a.Has(b.UID) {
+		t.Error("an uncertain decision was dropped before its time")
+	}
+	a.Settle([]sealv1.SealBatch{b}, now.Add(2*time.Minute))
+	if a.Has(b.UID) {
+		t.Error("an uncertain decision whose batch still shows no placement must expire")
 	}
 }

@@ -16,7 +16,6 @@ import (
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-
 type nodeOpt func(*Node)
 
 func node(name string, slots int32, hugepages int64, opts ...nodeOpt) *Node {
@@ -56,7 +55,6 @@ func notReady(n *Node) { n.Sealer.Status.Conditions[0].Status = metav1.Condition
 func batchSizes(s ...int32) nodeOpt {
 	return func(n *Node) { n.Sealer.Status.Capabilities.BatchSizes = s }
 }
-
 
 // hold records that batch b runs on n in slot, holding hugepages (as its status would say).
 func hold(n *Node, b *sealv1.SealBatch, slot, hugepages int32) {

@@ -116,7 +116,6 @@ func TestConfig(t *testing.T) {
 	testutil.Golden(t, filepath.Join("testdata", "sealer-config.golden.json"), append(got, '\n'), *update, "./internal/render")
 }
 
-
 func podOpts() PodOptions {
 	return PodOptions{Image: "sealer:1", MemoryBase: resource.MustParse("2Gi"), MemoryPerSector: resource.MustParse("256Mi"), MetricsPort: 9464}
 }

@@ -650,21 +650,40 @@ mod tests {
     /// except the standalone ones (so every read key is rendered).
     #[test]
     fn operator_golden_config_is_the_contract() {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../internal/render/testdata/sealer-config.golden.json");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../internal/render/testdata/sealer-config.golden.json");
         let text = std::fs::read_to_string(&path).unwrap();
         let c = BatchConfig::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert_eq!((c.sector_size, c.api_version, c.features.clone()), (32 << 30, ApiVersion::V1_2_0, vec![Feature::SyntheticPoRep]));
+        assert_eq!(
+            (c.sector_size, c.api_version, c.features.clone()),
+            (32 << 30, ApiVersion::V1_2_0, vec![Feature::SyntheticPoRep])
+        );
         assert_eq!(c.porep_id, porep_id_for(13));
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let missing = |keys: Vec<&'static str>, obj: &serde_json::Value, skip: &[&str]| -> Vec<&'static str> {
             keys.into_iter().filter(|k| !skip.contains(k) && obj.get(*k).is_none()).collect()
         };
-        assert_eq!(missing(read_keys::<RawConfig>(), &v, &STANDALONE_KEYS), Vec::<&str>::new(), "config keys never rendered");
-        assert_eq!(missing(read_keys::<RawLayers>(), &v["layers"], &[]), Vec::<&str>::new(), "layers keys never rendered");
+        assert_eq!(
+            missing(read_keys::<RawConfig>(), &v, &STANDALONE_KEYS),
+            Vec::<&str>::new(),
+            "config keys never rendered"
+        );
+        assert_eq!(
+            missing(read_keys::<RawLayers>(), &v["layers"], &[]),
+            Vec::<&str>::new(),
+            "layers keys never rendered"
+        );
         let with_comm_d = v["sectors"].as_array().unwrap().iter().find(|s| s.get("comm_d").is_some()).unwrap();
-        assert_eq!(missing(read_keys::<RawSector>(), with_comm_d, &[]), Vec::<&str>::new(), "sector keys never rendered");
-        assert_eq!(missing(read_keys::<Layout>(), &v["layout"], &["reason", "shared"]), Vec::<&str>::new(), "layout keys never rendered");
+        assert_eq!(
+            missing(read_keys::<RawSector>(), with_comm_d, &[]),
+            Vec::<&str>::new(),
+            "sector keys never rendered"
+        );
+        assert_eq!(
+            missing(read_keys::<Layout>(), &v["layout"], &["reason", "shared"]),
+            Vec::<&str>::new(),
+            "layout keys never rendered"
+        );
         assert!(read_keys::<RawConfig>().len() > 8, "the probe must see the struct's fields");
         let mut bad = v.clone();
         bad["pc2_engine"] = "cpu".into();

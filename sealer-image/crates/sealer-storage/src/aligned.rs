@@ -19,11 +19,10 @@ unsafe impl Sync for AlignedBuf {}
 impl AlignedBuf {
     /// Allocate `len` zeroed bytes (capacity rounded up to 4 KiB).
     pub fn new(len: usize) -> Self {
-        let cap = len.max(1).div_ceil(crate::PAGE) * crate::PAGE;
+        let cap = len.max(1).div_ceil(crate::PAGE).checked_mul(crate::PAGE).expect("buffer size overflows usize");
         let layout = Layout::from_size_align(cap, crate::PAGE).expect("layout");
         // SAFETY: `layout` has a power-of-two alignment and a non-zero size: cap >= PAGE because
-        // len.max(1) is rounded up to whole pages. Not guarded: for len within PAGE of usize::MAX the
-        // rounding overflows (wraps to cap = 0 in release builds), which would make this call UB.
+        // len.max(1) is rounded up to whole pages, with the multiplication checked.
         let ptr = unsafe { alloc_zeroed(layout) };
         assert!(!ptr.is_null(), "out of memory allocating {cap} bytes");
         AlignedBuf { ptr, len, cap }
