@@ -33,6 +33,8 @@ type ReleaseReconciler struct {
 	Timeout    time.Duration
 	// HostNetwork runs scrub pods on the host network (--sealer-host-network).
 	HostNetwork bool
+	// APIReader reads past the informer cache (see needsScrub).
+	APIReader client.Reader
 }
 
 // Reconcile releases when due.
@@ -237,6 +239,9 @@ func (r *ReleaseReconciler) scrub(ctx context.Context, b *sealv1.SealBatch) (boo
 	var pod corev1.Pod
 	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: render.ScrubPodName(b)}, &pod)
 	if apierrors.IsNotFound(err) {
+		if need, err := r.needsScrub(ctx, b); err != nil || !need {
+			return !need, "", err
+		}
 		p := render.ScrubPod(render.ScrubInput{
 			Batch: b, Node: b.Status.Node, Devices: sn.Status.LayerDevices,
 			Offset:      claim.Range.OffsetBytes,
@@ -265,6 +270,24 @@ func (r *ReleaseReconciler) scrub(ctx context.Context, b *sealv1.SealBatch) (boo
 		return false, fmt.Sprintf("scrub pod failed (%s): %s", reason, msg), nil
 	}
 	return false, "scrubbing the slot on " + b.Status.Node, nil
+}
+
+// needsScrub reads the batch from the API server before a scrub pod is created: a cached copy
+// older than this controller's own last write (Released set, or the finalizer removed) would
+// otherwise start a second scrub after the first one's pod was cleaned up.
+func (r *ReleaseReconciler) needsScrub(ctx context.Context, b *sealv1.SealBatch) (bool, error) {
+	if r.APIReader == nil {
+		return true, nil
+	}
+	var fresh sealv1.SealBatch
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), &fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	released := meta.IsStatusConditionTrue(fresh.Status.Conditions, CondReleased)
+	return fresh.UID == b.UID && !released && controllerutil.ContainsFinalizer(&fresh, Finalizer), nil
 }
 
 // SetupWithManager watches batches and their scrub pods.

@@ -74,7 +74,7 @@ func TestBatchLifecycle(t *testing.T) {
 	if err := h.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "b1-sealer-config"}, &cm); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"sector_size": 8388608`, `"porep_id": "0600000000000000`, `"api_version": "1.1.0"`,
+	for _, want := range []string{`"registered_proof": "StackedDrg8MiBV1_1"`,
 		`"/var/lib/sealfleet/layers.img"`, `"sector_id": 103`, `"coordinators"`, `"output_dir": "/output/lifecycle/b1"`} {
 		if !strings.Contains(cm.Data[render.ConfigKey], want) {
 			t.Errorf("sealer config lacks %s:\n%s", want, cm.Data[render.ConfigKey])

@@ -128,7 +128,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Progress: o.Progress, Results: o.Results, ProgressInterval: o.ProgressInterval}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&ReleaseReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-release"),
+	if err := (&ReleaseReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec("sealfleet-release"),
 		ScrubImage: o.ScrubImage, PullPolicy: corev1.PullPolicy(o.ImagePullPolicy), Timeout: o.ReleaseTimeout, HostNetwork: o.SealerHostNetwork}).SetupWithManager(mgr); err != nil {
 		return err
 	}
