@@ -253,7 +253,7 @@ func TestDeleteInEveryPhase(t *testing.T) {
 	h := newHarness(t)
 	ns := h.namespace("delete")
 	h.addNode("node-d", 2, 8, nil)
-	// A neighbour holds the other slot throughout; its reservation must survive.
+	// A neighbour holds the other slot throughout; its claim must survive.
 	h.newBatch(ns, "neighbour", 2, nil)
 	h.waitPhase(ns, "neighbour", sealv1.PhasePlaced)
 

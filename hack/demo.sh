@@ -110,8 +110,8 @@ node() {
   say "waiting for SealerNode $NODE to be Ready with its layer file"
   local ready=""
   for i in $(seq 90); do
-    ready=$(kc get sealernode "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason} {.status.slots.total}' 2>/dev/null || true)
-    [[ "$ready" == True* ]] && [ -n "$(kc get sealernode "$NODE" -o jsonpath='{.status.slots}' 2>/dev/null)" ] && break
+    ready=$(kc get sealernode "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason} {.status.slots.count}' 2>/dev/null || true)
+    [[ "$ready" == True* ]] && [ -n "$(kc get sealernode "$NODE" -o jsonpath='{.status.slots.count}' 2>/dev/null)" ] && break
     sleep 1
   done
   [[ "$ready" == True* ]] || { kc get sealernode "$NODE" -o yaml | sed -n '/^status:/,$p' | head -60 >&2; die "SealerNode $NODE is not Ready: $ready"; }
