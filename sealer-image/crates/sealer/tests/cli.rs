@@ -175,10 +175,19 @@ fn invalid_config_fails_before_work_naming_the_field() {
     let (_, mut json) = common::config(2048, 5, 2, 9, work.path(), 1);
     json["layout"] = serde_json::json!({"batch_size": 2, "supported": true,
         "coordinators": [{"cpu": 4000, "hashers": [{"cpu": 4001, "sectors": 2}]}],
-        "roles": {"writer": 0, "reader": 0, "orchestrator": 0}});
+        "roles": {"writer": 0, "reader": 0, "orchestrator": 0, "pc2_reader": 0, "pc2_hasher": 0,
+            "pc2_hasher_cpu": 0, "pc2_writer": 0, "c1_reader": 0}});
     let out = ConfigFile::write(work.path().join("bad.json"), &json).seal("pc1").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("layout.coordinators[0].cpu"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("layout.coordinators[0].cpu"), "{err}");
+
+    // a layout missing a role the operator's calculator always writes is a broken contract
+    json["layout"]["roles"].as_object_mut().unwrap().remove("c1_reader");
+    let out = ConfigFile::write(work.path().join("bad.json"), &json).seal("pc1").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("layout") && err.contains("c1_reader"), "{err}");
 }
 
 #[test]
