@@ -94,6 +94,11 @@ type SealBatchSpec struct {
 }
 
 // SectorSpec is one committed-capacity sector of the batch.
+//
+// A commD is refused until the API can take the sector's data: a replica sealed under a
+// commD whose data the sealer never saw is a CC replica no proof can back, and precommitting
+// it costs the provider the deposit.
+// +kubebuilder:validation:XValidation:rule="!has(self.commD)",fieldPath=".commD",message="commD needs the sector's data, and sealfleet cannot take deal data yet: a sector sealed under a commD without its data can never be proven. Omit commD to seal a committed-capacity (CC) sector"
 type SectorSpec struct {
 	// number is the sector number the miner allocated (0 … 2^63-1).
 	// +kubebuilder:validation:Minimum=0
@@ -108,7 +113,8 @@ type SectorSpec struct {
 	Ticket string `json:"ticket"`
 
 	// commD is the unsealed data commitment: 64 hex characters or a baga6ea4seaq… piece CID.
-	// Absent for committed-capacity sectors (the zero-data commitment is used).
+	// Absent for committed-capacity sectors (the zero-data commitment is used); refused
+	// while sealfleet cannot take a sector's data (see SectorSpec).
 	// +kubebuilder:validation:MaxLength=66
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9a-fA-F]{64}|baga6ea4seaq[a-z2-7]{52})$')",message="commD must be 64 hex characters or a piece CID starting with baga6ea4seaq (64 characters); omit it for CC sectors"
 	// +optional

@@ -72,6 +72,12 @@ func TestSealBatchValidation(t *testing.T) {
 			[]string{"spec.sectors[0].ticket", "base64"}},
 		{"commd-malformed", okBase + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\", commD: \"bafy123\"}\n",
 			[]string{"spec.sectors[0].commD", "baga6ea4seaq", "64 hex"}},
+		// A well-formed commD is refused too: without the sector's data the replica could
+		// never be proven (a second sector shows the error names the right one).
+		{"commd-hex-without-data", okBase + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\"}\n- {number: 2, ticket: \"" + ticketA + "\", commD: \"" + strings.Repeat("ab", 32) + "\"}\n",
+			[]string{"spec.sectors[1].commD", "needs the sector's data", "Omit commD"}},
+		{"commd-cid-without-data", okBase + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\", commD: \"baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq\"}\n",
+			[]string{"spec.sectors[0].commD", "needs the sector's data"}},
 		{"miner-id-bad", "sectorSize: 8MiB\nminerID: f1abc\n" + sectorsYAML(1),
 			[]string{"spec.minerID", "should match"}},
 		{"miner-id-leading-zero", "sectorSize: 8MiB\nminerID: f0012\n" + sectorsYAML(1),
@@ -142,8 +148,6 @@ func TestSealBatchValidation(t *testing.T) {
 	t.Run("accepts", func(t *testing.T) {
 		good := map[string]string{
 			"base64-ticket":  okBase + "sectors:\n- {number: 1, ticket: \"AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=\"}\n",
-			"commd-hex":      okBase + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\", commD: \"" + strings.Repeat("ab", 32) + "\"}\n",
-			"commd-cid":      okBase + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\", commD: \"baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq\"}\n",
 			"batch-128":      "sectorSize: 2KiB\nminerID: f099\n" + sectorsYAML(128),
 			"ttl":            okBase + "releasePolicy: AfterTTL\nreleaseTTL: 24h\n" + sectorsYAML(1),
 			"synthetic-64g":  "sectorSize: 64GiB\nproofType: V1_1_Feat_SyntheticPoRep\nminerID: f01\n" + sectorsYAML(16),

@@ -159,7 +159,8 @@ pub struct SectorSpec {
     pub sector_id: u64,
     /// Ticket (32 bytes).
     pub ticket: [u8; 32],
-    /// comm_d; `None` means a CC sector (all-zero data commitment is used).
+    /// comm_d; `None` means a CC sector (all-zero data commitment is used). Only the CC
+    /// commitment of the sector size is accepted: the sealer takes no sector data yet.
     pub comm_d: Option<[u8; 32]>,
 }
 
@@ -441,6 +442,23 @@ impl BatchConfig {
                 None | Some(serde_json::Value::Null) => None,
                 Some(v) => Some(parse_hex32(&f("comm_d"), v)?),
             };
+            // The sealer cannot take a sector's data yet, so the only comm_d it can honour is
+            // the CC one. Any other would label a CC replica under a foreign commitment that no
+            // proof can ever back (and a precommit of it loses the deposit).
+            if let Some(d) = comm_d {
+                if d != sealer_hash::cc_comm_d(sector_size) {
+                    return err(
+                        f("comm_d"),
+                        format!(
+                            "sector {} has a comm_d ({}) but no data: this sealer seals committed-capacity \
+                             sectors only, and a replica under a comm_d whose data it never saw can never \
+                             be proven; omit comm_d to seal the sector as CC",
+                            sector_id,
+                            hex::encode(d)
+                        ),
+                    );
+                }
+            }
             sectors.push(SectorSpec { prover_id, sector_id, ticket, comm_d });
         }
         for i in 0..n {
@@ -688,6 +706,26 @@ mod tests {
         let mut bad = v.clone();
         bad["pc2_engine"] = "cpu".into();
         assert!(BatchConfig::from_json(&bad.to_string()).unwrap_err().message.contains("pc2_engine"));
+    }
+
+    #[test]
+    fn comm_d_without_data_is_refused_naming_the_sector() {
+        // A second sector carries a foreign comm_d: the error names it and its sector number.
+        let mut v = base();
+        let mut other = v["sectors"][0].clone();
+        other["sector_id"] = 77.into();
+        other["comm_d"] = "ab".repeat(32).into();
+        v["sectors"] = serde_json::json!([v["sectors"][0].clone(), other]);
+        let e = BatchConfig::from_json(&v.to_string()).unwrap_err();
+        assert_eq!(e.field, "sectors[1].comm_d");
+        assert!(e.message.contains("sector 77") && e.message.contains("omit comm_d"), "{}", e.message);
+        // The CC commitment of the sector size is what the sealer uses anyway: accepted.
+        v["sectors"][1]["comm_d"] = hex::encode(sealer_hash::cc_comm_d(8 << 20)).into();
+        let c = BatchConfig::from_json(&v.to_string()).unwrap();
+        assert_eq!(c.sectors[1].comm_d, Some(sealer_hash::cc_comm_d(8 << 20)));
+        // The CC commitment of another size is foreign to this one.
+        v["sectors"][1]["comm_d"] = hex::encode(sealer_hash::cc_comm_d(2048)).into();
+        assert_eq!(field_of(v), "sectors[1].comm_d");
     }
 
     #[test]

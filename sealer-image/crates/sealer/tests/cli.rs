@@ -171,6 +171,16 @@ fn invalid_config_fails_before_work_naming_the_field() {
     assert!(err.contains("sectors[1].ticket"), "{err}");
     assert!(!work.path().join("dev0.img").exists(), "no storage may be touched");
 
+    // a comm_d without data: `batch` must not seal a CC replica under it (issue: it printed a CommR)
+    let (_, mut json) = common::config(2048, 5, 2, 9, work.path(), 1);
+    json["sectors"][1]["comm_d"] = "ab".repeat(32).into();
+    let out = ConfigFile::write(work.path().join("bad.json"), &json).seal("batch").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let sector = json["sectors"][1]["sector_id"].to_string();
+    assert!(err.contains("sectors[1].comm_d") && err.contains(&format!("sector {sector}")), "{err}");
+    assert!(!work.path().join("dev0.img").exists(), "no storage may be touched");
+
     // layout CPU that does not exist here
     let (_, mut json) = common::config(2048, 5, 2, 9, work.path(), 1);
     json["layout"] = serde_json::json!({"batch_size": 2, "supported": true,
