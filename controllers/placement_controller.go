@@ -52,6 +52,8 @@ const uncertainCommit = time.Minute
 type PlacementReconciler struct {
 	client.Client
 	Recorder Recorder
+	// PC2Engines are the sealer image's PC2 engines (nil: cpu only).
+	PC2Engines []sealv1.PC2Engine
 
 	assumed *ledger.Assumed
 	explain *explainer
@@ -82,6 +84,9 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 	exportBatchMetrics(batches.Items)
 	r.assumed.Settle(batches.Items, time.Now())
 	fleet := fleetView(sealerNodes.Items, nodes.Items, batches.Items, r.assumed)
+	for _, n := range fleet {
+		n.PC2Engines = r.PC2Engines
+	}
 	var pending []*sealv1.SealBatch
 	for i := range batches.Items {
 		b := &batches.Items[i]

@@ -8,12 +8,15 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/internal/render"
 )
 
@@ -22,7 +25,10 @@ const batchWorkers = 4
 
 // Options are the operator's settings (flags of cmd/manager).
 type Options struct {
-	SealerImage       string
+	SealerImage string
+	// SealerPC2Engines lists the PC2 engines the sealer image was built with (comma
+	// separated): a batch asking for another one is not placed.
+	SealerPC2Engines  string
 	ScrubImage        string
 	ImagePullPolicy   string
 	SealerHostNetwork bool
@@ -43,6 +49,7 @@ type Options struct {
 // BindFlags registers the options as flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SealerImage, "sealer-image", "localhost/sealfleet-sealer:dev", "image of the native sealer")
+	fs.StringVar(&o.SealerPC2Engines, "sealer-pc2-engines", "cpu", "PC2 engines the sealer image was built with, comma separated (cpu; gpu only for a GPU build): batches asking for another engine stay Pending with a reason")
 	fs.StringVar(&o.ScrubImage, "scrub-image", "localhost/sealfleet-operator:dev", "image with /node-agent, used to scrub a released slot")
 	fs.StringVar(&o.ImagePullPolicy, "image-pull-policy", "IfNotPresent", "pull policy of sealer and scrub pods")
 	fs.BoolVar(&o.SealerHostNetwork, "sealer-host-network", false, "run sealer pods on the host network (nodes without pod networking)")
@@ -57,6 +64,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 func (o *Options) defaults() {
 	if o.SealerImage == "" {
 		o.SealerImage = "localhost/sealfleet-sealer:dev"
+	}
+	if o.SealerPC2Engines == "" {
+		o.SealerPC2Engines = string(sealv1.PC2EngineCPU)
 	}
 	if o.ScrubImage == "" {
 		o.ScrubImage = "localhost/sealfleet-operator:dev"
@@ -100,10 +110,30 @@ func (o *Options) podOptions() (render.PodOptions, error) {
 	}, nil
 }
 
+// pc2Engines parses --sealer-pc2-engines.
+func (o *Options) pc2Engines() ([]sealv1.PC2Engine, error) {
+	var out []sealv1.PC2Engine
+	for _, s := range strings.Split(o.SealerPC2Engines, ",") {
+		switch e := sealv1.PC2Engine(strings.TrimSpace(s)); e {
+		case sealv1.PC2EngineCPU, sealv1.PC2EngineGPU:
+			if !slices.Contains(out, e) {
+				out = append(out, e)
+			}
+		default:
+			return nil, fmt.Errorf("--sealer-pc2-engines: unknown engine %q; list cpu and, for a GPU build of the sealer, gpu", s)
+		}
+	}
+	return out, nil
+}
+
 // Setup registers every reconciler and index with the manager.
 func Setup(mgr ctrl.Manager, o Options) error {
 	o.defaults()
 	po, err := o.podOptions()
+	if err != nil {
+		return err
+	}
+	engines, err := o.pc2Engines()
 	if err != nil {
 		return err
 	}
@@ -121,7 +151,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		o.Results = rs
 	}
 	rec := func(name string) Recorder { return mgr.GetEventRecorder(name) }
-	if err := (&PlacementReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-placement")}).SetupWithManager(mgr); err != nil {
+	if err := (&PlacementReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-placement"), PC2Engines: engines}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&SealerReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-sealer"), Pod: po,

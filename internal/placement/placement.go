@@ -32,6 +32,9 @@ type Node struct {
 	// (Schedule adds its own decisions to it).
 	Geometry ledger.Geometry
 	Usage    *ledger.Usage
+	// PC2Engines are the PC2 engines of the sealer build that would run here (nil: cpu only,
+	// what every build has). A batch asking for another engine does not fit.
+	PC2Engines []sealv1.PC2Engine
 
 	layouts map[int]layoutResult // per batch size, for the current usage
 }
@@ -132,6 +135,7 @@ type Need struct {
 	BatchSize  int
 	SlotBytes  int64
 	Hugepages  int32
+	PC2Engine  sealv1.PC2Engine
 	GPU        bool
 	Selector   labels.Selector
 	NodeName   string
@@ -145,6 +149,7 @@ func NeedOf(b *sealv1.SealBatch) Need {
 		BatchSize:  len(b.Spec.Sectors),
 		SlotBytes:  SlotBytesFor(b.Spec.SectorSize, len(b.Spec.Sectors)),
 		Hugepages:  HugepagesFor(b.Spec.SectorSize, len(b.Spec.Sectors)),
+		PC2Engine:  b.Spec.PC2Engine,
 		GPU:        b.Spec.PC2Engine == sealv1.PC2EngineGPU,
 		Selector:   labels.Everything(),
 		SectorSize: b.Spec.SectorSize,
@@ -224,6 +229,9 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 	if g.SlotBytes < need.SlotBytes {
 		return fmt.Sprintf("slot too small (%s < %s)", human(g.SlotBytes), human(need.SlotBytes)), false
 	}
+	if !n.hasPC2Engine(need.PC2Engine) {
+		return fmt.Sprintf("sealer build has no %s PC2 (only %s): set spec.pc2Engine to one of those", need.PC2Engine, n.pc2EngineList()), false
+	}
 	if need.GPU && len(sn.Status.GPUs) == 0 {
 		return "no GPU for pc2Engine gpu", false
 	}
@@ -252,6 +260,34 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 		return "no core layout: " + err.Error(), false
 	}
 	return "", false
+}
+
+// hasPC2Engine reports whether the sealer build of this node can run PC2 on engine e (an
+// unset engine is the API default, cpu).
+func (n *Node) hasPC2Engine(e sealv1.PC2Engine) bool {
+	if e == "" {
+		e = sealv1.PC2EngineCPU
+	}
+	if n.PC2Engines == nil {
+		return e == sealv1.PC2EngineCPU
+	}
+	for _, have := range n.PC2Engines {
+		if have == e {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) pc2EngineList() string {
+	if n.PC2Engines == nil {
+		return string(sealv1.PC2EngineCPU)
+	}
+	names := make([]string, len(n.PC2Engines))
+	for i, e := range n.PC2Engines {
+		names[i] = string(e)
+	}
+	return strings.Join(names, ", ")
 }
 
 func tolerated(ts []corev1.Toleration, t *corev1.Taint) bool {

@@ -51,6 +51,7 @@ func taint(key string) nodeOpt {
 func noSHA(n *Node)    { n.Sealer.Status.CPU.SHANI = false }
 func cordoned(n *Node) { n.Sealer.Spec.Cordon = true }
 func gpu(n *Node)      { n.Sealer.Status.GPUs = []sealv1.GPU{{PCIAddress: "0000:81:00.0"}} }
+func gpuBuild(n *Node) { n.PC2Engines = []sealv1.PC2Engine{sealv1.PC2EngineCPU, sealv1.PC2EngineGPU} }
 func notReady(n *Node) { n.Sealer.Status.Conditions[0].Status = metav1.ConditionFalse }
 func batchSizes(s ...int32) nodeOpt {
 	return func(n *Node) { n.Sealer.Status.Capabilities.BatchSizes = s }
@@ -112,7 +113,7 @@ func TestScheduleBestFitFillsANodeFirst(t *testing.T) {
 }
 
 func TestScheduleRespectsSelectorPinTolerationsAndGPU(t *testing.T) {
-	nodes := []*Node{node("a", 1, 100, withLabels("pool", "x")), node("b", 1, 100, withLabels("pool", "y"), taint("t"), gpu), node("c", 1, 100, gpu)}
+	nodes := []*Node{node("a", 1, 100, withLabels("pool", "x")), node("b", 1, 100, withLabels("pool", "y"), taint("t"), gpu, gpuBuild), node("c", 1, 100, gpu, gpuBuild)}
 	sel := batch("sel", sealv1.SectorSize8MiB, 4, 0, func(b *sealv1.SealBatch) {
 		b.Spec.Placement = &sealv1.Placement{NodeSelector: map[string]string{"pool": "y"}, Tolerations: []corev1.Toleration{{Key: "t", Operator: corev1.TolerationOpExists}}}
 	})
@@ -125,6 +126,29 @@ func TestScheduleRespectsSelectorPinTolerationsAndGPU(t *testing.T) {
 	}
 	if got["sel"] != "b" || got["pin"] != "a" || got["gpu"] != "c" || len(failed) != 0 {
 		t.Fatalf("placements %v, failed %v", got, failed)
+	}
+}
+
+// pc2Engine gpu runs only where the sealer build has GPU PC2 and the node a GPU: a GPU node
+// whose build runs PC2 on the CPU must not take it (it would book a GPU and never use it).
+func TestGPUEngineNeedsAGPUBuildAndAGPU(t *testing.T) {
+	g := batch("gpu", sealv1.SectorSize8MiB, 4, 0, func(b *sealv1.SealBatch) { b.Spec.PC2Engine = sealv1.PC2EngineGPU })
+	dec, failed := Schedule([]*Node{node("a", 1, 100, gpu), node("b", 1, 100, gpu), node("c", 1, 100, gpuBuild)}, []*sealv1.SealBatch{g})
+	if len(dec) != 0 || failed[g] == nil {
+		t.Fatalf("placed without a GPU build and GPU: %+v", dec)
+	}
+	want := "0/3 nodes fit: 2 nodes: sealer build has no gpu PC2 (only cpu): set spec.pc2Engine to one of those; 1 node: no GPU for pc2Engine gpu"
+	if got := failed[g].Error(); got != want {
+		t.Errorf("reason\n got %q\nwant %q", got, want)
+	}
+	// The default engine runs on every build.
+	cpu := batch("cpu", sealv1.SectorSize8MiB, 4, 0)
+	if dec, _ := Schedule([]*Node{node("a", 1, 100, gpu)}, []*sealv1.SealBatch{cpu}); len(dec) != 1 || dec[0].Claim().GPU {
+		t.Errorf("cpu batch: %+v", dec)
+	}
+	dec, _ = Schedule([]*Node{node("a", 1, 100, gpu, gpuBuild)}, []*sealv1.SealBatch{g})
+	if len(dec) != 1 || !dec[0].Claim().GPU {
+		t.Errorf("gpu batch on a GPU build with a GPU: %+v", dec)
 	}
 }
 
@@ -248,6 +272,7 @@ func BenchmarkSchedule1000x5000(b *testing.B) {
 			n := node(fmt.Sprintf("n%04d", j), 2, 80, pipelines(2), withLabels("pool", fmt.Sprintf("p%d", j%4)))
 			if j%10 == 0 {
 				gpu(n)
+				gpuBuild(n)
 			}
 			nodes = append(nodes, n)
 		}

@@ -166,7 +166,7 @@ func TestDefaults(t *testing.T) {
 	}
 	args := strs(c["args"])
 	for _, want := range []string{"--leader-elect=true", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
-		"--sealer-image=localhost/sealfleet-sealer:dev", "--scrub-image=localhost/sealfleet-operator:dev",
+		"--sealer-image=localhost/sealfleet-sealer:dev", "--sealer-pc2-engines=cpu", "--scrub-image=localhost/sealfleet-operator:dev",
 		"--image-pull-policy=IfNotPresent", "--sealer-host-network=false", "--sealer-metrics-port=9464",
 		"--sealer-memory-base=2Gi", "--sealer-memory-per-sector=256Mi", "--progress-interval=10s", "--release-timeout=10m"} {
 		if !hasArg(args, want) {
