@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -37,6 +38,19 @@ func batchesOnNode(ctx context.Context, c client.Client, node string) []reconcil
 		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
 	}
 	return out
+}
+
+// nodeGoneOrUncordoned passes a Node's deletion (its batches fail) and its uncordon (attempts
+// waiting on it start).
+var nodeGoneOrUncordoned = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Node)
+		n, ok2 := e.ObjectNew.(*corev1.Node)
+		return ok1 && ok2 && o.Spec.Unschedulable && !n.Spec.Unschedulable
+	},
 }
 
 // deletedOnly passes delete events only.

@@ -265,7 +265,7 @@ func (r *ReleaseReconciler) scrub(ctx context.Context, b *sealv1.SealBatch) (boo
 	case corev1.PodSucceeded:
 		return true, "", nil
 	case corev1.PodFailed:
-		reason, msg := podFailure(&pod)
+		reason, msg, _ := podFailure(&pod)
 		metricReleaseFailures.WithLabelValues("scrub").Inc()
 		return false, fmt.Sprintf("scrub pod failed (%s): %s", reason, msg), nil
 	}

@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -200,13 +202,26 @@ func TestRestartMidPC1(t *testing.T) {
 }
 
 // TestSealerFailureRetriesThenFails: a failing sealer is retried on the same node and slot as
-// often as the spec allows, then the batch fails with the sealer's message.
+// often as the spec allows (never while its node is cordoned for a drain), under a disruption
+// budget that refuses evictions; a failure that would repeat is final at once.
 func TestSealerFailureRetriesThenFails(t *testing.T) {
 	h := newHarness(t)
+	ctx := context.Background()
 	ns := h.namespace("retry")
 	h.addNode("node-f", 1, 8, nil)
-	h.newBatch(ns, "b", 2, func(b *sealv1.SealBatch) { b.Spec.MaxRetries = 1; b.Spec.ReleasePolicy = sealv1.ReleaseOnOutputsTaken })
+	h.newBatch(ns, "b", 2, func(b *sealv1.SealBatch) { b.Spec.ReleasePolicy = sealv1.ReleaseOnOutputsTaken })
+	if got := h.batch(ns, "b").Spec.MaxRetries; got == nil || *got != sealv1.DefaultMaxRetries {
+		t.Errorf("maxRetries default: %v", got)
+	}
 	first := h.waitPod(ns, "b-sealer-1")
+	var pdb policyv1.PodDisruptionBudget
+	if err := h.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "b-sealer"}, &pdb); err != nil {
+		t.Fatalf("no disruption budget for the sealer pod: %v", err)
+	}
+	if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err != nil || !sel.Matches(labels.Set(first.Labels)) ||
+		pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 0 || !metav1.IsControlledBy(&pdb, h.batch(ns, "b")) {
+		t.Errorf("disruption budget does not pin the sealer pod: %+v (pod labels %v)", pdb.Spec, first.Labels)
+	}
 	h.setPod(first, corev1.PodFailed, 3, "layer device /var/lib/sealfleet/layers.img: I/O error")
 	second := h.waitPod(ns, "b-sealer-2")
 	if second.Spec.NodeName != "node-f" {
@@ -216,12 +231,33 @@ func TestSealerFailureRetriesThenFails(t *testing.T) {
 	if b.Status.Slot == nil || *b.Status.Slot != 0 || b.Status.Attempts != 2 {
 		t.Errorf("retry changed slot/attempts: %v %d", b.Status.Slot, b.Status.Attempts)
 	}
-	h.setPod(second, corev1.PodFailed, 2, "config: sectors[0].ticket is not 32 bytes")
+
+	// A forced drain: the node is cordoned and the pod deleted. The next attempt waits for
+	// the uncordon instead of landing on the node being emptied.
+	h.setCordon("node-f", true)
+	if err := h.c.Delete(ctx, second, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("batch waits for uncordon", func() (bool, string) {
+		m := h.batch(ns, "b").Status.Message
+		return strings.Contains(m, "cordoned") && strings.Contains(m, "attempt 3 waits"), m
+	})
+	if p := h.pod(ns, "b-sealer-3"); p != nil {
+		t.Fatalf("attempt 3 started on a cordoned node")
+	}
+	h.setCordon("node-f", false)
+	third := h.waitPod(ns, "b-sealer-3")
+
+	// Bad input fails the same way every time: no retry although two remain.
+	h.setPod(third, corev1.PodFailed, 2, "config: sectors[0].ticket is not 32 bytes")
 	got := h.waitPhase(ns, "b", sealv1.PhaseFailed)
 	c := condition(got, controllers.CondFailed)
 	if c == nil || c.Reason != string(controllers.ReasonSealerFailed) || !strings.Contains(c.Message, "exited 2 (bad input)") ||
-		!strings.Contains(c.Message, "ticket is not 32 bytes") {
+		!strings.Contains(c.Message, "ticket is not 32 bytes") || !strings.Contains(c.Message, "not retried") {
 		t.Errorf("failure condition: %+v", c)
+	}
+	if got.Status.Attempts != 3 || h.pod(ns, "b-sealer-4") != nil {
+		t.Errorf("attempts %d after a bad-input exit", got.Status.Attempts)
 	}
 	// OnOutputsTaken keeps the failed batch's slot (its layers) until it is deleted.
 	if l := h.held("node-f"); len(l) != 1 {

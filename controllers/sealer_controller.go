@@ -41,6 +41,7 @@ type SealerReconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;create;delete
 
 // Reconcile drives one batch through Placed → PC1 → PC2 → Completed | Failed.
 func (r *SealerReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -74,6 +75,7 @@ func (r *SealerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if err := r.Get(ctx, client.ObjectKey{Name: b.Status.Node}, &node); apierrors.IsNotFound(err) {
 		return reconcile.Result{}, r.fail(ctx, &b, ReasonNodeLost, fmt.Sprintf("node %s was deleted while the batch ran", b.Status.Node))
 	}
+	at := attemptTarget{sn: &sn, cordoned: node.Spec.Unschedulable}
 
 	if b.Status.Layout == nil || b.Status.SlotRange == nil {
 		return reconcile.Result{}, r.fail(ctx, &b, ReasonInvalidSpec, "status has no layout or slot range: the batch was placed by an older operator; delete it and create it again")
@@ -84,12 +86,12 @@ func (r *SealerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 
 	if b.Status.Attempts == 0 {
-		return reconcile.Result{}, r.startAttempt(ctx, &b, &sn, 1)
+		return r.startAttempt(ctx, &b, at, 1)
 	}
 	var pod corev1.Pod
 	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: render.PodName(&b, b.Status.Attempts)}, &pod)
 	if apierrors.IsNotFound(err) {
-		return reconcile.Result{}, r.failOrRetry(ctx, &b, &sn, ReasonPodDisappeared, "the sealer pod was deleted before it finished")
+		return r.failOrRetry(ctx, &b, at, ReasonPodDisappeared, "the sealer pod was deleted before it finished", true)
 	}
 	if err != nil {
 		return reconcile.Result{}, err
@@ -98,8 +100,8 @@ func (r *SealerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	case corev1.PodSucceeded:
 		return reconcile.Result{}, r.complete(ctx, &b, &pod)
 	case corev1.PodFailed:
-		reason, msg := podFailure(&pod)
-		return reconcile.Result{}, r.failOrRetry(ctx, &b, &sn, reason, msg)
+		reason, msg, retriable := podFailure(&pod)
+		return r.failOrRetry(ctx, &b, at, reason, msg, retriable)
 	case corev1.PodRunning:
 		return reconcile.Result{RequeueAfter: r.ProgressInterval}, r.track(ctx, &b, &pod)
 	}
@@ -151,24 +153,57 @@ func (r *SealerReconciler) ensureConfig(ctx context.Context, b *sealv1.SealBatch
 	return nil
 }
 
-// startAttempt creates the sealer pod of an attempt and records it. Creating first and
-// recording second is safe: a crash in between finds the pod by name on the next reconcile.
-func (r *SealerReconciler) startAttempt(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode, attempt int32) error {
+// attemptTarget is the node a new attempt would run on.
+type attemptTarget struct {
+	sn *sealv1.SealerNode
+	// cordoned: the Node is marked unschedulable (a drain or maintenance is under way).
+	cordoned bool
+}
+
+// waitForUncordon is how often a batch whose node is cordoned looks again.
+const waitForUncordon = 30 * time.Second
+
+// startAttempt creates the sealer pod of an attempt (and the disruption budget that keeps a
+// drain from evicting it) and records it. Creating first and recording second is safe: a
+// crash in between finds the pod by name on the next reconcile.
+//
+// On a cordoned node no attempt starts: the pod names its node, so the scheduler's cordon
+// would not stop it, and an admin draining the node expects it to empty. The batch's layers
+// are on that node, so it waits there for the uncordon.
+func (r *SealerReconciler) startAttempt(ctx context.Context, b *sealv1.SealBatch, at attemptTarget, attempt int32) (reconcile.Result, error) {
+	if at.cordoned {
+		msg := fmt.Sprintf("node %s is cordoned: attempt %d waits for it to be uncordoned (the batch's layers are there)", b.Status.Node, attempt)
+		if b.Status.Message == msg {
+			return reconcile.Result{RequeueAfter: waitForUncordon}, nil
+		}
+		return reconcile.Result{RequeueAfter: waitForUncordon}, updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
+			b.Status.Message = msg
+		}, func(b *sealv1.SealBatch) {
+			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "WaitingForUncordon", "Seal", "%s", msg)
+		})
+	}
 	cpus, err := cpuset.Parse(b.Status.CPUs)
 	if err != nil {
-		return r.fail(ctx, b, ReasonInvalidSpec, "status.cpus: "+err.Error())
+		return reconcile.Result{}, r.fail(ctx, b, ReasonInvalidSpec, "status.cpus: "+err.Error())
+	}
+	pdb := render.DisruptionBudget(b)
+	if err := controllerutil.SetControllerReference(b, pdb, r.Scheme()); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.Create(ctx, pdb); err != nil && !apierrors.IsAlreadyExists(err) {
+		return reconcile.Result{}, fmt.Errorf("disruption budget: %w", err)
 	}
 	pod := render.Pod(render.PodInput{
 		Batch: b, Node: b.Status.Node, Attempt: attempt, CPUs: len(cpus),
-		Hugepages: b.Status.Hugepages1Gi, Devices: sn.Status.LayerDevices, DeviceMode: sn.Spec.DeviceMode,
+		Hugepages: b.Status.Hugepages1Gi, Devices: at.sn.Status.LayerDevices, DeviceMode: at.sn.Spec.DeviceMode,
 	}, r.podOptionsFor(b))
 	if err := controllerutil.SetControllerReference(b, pod, r.Scheme()); err != nil {
-		return err
+		return reconcile.Result{}, err
 	}
 	if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+		return reconcile.Result{}, err
 	}
-	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
+	return reconcile.Result{}, updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
 		b.Status.Attempts = attempt
 		b.Status.PodName = pod.Name
 		b.Status.Message = fmt.Sprintf("sealer pod %s (attempt %d) created", pod.Name, attempt)
@@ -254,15 +289,20 @@ func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, po
 	})
 }
 
-// failOrRetry starts the next attempt on the same node and slot when retries remain, else
-// fails the batch.
-func (r *SealerReconciler) failOrRetry(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode, reason Reason, msg string) error {
-	if b.Status.Attempts <= b.Spec.MaxRetries {
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, string(ReasonRetrying), "Seal",
-			"attempt %d failed (%s: %s); retrying on %s, slot %d", b.Status.Attempts, reason, msg, b.Status.Node, *b.Status.Slot)
-		return r.startAttempt(ctx, b, sn, b.Status.Attempts+1)
+// failOrRetry starts the next attempt on the same node and slot when retries remain and the
+// failure could go differently next time, else fails the batch.
+func (r *SealerReconciler) failOrRetry(ctx context.Context, b *sealv1.SealBatch, at attemptTarget, reason Reason, msg string, retriable bool) (reconcile.Result, error) {
+	if !retriable {
+		return reconcile.Result{}, r.fail(ctx, b, reason, msg+" (not retried: another attempt would fail the same way)")
 	}
-	return r.fail(ctx, b, reason, msg)
+	if b.Status.Attempts <= b.Spec.Retries() {
+		if !at.cordoned {
+			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, string(ReasonRetrying), "Seal",
+				"attempt %d failed (%s: %s); retrying on %s, slot %d", b.Status.Attempts, reason, msg, b.Status.Node, *b.Status.Slot)
+		}
+		return r.startAttempt(ctx, b, at, b.Status.Attempts+1)
+	}
+	return reconcile.Result{}, r.fail(ctx, b, reason, msg)
 }
 
 // fail marks the batch Failed; the slot stays held until the release policy frees it.
@@ -284,10 +324,11 @@ func markFailed(ctx context.Context, c client.Client, rec Recorder, b *sealv1.Se
 	})
 }
 
-// podFailure explains a failed pod: eviction, or the sealer's exit code and message.
-func podFailure(pod *corev1.Pod) (Reason, string) {
+// podFailure explains a failed pod (eviction, or the sealer's exit code and message) and
+// whether another attempt could succeed.
+func podFailure(pod *corev1.Pod) (reason Reason, msg string, retriable bool) {
 	if pod.Status.Reason == "Evicted" {
-		return ReasonPodEvicted, "sealer pod evicted: " + pod.Status.Message
+		return ReasonPodEvicted, "sealer pod evicted: " + pod.Status.Message, true
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
@@ -295,15 +336,20 @@ func podFailure(pod *corev1.Pod) (Reason, string) {
 			if msg == "" {
 				msg = t.Reason
 			}
-			return ReasonSealerFailed, fmt.Sprintf("sealer exited %d (%s): %s", t.ExitCode, exitMeaning(t.ExitCode), truncate(msg, 1024))
+			return ReasonSealerFailed, fmt.Sprintf("sealer exited %d (%s): %s", t.ExitCode, exitMeaning(t.ExitCode), truncate(msg, 1024)),
+				!deterministicExit(t.ExitCode)
 		}
 	}
-	msg := pod.Status.Message
+	msg = pod.Status.Message
 	if msg == "" {
 		msg = pod.Status.Reason
 	}
-	return ReasonSealerFailed, "sealer pod failed: " + msg
+	return ReasonSealerFailed, "sealer pod failed: " + msg, true
 }
+
+// deterministicExit: the sealer's bad-input (2) and no-SHA-NI (4) exits repeat on every
+// attempt with the same config on the same node.
+func deterministicExit(code int32) bool { return code == 2 || code == 4 }
 
 // exitMeaning names the sealer's exit codes (sealer-image/README.md).
 func exitMeaning(code int32) string {
@@ -337,7 +383,7 @@ func (r *SealerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: batchWorkers}).
 		For(&sealv1.SealBatch{}).
 		Owns(&corev1.Pod{}).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.batchesOnNode), builder.WithPredicates(deletedOnly)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.batchesOnNode), builder.WithPredicates(nodeGoneOrUncordoned)).
 		Watches(&sealv1.SealerNode{}, handler.EnqueueRequestsFromMapFunc(r.batchesOnNode), builder.WithPredicates(deletedOnly)).
 		Complete(r)
 }

@@ -35,9 +35,11 @@ type Options struct {
 	SealerMetricsPort int
 	SealerMetricsAddr string
 	MemoryBase        string
-	MemoryPerSector   string
-	ProgressInterval  time.Duration
-	ReleaseTimeout    time.Duration
+	// SealerPriorityClass names the PriorityClass of sealer pods ("" = cluster default).
+	SealerPriorityClass string
+	MemoryPerSector     string
+	ProgressInterval    time.Duration
+	ReleaseTimeout      time.Duration
 
 	// Progress reads a running sealer's progress; nil uses HTTP to the pod's /progress.
 	Progress ProgressSource
@@ -55,6 +57,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.SealerHostNetwork, "sealer-host-network", false, "run sealer pods on the host network (nodes without pod networking)")
 	fs.IntVar(&o.SealerMetricsPort, "sealer-metrics-port", 9464, "port of the sealer's /metrics and /progress; with host networking, slot i uses port+i")
 	fs.StringVar(&o.SealerMetricsAddr, "sealer-metrics-address", "", "address the sealer's metrics port listens on (empty: all addresses of the pod; use the node's scrape address, e.g. 127.0.0.1, with host networking)")
+	fs.StringVar(&o.SealerPriorityClass, "sealer-priority-class", "", "PriorityClass of sealer pods (empty: the cluster default); give one above your preemptible workloads so a preemption does not kill a multi-hour PC1")
 	fs.StringVar(&o.MemoryBase, "sealer-memory-base", "2Gi", "memory (besides hugepages) of every sealer pod")
 	fs.StringVar(&o.MemoryPerSector, "sealer-memory-per-sector", "256Mi", "memory added per sector of the batch")
 	fs.DurationVar(&o.ProgressInterval, "progress-interval", 10*time.Second, "how often a running sealer's progress is read")
@@ -107,6 +110,7 @@ func (o *Options) podOptions() (render.PodOptions, error) {
 		Image: o.SealerImage, ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
 		HostNetwork: o.SealerHostNetwork, MemoryBase: base, MemoryPerSector: per,
 		MetricsPort: o.SealerMetricsPort, MetricsAddress: o.SealerMetricsAddr,
+		PriorityClassName: o.SealerPriorityClass,
 	}, nil
 }
 

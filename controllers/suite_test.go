@@ -188,6 +188,19 @@ func (h *harness) addNode(name string, slots int32, hugepages int64, labels map[
 	}
 }
 
+// setCordon marks a Node unschedulable or schedulable, as kubectl cordon / uncordon do.
+func (h *harness) setCordon(name string, cordoned bool) {
+	h.t.Helper()
+	var n corev1.Node
+	if err := h.c.Get(context.Background(), client.ObjectKey{Name: name}, &n); err != nil {
+		h.t.Fatal(err)
+	}
+	n.Spec.Unschedulable = cordoned
+	if err := h.c.Update(context.Background(), &n); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 func (h *harness) newBatch(ns, name string, sectors int, mutate func(*sealv1.SealBatch)) *sealv1.SealBatch {
 	h.t.Helper()
 	b := testutil.Batch(ns, name, sealv1.SectorSize8MiB, sectors, func(b *sealv1.SealBatch) { b.UID = "" })

@@ -78,12 +78,13 @@ type SealBatchSpec struct {
 	OutputsTaken bool `json:"outputsTaken,omitempty"`
 
 	// maxRetries is how often a failed sealer pod is restarted on the same node and slot; the
-	// sealer resumes from its last complete layer. 0 means a failure is final.
+	// sealer resumes from its last complete layer, so a retry costs little. 0 means a failure
+	// is final. A failure that would repeat (bad input, a CPU without SHA-NI) is never retried.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10
-	// +kubebuilder:default=0
+	// +kubebuilder:default=3
 	// +optional
-	MaxRetries int32 `json:"maxRetries,omitempty"`
+	MaxRetries *int32 `json:"maxRetries,omitempty"`
 
 	// priority orders pending batches: higher first, then oldest first.
 	// +kubebuilder:validation:Minimum=-1000
@@ -120,6 +121,17 @@ type SectorSpec struct {
 	// +optional
 	CommD string `json:"commD,omitempty"`
 }
+
+// Retries is spec.maxRetries with its default (3) when unset.
+func (s *SealBatchSpec) Retries() int32 {
+	if s.MaxRetries == nil {
+		return DefaultMaxRetries
+	}
+	return *s.MaxRetries
+}
+
+// DefaultMaxRetries is the API default of spec.maxRetries.
+const DefaultMaxRetries = 3
 
 // Placement narrows where a batch may run.
 // +kubebuilder:validation:XValidation:rule="!(has(self.nodeName) && has(self.nodeSelector))",message="spec.placement: set either nodeName (pin to one node) or nodeSelector, not both"

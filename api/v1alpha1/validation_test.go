@@ -137,7 +137,7 @@ func TestSealBatchValidation(t *testing.T) {
 		}
 		s := got.Spec
 		if s.ProofType != sealv1.ProofTypeV1_1 || s.PC2Engine != sealv1.PC2EngineCPU ||
-			s.ReleasePolicy != sealv1.ReleaseOnCompletion || s.MaxRetries != 0 || s.Priority != 0 {
+			s.ReleasePolicy != sealv1.ReleaseOnCompletion || s.Retries() != sealv1.DefaultMaxRetries || s.MaxRetries == nil || s.Priority != 0 {
 			t.Errorf("defaults not applied: %+v", s)
 		}
 		if s.Output == nil || s.Output.HostPath == nil || s.Output.HostPath.Path != "/var/lib/sealfleet/output" {

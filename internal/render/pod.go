@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
@@ -33,6 +35,10 @@ func ConfigMapName(b *sealv1.SealBatch) string { return b.Name + "-sealer-config
 // ScrubPodName is the pod that scrubs a released slot.
 func ScrubPodName(b *sealv1.SealBatch) string { return b.Name + "-scrub" }
 
+// DisruptionBudgetName is the PodDisruptionBudget that keeps a drain from evicting the batch's
+// sealer pod.
+func DisruptionBudgetName(b *sealv1.SealBatch) string { return b.Name + "-sealer" }
+
 // PodName is the sealer pod of one attempt; each retry gets a new pod on the same node and slot.
 func PodName(b *sealv1.SealBatch, attempt int32) string {
 	return fmt.Sprintf("%s-sealer-%d", b.Name, attempt)
@@ -49,6 +55,8 @@ type PodOptions struct {
 	MetricsPort     int
 	// MetricsAddress is the sealer's listen address ("" = all addresses of the pod).
 	MetricsAddress string
+	// PriorityClassName of sealer pods ("" = the cluster default).
+	PriorityClassName string
 }
 
 // PodInput is what was decided for this attempt.
@@ -170,12 +178,9 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      PodName(b, in.Attempt),
-			Namespace: b.Namespace,
-			Labels: map[string]string{
-				LabelName: "sealfleet", LabelComponent: ComponentSeal,
-				LabelBatch: b.Name, LabelBatchUID: string(b.UID),
-			},
+			Name:        PodName(b, in.Attempt),
+			Namespace:   b.Namespace,
+			Labels:      sealerPodLabels(b),
 			Annotations: map[string]string{"sealfleet.io/attempt": strconv.Itoa(int(in.Attempt))},
 		},
 		Spec: corev1.PodSpec{
@@ -183,6 +188,7 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			HostNetwork:                   o.HostNetwork,
 			Tolerations:                   tolerations,
+			PriorityClassName:             o.PriorityClassName,
 			TerminationGracePeriodSeconds: ptr.To[int64](30),
 			AutomountServiceAccountToken:  ptr.To(false),
 			EnableServiceLinks:            ptr.To(false),
@@ -199,6 +205,33 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 				SecurityContext:          sc,
 				TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			}},
+		},
+	}
+}
+
+func sealerPodLabels(b *sealv1.SealBatch) map[string]string {
+	return map[string]string{
+		LabelName: "sealfleet", LabelComponent: ComponentSeal,
+		LabelBatch: b.Name, LabelBatchUID: string(b.UID),
+	}
+}
+
+// DisruptionBudget keeps voluntary disruptions (kubectl drain, the eviction API) from killing
+// the batch's sealer pod: a PC1 killed mid-layer loses hours, and its layers cannot move with
+// it. It allows no eviction of any attempt's pod; a deliberate drain deletes the pod instead
+// (kubectl drain --disable-eviction) or deletes the batch.
+func DisruptionBudget(b *sealv1.SealBatch) *policyv1.PodDisruptionBudget {
+	zero := intstr.FromInt32(0)
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: DisruptionBudgetName(b), Namespace: b.Namespace,
+			Labels: map[string]string{LabelName: "sealfleet", LabelBatch: b.Name, LabelBatchUID: string(b.UID)},
+		},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: &zero,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{
+				LabelComponent: ComponentSeal, LabelBatchUID: string(b.UID),
 			}},
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/internal/layout"
@@ -167,6 +168,35 @@ func TestPodPrivilegeFollowsDeviceMode(t *testing.T) {
 	}
 	if !paths["/dev/vfio/17"] || !paths["/dev/vfio/vfio"] || paths["/dev/vfio"] {
 		t.Errorf("vfio volumes: %v", paths)
+	}
+}
+
+// Every attempt's pod is covered by the batch's disruption budget, which allows no eviction;
+// the pod carries the operator's priority class.
+func TestDisruptionBudgetCoversEveryAttempt(t *testing.T) {
+	b := testBatch()
+	pdb := DisruptionBudget(b)
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := podOpts()
+	o.PriorityClassName = "sealfleet-sealer"
+	for attempt := int32(1); attempt <= 3; attempt++ {
+		p := Pod(PodInput{Batch: b, Node: "n1", Attempt: attempt, CPUs: 2}, o)
+		if !sel.Matches(labels.Set(p.Labels)) {
+			t.Errorf("attempt %d pod %v not selected by %v", attempt, p.Labels, pdb.Spec.Selector)
+		}
+		if p.Spec.PriorityClassName != "sealfleet-sealer" {
+			t.Errorf("priority class %q", p.Spec.PriorityClassName)
+		}
+	}
+	scrub := ScrubPod(ScrubInput{Batch: b, Node: "n1"}, "img", corev1.PullIfNotPresent)
+	if sel.Matches(labels.Set(scrub.Labels)) {
+		t.Error("the budget must not hold the scrub pod (a release would wait on a drain)")
+	}
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 0 || pdb.Name != "b-sealer" || pdb.Namespace != b.Namespace {
+		t.Errorf("budget %s/%s %+v", pdb.Namespace, pdb.Name, pdb.Spec)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
@@ -203,6 +204,7 @@ func starvedRun(t *testing.T, step func(env []string, args ...string) string) {
 		t.Fatalf("%s not firing after %s of throttled I/O (%d cgroups throttled); hasher busy ratio %s", firing, time.Since(t0).Round(time.Second), n, summary(busy))
 	}
 	t.Logf("alert fired %.0f s after the batch was applied (%d cgroups throttled); hasher busy ratio %s", fired.Seconds(), n, summary(busy))
+	drainIsBlocked(t, ns, batch)
 	if err := <-sealed; err != nil {
 		t.Fatalf("hack/demo.sh seal %s after lifting the throttle: %v\n%s", batch, err, sealOut)
 	}
@@ -213,6 +215,34 @@ func starvedRun(t *testing.T, step func(env []string, args ...string) string) {
 	}
 	step(nil, "release", batch)
 	t.Logf("BENCH realnode_starved alert_after_seconds=%.0f total_seconds=%.0f", fired.Seconds(), time.Since(t0).Seconds())
+}
+
+// drainIsBlocked drains the real node of the batch's running sealer pod, as an admin would,
+// and expects the batch's disruption budget to refuse the eviction until the drain gives up;
+// the pod keeps running and the node is uncordoned again.
+func drainIsBlocked(t *testing.T, ns, batch string) {
+	t.Helper()
+	kubectl := func(args ...string) (string, error) {
+		cmd := exec.Command(filepath.Join(repo, "bin", "kubectl"), append([]string{"--kubeconfig", filepath.Join(clusterDir, "pki", "admin.kubeconfig")}, args...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	var b sealv1.SealBatch
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: batch}, &b); err != nil {
+		t.Fatal(err)
+	}
+	out, err := kubectl("drain", "127.0.0.1", "--pod-selector", "sealfleet.io/batch="+batch, "--ignore-daemonsets", "--timeout", "15s")
+	if uout, uerr := kubectl("uncordon", "127.0.0.1"); uerr != nil {
+		t.Fatalf("kubectl uncordon: %v\n%s", uerr, uout)
+	}
+	if err == nil || !strings.Contains(out, "disruption budget") {
+		t.Fatalf("kubectl drain of a node running PC1 was not refused by the batch's disruption budget (err %v):\n%s", err, out)
+	}
+	var pod corev1.Pod
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: b.Status.PodName}, &pod); err != nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+		t.Fatalf("sealer pod %s after the refused drain: %v %v", b.Status.PodName, err, pod.Status.Phase)
+	}
+	t.Logf("kubectl drain refused for 15 s by the disruption budget; %s still running", pod.Name)
 }
 
 // summary is "n=… min=… mean=… max=…" of a series of ratios.

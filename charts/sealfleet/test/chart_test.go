@@ -156,6 +156,10 @@ func TestDefaults(t *testing.T) {
 		}
 	}
 
+	// Sealer pods get a class that outranks ordinary pods but never preempts them.
+	if pc := find(objs, "PriorityClass", "sealfleet-sealer"); pc == nil || pc["preemptionPolicy"] != "Never" || pc["value"] != float64(1000000) {
+		t.Errorf("sealer PriorityClass: %v", pc)
+	}
 	dep := find(objs, "Deployment", "sf-sealfleet-operator")
 	if dep == nil {
 		t.Fatal("no operator Deployment")
@@ -168,7 +172,7 @@ func TestDefaults(t *testing.T) {
 	for _, want := range []string{"--leader-elect=true", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
 		"--sealer-image=localhost/sealfleet-sealer:dev", "--sealer-pc2-engines=cpu", "--scrub-image=localhost/sealfleet-operator:dev",
 		"--image-pull-policy=IfNotPresent", "--sealer-host-network=false", "--sealer-metrics-port=9464",
-		"--sealer-memory-base=2Gi", "--sealer-memory-per-sector=256Mi", "--progress-interval=10s", "--release-timeout=10m"} {
+		"--sealer-memory-base=2Gi", "--sealer-priority-class=sealfleet-sealer", "--sealer-memory-per-sector=256Mi", "--progress-interval=10s", "--release-timeout=10m"} {
 		if !hasArg(args, want) {
 			t.Errorf("operator args %v lack %s", args, want)
 		}
