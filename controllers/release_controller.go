@@ -30,7 +30,9 @@ type ReleaseReconciler struct {
 	Recorder   Recorder
 	ScrubImage string
 	PullPolicy corev1.PullPolicy
-	Timeout    time.Duration
+	// PullSecrets of scrub pods.
+	PullSecrets []string
+	Timeout     time.Duration
 	// HostNetwork runs scrub pods on the host network (--sealer-host-network).
 	HostNetwork bool
 	// APIReader reads past the informer cache (see needsScrub).
@@ -247,6 +249,7 @@ func (r *ReleaseReconciler) scrub(ctx context.Context, b *sealv1.SealBatch) (boo
 			Offset:      claim.Range.OffsetBytes,
 			Length:      claim.Range.LengthBytes, // the slot's whole share of each device
 			HostNetwork: r.HostNetwork,
+			PullSecrets: r.PullSecrets,
 		}, r.ScrubImage, r.PullPolicy)
 		if b.DeletionTimestamp == nil {
 			if err := controllerutil.SetControllerReference(b, p, r.Scheme()); err != nil {

@@ -28,9 +28,11 @@ type Options struct {
 	SealerImage string
 	// SealerPC2Engines lists the PC2 engines the sealer image was built with (comma
 	// separated): a batch asking for another one is not placed.
-	SealerPC2Engines  string
-	ScrubImage        string
-	ImagePullPolicy   string
+	SealerPC2Engines string
+	ScrubImage       string
+	ImagePullPolicy  string
+	// ImagePullSecrets names, comma separated, the pull secrets of sealer and scrub pods.
+	ImagePullSecrets  string
 	SealerHostNetwork bool
 	SealerMetricsPort int
 	SealerMetricsAddr string
@@ -53,6 +55,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SealerImage, "sealer-image", "localhost/sealfleet-sealer:dev", "image of the native sealer")
 	fs.StringVar(&o.SealerPC2Engines, "sealer-pc2-engines", "cpu", "PC2 engines the sealer image was built with, comma separated (cpu; gpu only for a GPU build): batches asking for another engine stay Pending with a reason")
 	fs.StringVar(&o.ScrubImage, "scrub-image", "localhost/sealfleet-operator:dev", "image with /node-agent, used to scrub a released slot")
+	fs.StringVar(&o.ImagePullSecrets, "image-pull-secrets", "", "image pull secrets of sealer and scrub pods, comma separated; each must exist in every batch namespace")
 	fs.StringVar(&o.ImagePullPolicy, "image-pull-policy", "IfNotPresent", "pull policy of sealer and scrub pods")
 	fs.BoolVar(&o.SealerHostNetwork, "sealer-host-network", false, "run sealer pods on the host network (nodes without pod networking)")
 	fs.IntVar(&o.SealerMetricsPort, "sealer-metrics-port", 9464, "port of the sealer's /metrics and /progress; with host networking, slot i uses port+i")
@@ -110,8 +113,19 @@ func (o *Options) podOptions() (render.PodOptions, error) {
 		Image: o.SealerImage, ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
 		HostNetwork: o.SealerHostNetwork, MemoryBase: base, MemoryPerSector: per,
 		MetricsPort: o.SealerMetricsPort, MetricsAddress: o.SealerMetricsAddr,
-		PriorityClassName: o.SealerPriorityClass,
+		PriorityClassName: o.SealerPriorityClass, PullSecrets: o.pullSecrets(),
 	}, nil
+}
+
+// pullSecrets parses --image-pull-secrets.
+func (o *Options) pullSecrets() []string {
+	var out []string
+	for _, s := range strings.Split(o.ImagePullSecrets, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // pc2Engines parses --sealer-pc2-engines.
@@ -163,7 +177,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := (&ReleaseReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec("sealfleet-release"),
-		ScrubImage: o.ScrubImage, PullPolicy: corev1.PullPolicy(o.ImagePullPolicy), Timeout: o.ReleaseTimeout, HostNetwork: o.SealerHostNetwork}).SetupWithManager(mgr); err != nil {
+		ScrubImage: o.ScrubImage, PullPolicy: corev1.PullPolicy(o.ImagePullPolicy), PullSecrets: o.pullSecrets(), Timeout: o.ReleaseTimeout, HostNetwork: o.SealerHostNetwork}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return nil

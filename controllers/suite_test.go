@@ -3,8 +3,6 @@ package controllers_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
@@ -62,11 +59,6 @@ type harness struct {
 }
 
 func newHarness(t *testing.T) *harness {
-	if os.Getenv("SEALFLEET_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
-	} else {
-		ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	}
 	env := testenv.Start(t)
 	h := &harness{t: t, env: env, c: env.Client, progress: &fakeProgress{}}
 	h.startOperator()

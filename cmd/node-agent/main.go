@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -133,12 +134,13 @@ var errUnsupported = errors.New("batch size not supported on this machine")
 func newRun() *cobra.Command {
 	a := &nodeagent.Agent{}
 	var metricsAddr string
+	zapOpts := zap.Options{}
 	c := &cobra.Command{
 		Use:   "run",
 		Short: "Scan, prepare and publish this node's SealerNode until stopped",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logf.SetLogger(zap.New())
+			logf.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 			if a.NodeName == "" {
 				a.NodeName = os.Getenv("NODE_NAME")
 			}
@@ -180,5 +182,9 @@ func newRun() *cobra.Command {
 	c.Flags().DurationVar(&a.MetricsInterval, "metrics-interval", 15*time.Second, "time between /proc/stat samples")
 	c.Flags().BoolVar(&a.DryRun, "dry-run", false, "never change the machine; report planned changes only")
 	c.Flags().StringVar(&metricsAddr, "metrics-bind-address", ":8090", "address of /metrics and /healthz (0 disables)")
+	// The operator's logging flags (--zap-log-level, --zap-devel, --zap-encoder, …).
+	logFlags := flag.NewFlagSet("log", flag.ContinueOnError)
+	zapOpts.BindFlags(logFlags)
+	c.Flags().AddGoFlagSet(logFlags)
 	return c
 }

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -26,6 +27,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
@@ -90,6 +93,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: fleet apply|delete -f FLEET.yaml [--total N] [--kubeconfig F] [--root REPO]")
 		os.Exit(2)
 	}
+	// controller-runtime's client logs API warnings; errors only, and no warning about a
+	// missing logger.
+	log.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	file := fs.String("f", "hack/fleet/fleet.yaml", "fleet description")
 	total := fs.Int("total", 0, "scale the machine counts so they add up to about N (0: as written)")

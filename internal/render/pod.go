@@ -57,6 +57,21 @@ type PodOptions struct {
 	MetricsAddress string
 	// PriorityClassName of sealer pods ("" = the cluster default).
 	PriorityClassName string
+	// PullSecrets name the image pull secrets of sealer and scrub pods (they must exist in
+	// each batch namespace).
+	PullSecrets []string
+}
+
+// pullSecrets is the pod spec's list for secret names.
+func pullSecrets(names []string) []corev1.LocalObjectReference {
+	if len(names) == 0 {
+		return nil
+	}
+	out := make([]corev1.LocalObjectReference, len(names))
+	for i, n := range names {
+		out[i].Name = n
+	}
+	return out
 }
 
 // PodInput is what was decided for this attempt.
@@ -189,6 +204,7 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 			HostNetwork:                   o.HostNetwork,
 			Tolerations:                   tolerations,
 			PriorityClassName:             o.PriorityClassName,
+			ImagePullSecrets:              pullSecrets(o.PullSecrets),
 			TerminationGracePeriodSeconds: ptr.To[int64](30),
 			AutomountServiceAccountToken:  ptr.To(false),
 			EnableServiceLinks:            ptr.To(false),

@@ -172,8 +172,8 @@ func TestPodPrivilegeFollowsDeviceMode(t *testing.T) {
 }
 
 // Every attempt's pod is covered by the batch's disruption budget, which allows no eviction;
-// the pod carries the operator's priority class.
-func TestDisruptionBudgetCoversEveryAttempt(t *testing.T) {
+// the pod carries the operator's priority class and pull secrets (the scrub pod too).
+func TestDisruptionBudgetPriorityAndPullSecrets(t *testing.T) {
 	b := testBatch()
 	pdb := DisruptionBudget(b)
 	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
@@ -182,6 +182,7 @@ func TestDisruptionBudgetCoversEveryAttempt(t *testing.T) {
 	}
 	o := podOpts()
 	o.PriorityClassName = "sealfleet-sealer"
+	o.PullSecrets = []string{"reg-a", "reg-b"}
 	for attempt := int32(1); attempt <= 3; attempt++ {
 		p := Pod(PodInput{Batch: b, Node: "n1", Attempt: attempt, CPUs: 2}, o)
 		if !sel.Matches(labels.Set(p.Labels)) {
@@ -190,8 +191,14 @@ func TestDisruptionBudgetCoversEveryAttempt(t *testing.T) {
 		if p.Spec.PriorityClassName != "sealfleet-sealer" {
 			t.Errorf("priority class %q", p.Spec.PriorityClassName)
 		}
+		if len(p.Spec.ImagePullSecrets) != 2 || p.Spec.ImagePullSecrets[1].Name != "reg-b" {
+			t.Errorf("pull secrets %v", p.Spec.ImagePullSecrets)
+		}
 	}
-	scrub := ScrubPod(ScrubInput{Batch: b, Node: "n1"}, "img", corev1.PullIfNotPresent)
+	scrub := ScrubPod(ScrubInput{Batch: b, Node: "n1", PullSecrets: o.PullSecrets}, "img", corev1.PullIfNotPresent)
+	if len(scrub.Spec.ImagePullSecrets) != 2 || scrub.Spec.ImagePullSecrets[0].Name != "reg-a" {
+		t.Errorf("scrub pull secrets %v", scrub.Spec.ImagePullSecrets)
+	}
 	if sel.Matches(labels.Set(scrub.Labels)) {
 		t.Error("the budget must not hold the scrub pod (a release would wait on a drain)")
 	}

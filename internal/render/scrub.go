@@ -23,6 +23,8 @@ type ScrubInput struct {
 	// HostNetwork runs the pod on the host network (nodes without pod networking, like the
 	// sealer pods under --sealer-host-network).
 	HostNetwork bool
+	// PullSecrets name the image pull secrets for the scrub image.
+	PullSecrets []string
 }
 
 // ScrubPod renders the short pod that discards a released slot's layer ranges on its node
@@ -64,6 +66,7 @@ func ScrubPod(in ScrubInput, image string, pull corev1.PullPolicy) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			NodeName: in.Node, RestartPolicy: corev1.RestartPolicyNever, Tolerations: tolerations,
 			HostNetwork:                  in.HostNetwork,
+			ImagePullSecrets:             pullSecrets(in.PullSecrets),
 			AutomountServiceAccountToken: ptr.To(false), EnableServiceLinks: ptr.To(false),
 			Volumes: volumes,
 			Containers: []corev1.Container{{

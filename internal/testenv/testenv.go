@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
@@ -40,6 +43,7 @@ func Start(t testing.TB) *Env {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("KUBEBUILDER_ASSETS is not set: run through `make test` (or `make envtest` and export KUBEBUILDER_ASSETS=bin/envtest)")
 	}
+	SetLogger()
 	e := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
@@ -66,3 +70,13 @@ var (
 	SealBatchGVK  = schema.GroupVersionKind{Group: sealv1.GroupVersion.Group, Version: sealv1.GroupVersion.Version, Kind: "SealBatch"}
 	SealerNodeGVK = schema.GroupVersionKind{Group: sealv1.GroupVersion.Group, Version: sealv1.GroupVersion.Version, Kind: "SealerNode"}
 )
+
+// SetLogger gives controller-runtime a logger for tests (without one it prints a warning and
+// a stack trace): silent, or development logs on stderr with SEALFLEET_TEST_LOG=1.
+func SetLogger() {
+	if os.Getenv("SEALFLEET_TEST_LOG") != "" {
+		log.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+		return
+	}
+	log.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+}

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sealfleet/sealfleet/internal/kube"
+	"github.com/sealfleet/sealfleet/internal/testenv"
 )
 
 var (
@@ -39,6 +40,7 @@ func TestMain(m *testing.M) {
 		fmt.Println("e2e: skipped (set SEALFLEET_E2E=1; see test/e2e/e2e_test.go)")
 		os.Exit(0)
 	}
+	testenv.SetLogger()
 	_, file, _, _ := runtime.Caller(0)
 	repo = filepath.Join(filepath.Dir(file), "..", "..")
 	clusterDir = os.Getenv("CLUSTER_DIR")

@@ -34,12 +34,21 @@ app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* An image reference: repository@digest when a digest pins it, else repository:tag. */}}
+{{- define "sealfleet.imageRef" -}}
+{{- if .img.digest -}}
+{{- printf "%s@%s" .img.repository .img.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .img.repository (default .ctx.Chart.AppVersion .img.tag) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "sealfleet.operatorImage" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- include "sealfleet.imageRef" (dict "img" .Values.image "ctx" .) -}}
 {{- end -}}
 
 {{- define "sealfleet.sealerImage" -}}
-{{- printf "%s:%s" .Values.sealerImage.repository (default .Chart.AppVersion .Values.sealerImage.tag) -}}
+{{- include "sealfleet.imageRef" (dict "img" .Values.sealerImage "ctx" .) -}}
 {{- end -}}
 
 {{- define "sealfleet.operatorServiceAccount" -}}

@@ -440,6 +440,28 @@ func TestOverrides(t *testing.T) {
 	if find(objs, "Namespace", "") != nil {
 		t.Errorf("batchNamespace.create=false still renders the namespace")
 	}
+
+	// Digests pin every image, pull secrets reach every pod (sealer and scrub pods through
+	// the operator's flag).
+	const d1, d2 = "sha256:1111111111111111111111111111111111111111111111111111111111111111", "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	objs = render(t, "--set", "image.repository=registry.example/sf/operator", "--set", "image.digest="+d1,
+		"--set", "sealerImage.repository=registry.example/sf/sealer", "--set", "sealerImage.digest="+d2,
+		"--set", "imagePullSecrets[0].name=reg-a", "--set", "imagePullSecrets[1].name=reg-b")
+	dep = find(objs, "Deployment", "")
+	c = container(t, dep)
+	if c["image"] != "registry.example/sf/operator@"+d1 || container(t, find(objs, "DaemonSet", ""))["image"] != "registry.example/sf/operator@"+d1 {
+		t.Errorf("operator/agent image not pinned: %v", c["image"])
+	}
+	args = strs(c["args"])
+	for _, want := range []string{"--sealer-image=registry.example/sf/sealer@" + d2, "--scrub-image=registry.example/sf/operator@" + d1,
+		"--image-pull-secrets=reg-a,reg-b"} {
+		if !hasArg(args, want) {
+			t.Errorf("operator args %v lack %s", args, want)
+		}
+	}
+	if got := get(dep, "spec", "template", "spec", "imagePullSecrets"); !reflect.DeepEqual(got, []any{obj{"name": "reg-a"}, obj{"name": "reg-b"}}) {
+		t.Errorf("operator pull secrets %v", got)
+	}
 }
 
 func TestMonitoringValues(t *testing.T) {
@@ -485,6 +507,8 @@ func TestMonitoringValues(t *testing.T) {
 func TestSchemaRejectsBadValues(t *testing.T) {
 	for _, tc := range []struct{ set, want string }{
 		{"image.pullPolicy=Sometimes", "pullPolicy"},
+		{"sealerImage.digest=latest", "digest"},
+		{"sealerImage.pc2Engines[0]=fpga", "pc2Engines"},
 		{"operator.sealerHostNetwork=maybe", "sealerHostNetwork"},
 		{"operator.sealerHostNetwrk=true", "sealerHostNetwrk"},
 		{"operator.releaseTimeout=ten minutes", "releaseTimeout"},
