@@ -61,7 +61,7 @@ test-sealer: ## Rust sealer tests, including the rust-fil-proofs oracle.
 	@if [ -f sealer-image/Cargo.toml ]; then cd sealer-image && cargo test --release --locked; else echo "sealer-image has no workspace yet"; fi
 
 .PHONY: test-chart
-test-chart: ## Helm chart: helm lint, template assertions, promtool check/test of the alert rules.
+test-chart: envtest ## Helm chart: helm lint, template assertions (the admission policy on envtest), promtool check/test of the alert rules.
 	hack/tools.sh helm
 	hack/test-chart.sh
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -395,5 +396,25 @@ func TestStuckReleaseIsVisibleAndForceable(t *testing.T) {
 	h.eventually("forced release", func() (bool, string) { return h.batch(ns, "b") == nil, "still there" })
 	if l := h.held("node-k"); len(l) != 0 {
 		t.Errorf("forced release left the slot held: %+v", l)
+	}
+}
+
+// TestWatchNamespacesConfinesTheOperator: with --watch-namespaces the operator places and runs
+// batches there only; a batch elsewhere is never touched (no placement, finalizer or pod), and
+// the slot stays free for the batches it serves.
+func TestWatchNamespacesConfinesTheOperator(t *testing.T) {
+	h := newHarnessWatching(t, "served")
+	served, other := h.namespace("served"), h.namespace("elsewhere")
+	h.addNode("node-w", 1, 8, nil)
+	h.newBatch(other, "outside", 2, nil)
+	h.newBatch(served, "inside", 2, nil)
+	h.waitPod(served, "inside-sealer-1")
+	time.Sleep(2 * time.Second) // several cycles: the outside batch must still be untouched
+	b := h.batch(other, "outside")
+	if b.Status.Node != "" || len(b.Finalizers) != 0 || len(b.Status.Conditions) != 0 || h.pod(other, "outside-sealer-1") != nil {
+		t.Errorf("batch outside --watch-namespaces was handled: node %q finalizers %v conditions %v", b.Status.Node, b.Finalizers, b.Status.Conditions)
+	}
+	if l := h.held("node-w"); len(l) != 1 || l[0].Batch != served+"/inside" {
+		t.Errorf("claims on node-w: %+v", l)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/internal/render"
@@ -25,7 +26,10 @@ const batchWorkers = 4
 
 // Options are the operator's settings (flags of cmd/manager).
 type Options struct {
-	SealerImage string
+	// WatchNamespaces limits the operator to SealBatches (and the pods, ConfigMaps and
+	// budgets it makes for them) in these namespaces, comma separated; empty: every namespace.
+	WatchNamespaces string
+	SealerImage     string
 	// SealerPC2Engines lists the PC2 engines the sealer image was built with (comma
 	// separated): a batch asking for another one is not placed.
 	SealerPC2Engines string
@@ -52,6 +56,7 @@ type Options struct {
 
 // BindFlags registers the options as flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.WatchNamespaces, "watch-namespaces", "", "serve SealBatches only in these namespaces, comma separated (empty: every namespace); the operator then needs rights only there")
 	fs.StringVar(&o.SealerImage, "sealer-image", "localhost/sealfleet-sealer:dev", "image of the native sealer")
 	fs.StringVar(&o.SealerPC2Engines, "sealer-pc2-engines", "cpu", "PC2 engines the sealer image was built with, comma separated (cpu; gpu only for a GPU build): batches asking for another engine stay Pending with a reason")
 	fs.StringVar(&o.ScrubImage, "scrub-image", "localhost/sealfleet-operator:dev", "image with /node-agent, used to scrub a released slot")
@@ -118,11 +123,29 @@ func (o *Options) podOptions() (render.PodOptions, error) {
 }
 
 // pullSecrets parses --image-pull-secrets.
-func (o *Options) pullSecrets() []string {
+func (o *Options) pullSecrets() []string { return commaList(o.ImagePullSecrets) }
+
+// CacheOptions confines the manager's cache of namespaced objects (SealBatches, pods,
+// ConfigMaps, disruption budgets) to --watch-namespaces; SealerNodes and Nodes are
+// cluster-scoped and always seen.
+func (o *Options) CacheOptions() cache.Options {
+	nss := commaList(o.WatchNamespaces)
+	if len(nss) == 0 {
+		return cache.Options{}
+	}
+	m := make(map[string]cache.Config, len(nss))
+	for _, ns := range nss {
+		m[ns] = cache.Config{}
+	}
+	return cache.Options{DefaultNamespaces: m}
+}
+
+// commaList splits a comma-separated flag, dropping blanks.
+func commaList(s string) []string {
 	var out []string
-	for _, s := range strings.Split(o.ImagePullSecrets, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
 		}
 	}
 	return out

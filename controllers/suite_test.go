@@ -56,28 +56,34 @@ type harness struct {
 	progress *fakeProgress
 	cancel   context.CancelFunc
 	done     chan struct{}
+	// watch is the operator's --watch-namespaces ("" = all).
+	watch string
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessWatching(t, "") }
+
+// newHarnessWatching runs the operator with --watch-namespaces=watch.
+func newHarnessWatching(t *testing.T, watch string) *harness {
 	env := testenv.Start(t)
-	h := &harness{t: t, env: env, c: env.Client, progress: &fakeProgress{}}
+	h := &harness{t: t, env: env, c: env.Client, progress: &fakeProgress{}, watch: watch}
 	h.startOperator()
 	t.Cleanup(h.stopOperator)
 	return h
 }
 
 func (h *harness) startOperator() {
+	opts := controllers.Options{
+		Progress: h.progress, Results: noResults{}, ProgressInterval: 200 * time.Millisecond,
+		ReleaseTimeout: time.Hour, WatchNamespaces: h.watch,
+	}
 	mgr, err := ctrl.NewManager(h.env.Config, ctrl.Options{
 		Scheme: h.env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: configSkipNameValidation(),
+		Controller: configSkipNameValidation(), Cache: opts.CacheOptions(),
 	})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := controllers.Setup(mgr, controllers.Options{
-		Progress: h.progress, Results: noResults{}, ProgressInterval: 200 * time.Millisecond,
-		ReleaseTimeout: time.Hour,
-	}); err != nil {
+	if err := controllers.Setup(mgr, opts); err != nil {
 		h.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -46,6 +46,7 @@ func main() {
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "sealfleet-operator.sealfleet.io",
+		Cache:                  opts.CacheOptions(),
 	})
 	if err != nil {
 		log.Error(err, "creating manager")

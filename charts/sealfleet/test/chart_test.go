@@ -6,11 +6,13 @@ package chart_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 
@@ -267,8 +269,86 @@ func TestOperatorClusterRoleMatchesGenerated(t *testing.T) {
 	if cr == nil {
 		t.Fatal("no operator ClusterRole")
 	}
-	if !reflect.DeepEqual(cr["rules"], gen["rules"]) {
-		t.Errorf("chart ClusterRole rules differ from config/rbac/role.yaml: run `make manifests` (hack/sync-chart-crds.sh)\nchart: %v\ngenerated: %v", cr["rules"], gen["rules"])
+	if got, want := grants(cr["rules"]), grants(gen["rules"]); !reflect.DeepEqual(got, want) {
+		t.Errorf("chart ClusterRole rules differ from config/rbac/role.yaml: run `make manifests` (hack/sync-chart-crds.sh)\nchart: %v\ngenerated: %v", got, want)
+	}
+
+	// Namespace-scoped: the ClusterRole keeps the cluster-scoped resources, a Role in each
+	// watched namespace the rest; together they grant exactly what the markers ask for.
+	objs := render(t, "--set", "operator.watchNamespaces={team-a,team-b}")
+	cr = find(objs, "ClusterRole", "sf-sealfleet-operator")
+	for _, g := range grants(cr["rules"]) {
+		if !strings.HasPrefix(g, "/nodes:") && !strings.HasPrefix(g, "sealfleet.io/sealernodes") {
+			t.Errorf("namespace-scoped operator keeps a cluster-wide grant: %s", g)
+		}
+	}
+	for _, ns := range []string{"team-a", "team-b"} {
+		var role, binding obj
+		for _, o := range objs {
+			if get(o, "metadata", "namespace") == ns && get(o, "metadata", "name") == "sf-sealfleet-operator" {
+				switch o["kind"] {
+				case "Role":
+					role = o
+				case "RoleBinding":
+					binding = o
+				}
+			}
+		}
+		if role == nil || binding == nil || get(binding, "roleRef", "kind") != "Role" || get(binding, "subjects", "0", "name") != "sf-sealfleet-operator" {
+			t.Fatalf("namespace %s: Role %v, RoleBinding %v", ns, role != nil, binding)
+		}
+		all := append(grants(cr["rules"]), grants(role["rules"])...)
+		sort.Strings(all)
+		if want := grants(gen["rules"]); !reflect.DeepEqual(all, want) {
+			t.Errorf("namespace %s: ClusterRole + Role grant\n%v\nwant\n%v", ns, all, want)
+		}
+	}
+	if args := strs(container(t, find(objs, "Deployment", ""))["args"]); !hasArg(args, "--watch-namespaces=team-a,team-b") {
+		t.Errorf("operator args %v lack --watch-namespaces", args)
+	}
+}
+
+// grants flattens RBAC rules to sorted "group/resource:verb,verb" entries, one per resource.
+func grants(rules any) []string {
+	var out []string
+	for _, r := range rules.([]any) {
+		r := r.(obj)
+		var verbs []string
+		for _, v := range r["verbs"].([]any) {
+			verbs = append(verbs, v.(string))
+		}
+		sort.Strings(verbs)
+		for _, g := range r["apiGroups"].([]any) {
+			for _, res := range r["resources"].([]any) {
+				out = append(out, fmt.Sprintf("%s/%s:%s", g, res, strings.Join(verbs, ",")))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestUserRolesAggregate: editors and viewers of a namespace get SealBatches through the
+// built-in edit/admin and view roles.
+func TestUserRolesAggregate(t *testing.T) {
+	objs := render(t)
+	ed, vw := find(objs, "ClusterRole", "sf-sealfleet-sealbatch-editor"), find(objs, "ClusterRole", "sf-sealfleet-sealbatch-viewer")
+	if ed == nil || vw == nil {
+		t.Fatal("no sealbatch-editor / -viewer ClusterRoles")
+	}
+	if get(ed, "metadata", "labels", "rbac.authorization.k8s.io/aggregate-to-edit") != "true" ||
+		get(ed, "metadata", "labels", "rbac.authorization.k8s.io/aggregate-to-admin") != "true" ||
+		get(vw, "metadata", "labels", "rbac.authorization.k8s.io/aggregate-to-view") != "true" {
+		t.Errorf("aggregation labels: editor %v viewer %v", get(ed, "metadata", "labels"), get(vw, "metadata", "labels"))
+	}
+	want := []string{"sealfleet.io/sealbatches/status:get", "sealfleet.io/sealbatches:create,delete,deletecollection,get,list,patch,update,watch"}
+	if got := grants(ed["rules"]); !reflect.DeepEqual(got, want) {
+		t.Errorf("editor grants %v", got)
+	}
+	for _, g := range grants(vw["rules"]) {
+		if !strings.HasSuffix(g, ":get,list,watch") {
+			t.Errorf("viewer may write: %s", g)
+		}
 	}
 }
 
