@@ -1,51 +1,36 @@
-// Package cpuset parses and formats Linux cpu lists ("0-3,8,10-11").
+// Package cpuset reads and writes Linux cpu lists ("0-3,8,10-11") as sorted []int, the form
+// the layout and placement code works with, on top of k8s.io/utils/cpuset (the kubelet's own
+// parser).
 package cpuset
 
 import (
 	"fmt"
-	"sort"
-	"strconv"
+	"regexp"
 	"strings"
+
+	kcpuset "k8s.io/utils/cpuset"
 )
+
+// hugeID finds a CPU number of six or more digits: no machine has that many CPUs, and a range
+// up to it would make the parser allocate one entry per CPU of a user-written list.
+var hugeID = regexp.MustCompile(`[0-9]{6,}`)
 
 // Parse reads a Linux cpulist such as "0-3,8,10-11" (as in sysfs cpulist files or the
 // kubelet's reservedSystemCPUs). Whitespace and an empty list are accepted. The result is
 // sorted and free of duplicates.
 func Parse(s string) ([]int, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
+	compact := strings.Join(strings.Fields(s), "")
+	if compact == "" {
 		return nil, nil
 	}
-	seen := map[int]bool{}
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(strings.TrimSpace(lo))
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("cpulist %q: bad cpu %q", s, lo)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil || b < a {
-				return nil, fmt.Errorf("cpulist %q: bad range %q", s, part)
-			}
-		}
-		if b-a > 1<<16 {
-			return nil, fmt.Errorf("cpulist %q: range %q too large", s, part)
-		}
-		for c := a; c <= b; c++ {
-			seen[c] = true
-		}
+	if id := hugeID.FindString(compact); id != "" {
+		return nil, fmt.Errorf("cpulist %q: cpu %s out of range", s, id)
 	}
-	out := make([]int, 0, len(seen))
-	for c := range seen {
-		out = append(out, c)
+	set, err := kcpuset.Parse(compact)
+	if err != nil {
+		return nil, fmt.Errorf("cpulist %q: %w", s, err)
 	}
-	sort.Ints(out)
-	return out, nil
+	return set.List(), nil
 }
 
 // MustParse is Parse for constant lists in tests; it panics on a malformed list.
@@ -59,27 +44,4 @@ func MustParse(s string) []int {
 
 // Format writes cpus as a compact Linux cpulist ("0-3,8"). The input need not be sorted;
 // duplicates are dropped.
-func Format(cpus []int) string {
-	if len(cpus) == 0 {
-		return ""
-	}
-	c := append([]int(nil), cpus...)
-	sort.Ints(c)
-	var b strings.Builder
-	for i := 0; i < len(c); {
-		j := i
-		for j+1 < len(c) && (c[j+1] == c[j]+1 || c[j+1] == c[j]) {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		if c[i] == c[j] {
-			b.WriteString(strconv.Itoa(c[i]))
-		} else {
-			fmt.Fprintf(&b, "%d-%d", c[i], c[j])
-		}
-		i = j + 1
-	}
-	return b.String()
-}
+func Format(cpus []int) string { return kcpuset.New(cpus...).String() }

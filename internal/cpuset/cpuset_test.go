@@ -29,7 +29,7 @@ func TestParseFormat(t *testing.T) {
 			t.Errorf("Format(%v) = %q, want %q", got, f, c.out)
 		}
 	}
-	for _, bad := range []string{"a", "3-1", "-1", "1-x"} {
+	for _, bad := range []string{"a", "3-1", "-1", "1-x", "0-99999999", "1,,2"} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) accepted", bad)
 		}

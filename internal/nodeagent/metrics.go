@@ -1,7 +1,6 @@
 package nodeagent
 
 import (
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -82,7 +81,7 @@ func Assignments(batches []RunningBatch) []Assignment {
 	return out
 }
 
-// ObserveCPUs samples stat (the /proc/stat content as parsed by ParseStat) and sets the busy
+// ObserveCPUs samples stat (the /proc/stat content as read by ReadStat) and sets the busy
 // ratio of every assigned CPU relative to the previous sample. The first sample only primes.
 func (m *Metrics) ObserveCPUs(stat map[int]CPUTimes, assigned []Assignment, topo *topology.Topology) {
 	m.mu.Lock()
@@ -119,12 +118,7 @@ func (m *Metrics) ObserveCPUs(stat map[int]CPUTimes, assigned []Assignment, topo
 
 // ObserveStatFile reads root/proc/stat and calls ObserveCPUs.
 func (m *Metrics) ObserveStatFile(root string, assigned []Assignment, topo *topology.Topology) error {
-	f, err := os.Open(filepath.Join(root, "proc", "stat"))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	stat, err := ParseStat(f)
+	stat, err := ReadStat(filepath.Join(root, "proc"))
 	if err != nil {
 		return err
 	}

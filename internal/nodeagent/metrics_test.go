@@ -1,7 +1,7 @@
 package nodeagent
 
 import (
-	"os"
+	"math"
 	"strings"
 	"testing"
 
@@ -13,27 +13,23 @@ import (
 )
 
 func stat(t *testing.T, name string) map[int]CPUTimes {
-	f, err := os.Open("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s, err := ParseStat(f)
+	s, err := ReadStat("testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-func TestParseStatBusyRatio(t *testing.T) {
-	a, b := stat(t, "stat-0"), stat(t, "stat-1")
-	if len(a) != 4 || a[17].Busy != 150 || a[17].Idle != 1010 {
+func TestReadStatBusyRatio(t *testing.T) {
+	a, b := stat(t, "proc-0"), stat(t, "proc-1")
+	// 150 and 1010 jiffies at USER_HZ 100.
+	if len(a) != 4 || math.Abs(a[17].Busy-1.5) > 1e-9 || math.Abs(a[17].Idle-10.1) > 1e-9 {
 		t.Fatalf("parse: %+v", a)
 	}
 	cases := map[int]float64{0: 100.0 / 200, 1: 1, 2: 0.95, 17: 0}
 	for cpu, want := range cases {
 		got, ok := BusyRatio(a[cpu], b[cpu])
-		if !ok || got != want {
+		if !ok || math.Abs(got-want) > 1e-9 {
 			t.Errorf("cpu%d: %v %v, want %v", cpu, got, ok, want)
 		}
 	}
@@ -55,11 +51,11 @@ func TestCPUMetrics(t *testing.T) {
 		t.Fatalf("assignments %+v", as)
 	}
 	m := NewMetrics("n1")
-	m.ObserveCPUs(stat(t, "stat-0"), as, topo)
+	m.ObserveCPUs(stat(t, "proc-0"), as, topo)
 	if n := testutil.CollectAndCount(m.cpuBusy); n != 0 {
 		t.Fatalf("first sample exported %d series", n)
 	}
-	m.ObserveCPUs(stat(t, "stat-1"), as, topo)
+	m.ObserveCPUs(stat(t, "proc-1"), as, topo)
 	want := `
 # HELP sealfleet_node_cpu_busy_ratio Fraction of the last sampling interval that a CPU assigned to a running batch's hasher or coordinator was busy (from /proc/stat).
 # TYPE sealfleet_node_cpu_busy_ratio gauge
@@ -71,7 +67,7 @@ sealfleet_node_cpu_busy_ratio{batch="ns/b1",ccx="0",cpu="17",node="n1",role="has
 		t.Error(err)
 	}
 	// Batch gone: its series disappear on the next sample.
-	m.ObserveCPUs(stat(t, "stat-1"), nil, topo)
+	m.ObserveCPUs(stat(t, "proc-1"), nil, topo)
 	if n := testutil.CollectAndCount(m.cpuBusy); n != 0 {
 		t.Errorf("%d stale series", n)
 	}

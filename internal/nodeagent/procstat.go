@@ -1,40 +1,31 @@
 package nodeagent
 
 import (
-	"bufio"
-	"io"
-	"strconv"
-	"strings"
+	"github.com/prometheus/procfs"
 )
 
-// CPUTimes are one CPU's cumulative jiffies from /proc/stat.
+// CPUTimes are one CPU's cumulative times from /proc/stat, in seconds.
 type CPUTimes struct {
-	// Busy is user+nice+system+irq+softirq+steal; Idle is idle+iowait.
-	Busy, Idle uint64
+	// Busy is user+nice+system+irq+softirq+steal; Idle is idle+iowait (guest time is inside
+	// user/nice).
+	Busy, Idle float64
 }
 
-// ParseStat reads the per-CPU lines ("cpuN ...") of /proc/stat.
-func ParseStat(r io.Reader) (map[int]CPUTimes, error) {
-	out := map[int]CPUTimes{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 5 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
-			continue
-		}
-		id, err := strconv.Atoi(f[0][3:])
-		if err != nil {
-			continue
-		}
-		var v [8]uint64
-		for i := 1; i < len(f) && i <= 8; i++ {
-			v[i-1], _ = strconv.ParseUint(f[i], 10, 64)
-		}
-		// user nice system idle iowait irq softirq steal (guest time is inside user/nice)
-		out[id] = CPUTimes{Busy: v[0] + v[1] + v[2] + v[5] + v[6] + v[7], Idle: v[3] + v[4]}
+// ReadStat reads the per-CPU lines of procDir/stat with procfs (node_exporter's parser).
+func ReadStat(procDir string) (map[int]CPUTimes, error) {
+	fs, err := procfs.NewFS(procDir)
+	if err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	st, err := fs.Stat()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]CPUTimes, len(st.CPU))
+	for id, c := range st.CPU {
+		out[int(id)] = CPUTimes{Busy: c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal, Idle: c.Idle + c.Iowait}
+	}
+	return out, nil
 }
 
 // BusyRatio is the fraction of time between two samples that a CPU was busy, in [0,1]; ok is
@@ -44,8 +35,8 @@ func BusyRatio(prev, cur CPUTimes) (ratio float64, ok bool) {
 		return 0, false
 	}
 	busy, idle := cur.Busy-prev.Busy, cur.Idle-prev.Idle
-	if busy+idle == 0 {
+	if busy+idle <= 0 {
 		return 0, false
 	}
-	return float64(busy) / float64(busy+idle), true
+	return min(busy/(busy+idle), 1), true
 }
