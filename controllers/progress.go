@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/commcid"
+	"github.com/sealfleet/sealfleet/internal/render"
 )
 
 // ProgressReport is the sealer's /progress document (sealer-image/README.md).
@@ -98,8 +100,11 @@ func (r *Results) matches(b *sealv1.SealBatch) error {
 		if !want[s.SectorID] {
 			return fmt.Errorf("sealer reported sector %d, which is not in the batch", s.SectorID)
 		}
-		if len(s.CommR) != 64 {
-			return fmt.Errorf("sealer reported no valid comm_r for sector %d", s.SectorID)
+		if _, err := render.Bytes32("comm_r", s.CommR); err != nil {
+			return fmt.Errorf("sealer reported no valid comm_r for sector %d: %w", s.SectorID, err)
+		}
+		if _, err := render.Bytes32("comm_d", s.CommD); err != nil {
+			return fmt.Errorf("sealer reported no valid comm_d for sector %d: %w", s.SectorID, err)
 		}
 		delete(want, s.SectorID)
 	}
@@ -109,11 +114,20 @@ func (r *Results) matches(b *sealv1.SealBatch) error {
 	return nil
 }
 
+// toStatus is the per-sector status, with commD and commR also as CIDs (matches has
+// checked both are 32 bytes of hex).
 func (r *Results) toStatus() []sealv1.SectorStatus {
 	out := make([]sealv1.SectorStatus, 0, len(r.Sectors))
 	for _, s := range r.Sectors {
-		out = append(out, sealv1.SectorStatus{Number: s.SectorID, ReplicaID: s.ReplicaID, CommD: s.CommD,
-			CommC: s.CommC, CommRLast: s.CommRLast, CommR: s.CommR, State: "Sealed"})
+		st := sealv1.SectorStatus{Number: s.SectorID, ReplicaID: s.ReplicaID, CommD: s.CommD,
+			CommC: s.CommC, CommRLast: s.CommRLast, CommR: s.CommR, State: "Sealed"}
+		if d, err := render.Bytes32("comm_d", s.CommD); err == nil {
+			st.CommDCID, _ = commcid.PieceCID(d)
+		}
+		if c, err := render.Bytes32("comm_r", s.CommR); err == nil {
+			st.CommRCID, _ = commcid.SealedCID(c)
+		}
+		out = append(out, st)
 	}
 	return out
 }

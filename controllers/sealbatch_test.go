@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/controllers"
+	"github.com/sealfleet/sealfleet/internal/commcid"
 	"github.com/sealfleet/sealfleet/internal/render"
 )
 
@@ -107,6 +109,14 @@ func TestBatchLifecycle(t *testing.T) {
 	})
 	if len(got.Status.Sectors) != 4 || got.Status.Sectors[0].CommR == "" || got.Status.Sectors[0].State != "Sealed" {
 		t.Errorf("sector results: %+v", got.Status.Sectors)
+	}
+	for _, s := range got.Status.Sectors {
+		if r, err := commcid.ParseSealedCID(s.CommRCID); err != nil || hex.EncodeToString(r[:]) != s.CommR {
+			t.Errorf("sector %d: commRCID %q does not hold commR %s (%v)", s.Number, s.CommRCID, s.CommR, err)
+		}
+		if d, err := commcid.ParsePieceCID(s.CommDCID); err != nil || hex.EncodeToString(d[:]) != s.CommD {
+			t.Errorf("sector %d: commDCID %q does not hold commD %s (%v)", s.Number, s.CommDCID, s.CommD, err)
+		}
 	}
 	if l := h.held("node-a"); len(l) != 0 {
 		t.Errorf("slot not released: %+v", l)

@@ -398,6 +398,12 @@ type SectorStatus struct {
 	CommRLast string `json:"commRLast,omitempty"`
 	// +optional
 	CommR string `json:"commR,omitempty"`
+	// commDCID is commD as a piece CID (baga6ea4seaq…), as lotus and Curio show it.
+	// +optional
+	CommDCID string `json:"commDCID,omitempty"`
+	// commRCID is commR as a sealed CID (bagboea4b5abc…), as lotus and Curio show it.
+	// +optional
+	CommRCID string `json:"commRCID,omitempty"`
 	// state is Sealing, Sealed or Failed.
 	// +optional
 	State string `json:"state,omitempty"`

@@ -3,7 +3,6 @@
 package render
 
 import (
-	"encoding/base32"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -13,6 +12,7 @@ import (
 	"strings"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/commcid"
 )
 
 // SealerConfig is the sealer's batch config file: the contract between the operator and the
@@ -82,20 +82,14 @@ func Bytes32(field, s string) ([32]byte, error) {
 	return out, nil
 }
 
-// pieceCIDPrefix is the binary prefix of a fil-commitment-unsealed / sha2-256-trunc254-padded
-// CIDv1: version 1, codec 0xf101, multihash 0x1012, length 32.
-var pieceCIDPrefix = []byte{0x01, 0x81, 0xe2, 0x03, 0x92, 0x20, 0x20}
-
 // CommD decodes commD given as 64 hex characters or a baga… piece CID.
 func CommD(field, s string) ([32]byte, error) {
-	var out [32]byte
 	if strings.HasPrefix(s, "baga") {
-		raw, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(strings.ToUpper(s[1:]))
-		if err != nil || len(raw) != len(pieceCIDPrefix)+32 || string(raw[:len(pieceCIDPrefix)]) != string(pieceCIDPrefix) {
-			return out, fmt.Errorf("%s: %q is not a piece CID (baga6ea4seaq…)", field, s)
+		d, err := commcid.ParsePieceCID(s)
+		if err != nil {
+			return d, fmt.Errorf("%s: %q is not a piece CID (baga6ea4seaq…): %w", field, s, err)
 		}
-		copy(out[:], raw[len(pieceCIDPrefix):])
-		return out, nil
+		return d, nil
 	}
 	return Bytes32(field, s)
 }
