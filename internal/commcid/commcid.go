@@ -34,7 +34,9 @@ func encode(codec, hash uint64, comm [32]byte) (string, error) {
 }
 
 // ParsePieceCID reads a piece CID back into commD.
-func ParsePieceCID(s string) ([32]byte, error) { return decode(s, codecUnsealed, hashUnsealed, "piece") }
+func ParsePieceCID(s string) ([32]byte, error) {
+	return decode(s, codecUnsealed, hashUnsealed, "piece")
+}
 
 // ParseSealedCID reads a sealed CID back into commR.
 func ParseSealedCID(s string) ([32]byte, error) { return decode(s, codecSealed, hashSealed, "sealed") }
