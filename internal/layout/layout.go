@@ -95,7 +95,10 @@ type Coordinator struct {
 	Hashers []Hasher `json:"hashers"`
 }
 
-// Roles are the batch-wide threads, each on its own logical CPU.
+// Roles are the batch-wide threads. The PC1 roles (writer, reader, orchestrator) each have
+// their own logical CPU; the PC2 and C1 roles run after PC1 has finished, on the same batch's
+// CPUs, so they reuse the PC1 role CPUs (and a spare SMT sibling of them) instead of holding
+// cores of their own that would idle through PC1.
 type Roles struct {
 	// Writer writes PC1 layer pages to the layer devices.
 	Writer int `json:"writer"`
@@ -122,6 +125,13 @@ func (r *Roles) cpus() []int {
 
 // roleCount is the number of fields in Roles.
 const roleCount = 8
+
+// pc1RoleCount is the roles that run during PC1, beside the hashers: writer, reader and
+// orchestrator. Only they need logical CPUs of their own.
+const pc1RoleCount = 3
+
+// pc1Roles lists the PC1 role CPUs.
+func (r *Roles) pc1Roles() []int { return []int{r.Writer, r.Reader, r.Orchestrator} }
 
 // Layout is the assignment of sealer threads to logical CPUs for one batch size, or the
 // reason this machine cannot run it. Its JSON is what `node-agent calc` prints and what the
@@ -641,9 +651,10 @@ func tryPlan(scope []*group, need, sectors, maxPer int) (*plan, string) {
 		p.numa[g.NUMANode] = true
 	}
 
-	// Batch-wide roles: PC1 writer, reader and orchestrator each get a core's first thread;
-	// the PC2 roles take those cores' siblings, then further cores. Prefer the leftovers of
-	// the groups already in use, then the fullest other groups of the same NUMA nodes.
+	// Batch-wide roles: PC1 writer, reader and orchestrator each get a logical CPU (first
+	// threads of the role cores before their siblings); the PC2 and C1 roles reuse them, as
+	// PC2 starts when PC1 is done. Prefer the leftovers of the groups already in use, then the
+	// fullest other groups of the same NUMA nodes.
 	cand := make([]*group, 0, len(scope))
 	cand = append(cand, chosen...)
 	var others []*group
@@ -666,7 +677,7 @@ func tryPlan(scope []*group, need, sectors, maxPer int) (*plan, string) {
 	var svc [][]int
 	threads := 0
 	for _, g := range cand {
-		for g.free() > 0 && (threads < roleCount || len(svc) < 3) {
+		for g.free() > 0 && threads < pc1RoleCount {
 			core := g.usable[g.used]
 			g.used++
 			svc = append(svc, core)
@@ -674,25 +685,31 @@ func tryPlan(scope []*group, need, sectors, maxPer int) (*plan, string) {
 			p.numa[g.NUMANode] = true
 		}
 	}
-	if threads < roleCount || len(svc) < 3 {
+	if threads < pc1RoleCount {
 		have := 0
 		for _, g := range scope {
 			have += len(g.usable)
 		}
-		return nil, fmt.Sprintf("needs %d physical cores (%d coordinators + %d hasher cores + %d for the writer/reader/orchestrator and PC2 roles) but only %d are usable",
-			coordCores+hasherCores+max(3, ceilDiv(roleCount, maxThreads(scope))), coordCores, hasherCores, max(3, ceilDiv(roleCount, maxThreads(scope))), have)
+		roleCores := ceilDiv(pc1RoleCount, maxThreads(scope))
+		return nil, fmt.Sprintf("needs %d physical cores (%d coordinators + %d hasher cores + %d for the writer/reader/orchestrator, which PC2 and C1 reuse) but only %d are usable",
+			coordCores+hasherCores+roleCores, coordCores, hasherCores, roleCores, have)
 	}
-	order := []int{svc[0][0], svc[1][0], svc[2][0]}
-	for i, core := range svc {
-		start := 0
-		if i < 3 {
-			start = 1
+	// First threads of every role core, then their siblings.
+	var order []int
+	for t := 0; t < maxThreads(scope); t++ {
+		for _, core := range svc {
+			if t < len(core) {
+				order = append(order, core[t])
+			}
 		}
-		order = append(order, core[start:]...)
+	}
+	spare := order[0] // PC2's CPU-side tree hashing: a fourth thread when the role cores have one
+	if len(order) > pc1RoleCount {
+		spare = order[pc1RoleCount]
 	}
 	p.roles = &Roles{
 		Writer: order[0], Reader: order[1], Orchestrator: order[2],
-		PC2Reader: order[3], PC2Hasher: order[4], PC2HasherCPU: order[5], PC2Writer: order[6], C1Reader: order[7],
+		PC2Reader: order[1], PC2Hasher: order[2], PC2HasherCPU: spare, PC2Writer: order[0], C1Reader: order[1],
 	}
 	p.cores = append(p.cores, svc...)
 	return p, ""
@@ -791,10 +808,15 @@ func (l *Layout) Validate(t Topology, o Options) error {
 		return errors.New("supported layout without roles")
 	}
 	names := []string{"writer", "reader", "orchestrator", "pc2_reader", "pc2_hasher", "pc2_hasher_cpu", "pc2_writer", "c1_reader"}
+	roleCPUs := map[int]bool{}
 	for i, c := range l.Roles.cpus() {
+		if i >= pc1RoleCount && roleCPUs[c] {
+			continue // a PC2/C1 role reusing a PC1 role's CPU: the phases do not overlap
+		}
 		if err := use(c, names[i]); err != nil {
 			return err
 		}
+		roleCPUs[c] = true
 	}
 	return nil
 }
