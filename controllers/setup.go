@@ -167,6 +167,10 @@ func (o *Options) pc2Engines() ([]sealv1.PC2Engine, error) {
 	return out, nil
 }
 
+// The metrics endpoint authenticates and authorizes its callers through the API server.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Setup registers every reconciler and index with the manager.
 func Setup(mgr ctrl.Manager, o Options) error {
 	o.defaults()

@@ -329,7 +329,8 @@ fleet() {
 # ---- operator as a local process ------------------------------------------------------------
 
 # operator [ARGS...]: bin/manager against the cluster (for the fleet scenarios and debugging; the
-# demo installs the Helm chart instead). Metrics on 127.0.0.1:18080, probes on 127.0.0.1:18081.
+# demo installs the Helm chart instead). Metrics on 127.0.0.1:18080 (plain HTTP: loopback only,
+# read by the fleet scenario), probes on 127.0.0.1:18081.
 operator() {
   running kube-apiserver || die "the control plane is not running: hack/cluster.sh control"
   (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$bin/manager" ./cmd/manager)
@@ -337,7 +338,7 @@ operator() {
   stop manager
   (export KUBECONFIG=$C/pki/admin.kubeconfig
    start manager "$bin/manager" --leader-elect=false --metrics-bind-address 127.0.0.1:18080 \
-     --health-probe-bind-address 127.0.0.1:18081 --sealer-host-network --sealer-metrics-address 127.0.0.1 "$@")
+     --health-probe-bind-address 127.0.0.1:18081 --metrics-secure=false --sealer-host-network --sealer-metrics-address 127.0.0.1 "$@")
   wait_for manager 60 curl -sf http://127.0.0.1:18081/readyz
   log "operator running (pid $(cat "$(pidfile manager)"), log $C/logs/manager.log)"
 }

@@ -316,6 +316,12 @@ for d in yaml.safe_load_all(sys.stdin):
     if d and d.get("kind") == "PrometheusRule":
         yaml.safe_dump(d["spec"], sys.stdout, sort_keys=False)' > "$P/rules.yaml"
   promtool check rules "$P/rules.yaml" >/dev/null
+  # Operator and node agent serve /metrics over HTTPS to tokens allowed to GET it (the chart's
+  # metricsSecure): scrape as a ServiceAccount bound to the chart's metrics-reader ClusterRole.
+  kc -n "$NS" create serviceaccount sealfleet-demo-prometheus --dry-run=client -o yaml | kc apply -f - >/dev/null
+  kc create clusterrolebinding sealfleet-demo-prometheus --clusterrole sealfleet-metrics-reader \
+    --serviceaccount "$NS:sealfleet-demo-prometheus" --dry-run=client -o yaml | kc apply -f - >/dev/null
+  kc -n "$NS" create token sealfleet-demo-prometheus --duration 24h > "$P/token"
   printf '%s\n' "global: {scrape_interval: 2s, evaluation_interval: 2s}" \
     "rule_files: [\"$P/rules.yaml\"]" "scrape_configs:" > "$P/prometheus.yml"
   local j
@@ -325,6 +331,10 @@ for d in yaml.safe_load_all(sys.stdin):
     # As the chart's ServiceMonitor: the operator's "namespace" label is the SealBatch's, not
     # the operator pod's (without this the rules' batch="<namespace>/<name>" never joins).
     if [ "$j" = operator ]; then echo "  honor_labels: true" >> "$P/prometheus.yml"; fi
+    if [ "$j" != sealer ]; then
+      printf '%s\n' "  scheme: https" "  tls_config: {insecure_skip_verify: true}" \
+        "  authorization: {credentials_file: \"$P/token\"}" >> "$P/prometheus.yml"
+    fi
   done
   prom_targets "$P/sd"
   _start prom-targets bash -c "while :; do '$root/hack/demo.sh' prom-targets '$P/sd' >/dev/null 2>&1; sleep 2; done"

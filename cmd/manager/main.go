@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,10 +21,12 @@ func main() {
 	var (
 		metricsAddr, probeAddr string
 		leaderElect            bool
+		metricsSecure          bool
 		opts                   controllers.Options
 		apiQPS, apiBurst       int
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS (self-signed) to callers that authenticate with a token allowed to GET /metrics (TokenReview + SubjectAccessReview); false: plain HTTP for a loopback-only address")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "elect a leader so that only one replica acts")
 	flag.IntVar(&apiQPS, "kube-api-qps", -1, "client-side limit of queries per second to the API server per resource type (negative: none, the API server's priority and fairness applies)")
@@ -42,7 +45,7 @@ func main() {
 	cfg.QPS, cfg.Burst = float32(apiQPS), apiBurst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 kube.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                metricsOptions(metricsAddr, metricsSecure),
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "sealfleet-operator.sealfleet.io",
@@ -63,4 +66,14 @@ func main() {
 		log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
+}
+
+// metricsOptions serves the operator's metrics as kubebuilder scaffolds do: HTTPS, and only to
+// authenticated callers authorized for the non-resource URL /metrics.
+func metricsOptions(addr string, secure bool) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: addr, SecureServing: secure}
+	if secure {
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
 }

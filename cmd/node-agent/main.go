@@ -5,11 +5,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -18,10 +20,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sealfleet/sealfleet/internal/cpuset"
@@ -134,6 +139,7 @@ var errUnsupported = errors.New("batch size not supported on this machine")
 func newRun() *cobra.Command {
 	a := &nodeagent.Agent{}
 	var metricsAddr string
+	metricsSecure := true
 	zapOpts := zap.Options{}
 	c := &cobra.Command{
 		Use:   "run",
@@ -161,15 +167,10 @@ func newRun() *cobra.Command {
 			defer stop()
 			ctx = logf.IntoContext(ctx, logf.Log.WithName("node-agent").WithValues("node", a.NodeName))
 			if metricsAddr != "0" {
-				mux := http.NewServeMux()
-				mux.Handle("/metrics", promhttp.HandlerFor(a.Metrics.Registry, promhttp.HandlerOpts{}))
-				mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-				srv := &http.Server{Addr: metricsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-				go func() {
-					if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-						logf.FromContext(ctx).Error(err, "metrics server")
-					}
-				}()
+				srv, _, err := metricsServer(ctx, cfg, a.Metrics, metricsAddr, metricsSecure)
+				if err != nil {
+					return err
+				}
 				defer srv.Close()
 			}
 			return a.Run(ctx)
@@ -182,9 +183,62 @@ func newRun() *cobra.Command {
 	c.Flags().DurationVar(&a.MetricsInterval, "metrics-interval", 15*time.Second, "time between /proc/stat samples")
 	c.Flags().BoolVar(&a.DryRun, "dry-run", false, "never change the machine; report planned changes only")
 	c.Flags().StringVar(&metricsAddr, "metrics-bind-address", ":8090", "address of /metrics and /healthz (0 disables)")
+	c.Flags().BoolVar(&metricsSecure, "metrics-secure", true, "serve over HTTPS (self-signed) and answer /metrics only to callers whose token may GET /metrics (TokenReview + SubjectAccessReview); /healthz stays open")
 	// The operator's logging flags (--zap-log-level, --zap-devel, --zap-encoder, …).
 	logFlags := flag.NewFlagSet("log", flag.ContinueOnError)
 	zapOpts.BindFlags(logFlags)
 	c.Flags().AddGoFlagSet(logFlags)
 	return c
+}
+
+// metricsServer serves /metrics and /healthz on addr and returns the address it listens on.
+// Secure: HTTPS with a self-signed certificate, and /metrics behind controller-runtime's
+// authentication and authorization filter (the operator's metrics are served the same way);
+// /healthz stays open for probes.
+func metricsServer(ctx context.Context, cfg *rest.Config, m *nodeagent.Metrics, addr string, secure bool) (*http.Server, string, error) {
+	log := logf.FromContext(ctx)
+	var metrics http.Handler = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+	srv := &http.Server{Addr: addr, ReadHeaderTimeout: 10 * time.Second}
+	if secure {
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			return nil, "", err
+		}
+		filter, err := filters.WithAuthenticationAndAuthorization(cfg, hc)
+		if err != nil {
+			return nil, "", err
+		}
+		if metrics, err = filter(log, metrics); err != nil {
+			return nil, "", err
+		}
+		certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("sealfleet-node-agent", nil, nil)
+		if err != nil {
+			return nil, "", err
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, "", err
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	srv.Handler = mux
+	l, err := net.Listen("tcp", addr) // a taken port fails the agent now, not silently later
+	if err != nil {
+		return nil, "", fmt.Errorf("--metrics-bind-address %s: %w", addr, err)
+	}
+	go func() {
+		var err error
+		if secure {
+			err = srv.ServeTLS(l, "", "")
+		} else {
+			err = srv.Serve(l)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error(err, "metrics server")
+		}
+	}()
+	return srv, l.Addr().String(), nil
 }

@@ -278,7 +278,8 @@ func TestOperatorClusterRoleMatchesGenerated(t *testing.T) {
 	objs := render(t, "--set", "operator.watchNamespaces={team-a,team-b}")
 	cr = find(objs, "ClusterRole", "sf-sealfleet-operator")
 	for _, g := range grants(cr["rules"]) {
-		if !strings.HasPrefix(g, "/nodes:") && !strings.HasPrefix(g, "sealfleet.io/sealernodes") {
+		if !strings.HasPrefix(g, "/nodes:") && !strings.HasPrefix(g, "sealfleet.io/sealernodes") &&
+			g != "authentication.k8s.io/tokenreviews:create" && g != "authorization.k8s.io/subjectaccessreviews:create" {
 			t.Errorf("namespace-scoped operator keeps a cluster-wide grant: %s", g)
 		}
 	}
@@ -357,7 +358,9 @@ func TestNodeAgentRBACIsLeastPrivilege(t *testing.T) {
 	want := `[{"apiGroups":[""],"resources":["nodes"],"verbs":["get"]},` +
 		`{"apiGroups":["sealfleet.io"],"resources":["sealernodes"],"verbs":["get","create","patch"]},` +
 		`{"apiGroups":["sealfleet.io"],"resources":["sealernodes/status"],"verbs":["patch"]},` +
-		`{"apiGroups":["sealfleet.io"],"resources":["sealbatches"],"verbs":["list"]}]`
+		`{"apiGroups":["sealfleet.io"],"resources":["sealbatches"],"verbs":["list"]},` +
+		`{"apiGroups":["authentication.k8s.io"],"resources":["tokenreviews"],"verbs":["create"]},` +
+		`{"apiGroups":["authorization.k8s.io"],"resources":["subjectaccessreviews"],"verbs":["create"]}]`
 	got, _ := json.Marshal(cr["rules"])
 	if string(got) != want {
 		t.Errorf("node agent rules\n got %s\nwant %s", got, want)
@@ -375,6 +378,39 @@ func TestMonitoringEnabled(t *testing.T) {
 	}
 	if get(sm, "metadata", "labels", "release") != "kps" {
 		t.Errorf("monitoring.labels not applied: %v", get(sm, "metadata", "labels"))
+	}
+	// Operator and node agents serve /metrics over HTTPS to authorized tokens: the monitors
+	// present the chart's metrics-reader token, which may GET /metrics.
+	secret := find(objs, "Secret", "sf-sealfleet-metrics-reader-token")
+	if secret == nil || secret["type"] != "kubernetes.io/service-account-token" ||
+		get(secret, "metadata", "annotations", "kubernetes.io/service-account.name") != "sf-sealfleet-metrics-reader" {
+		t.Errorf("metrics reader token secret: %v", secret)
+	}
+	if crb := find(objs, "ClusterRoleBinding", "sf-sealfleet-metrics-reader"); crb == nil || get(crb, "roleRef", "name") != "sf-sealfleet-metrics-reader" ||
+		get(crb, "subjects", "0", "name") != "sf-sealfleet-metrics-reader" {
+		t.Errorf("metrics reader binding: %v", crb)
+	}
+	if cr := find(objs, "ClusterRole", "sf-sealfleet-metrics-reader"); cr == nil || !reflect.DeepEqual(cr["rules"], []any{obj{"nonResourceURLs": []any{"/metrics"}, "verbs": []any{"get"}}}) {
+		t.Errorf("metrics reader role: %v", cr)
+	}
+	nodeAgentMon := find(objs, "PodMonitor", "sf-sealfleet-node-agent")
+	for what, ep := range map[string]any{"ServiceMonitor": get(sm, "spec", "endpoints", "0"), "node-agent PodMonitor": get(nodeAgentMon, "spec", "podMetricsEndpoints", "0")} {
+		if get(ep, "scheme") != "https" || get(ep, "authorization", "credentials", "name") != "sf-sealfleet-metrics-reader-token" ||
+			get(ep, "authorization", "credentials", "key") != "token" || get(ep, "tlsConfig", "insecureSkipVerify") != true {
+			t.Errorf("%s does not scrape with the metrics-reader token over HTTPS: %v", what, ep)
+		}
+	}
+	for _, c := range []obj{container(t, find(objs, "Deployment", "")), container(t, find(objs, "DaemonSet", ""))} {
+		if !hasArg(strs(c["args"]), "--metrics-secure=true") {
+			t.Errorf("%v: args %v lack --metrics-secure=true", c["name"], c["args"])
+		}
+	}
+	if get(container(t, find(objs, "DaemonSet", "")), "livenessProbe", "httpGet", "scheme") != "HTTPS" {
+		t.Errorf("node agent probe not over HTTPS")
+	}
+	plain := render(t, "--set", "monitoring.enabled=true", "--set", "metricsSecure=false")
+	if ep := get(find(plain, "ServiceMonitor", ""), "spec", "endpoints", "0"); get(ep, "scheme") != nil || get(ep, "authorization") != nil {
+		t.Errorf("metricsSecure=false still scrapes with auth: %v", ep)
 	}
 	if n := count(objs, "PodMonitor"); n != 2 {
 		t.Fatalf("want 2 PodMonitors, got %d", n)
