@@ -231,7 +231,10 @@ func drainIsBlocked(t *testing.T, ns, batch string) {
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: batch}, &b); err != nil {
 		t.Fatal(err)
 	}
-	out, err := kubectl("drain", "127.0.0.1", "--pod-selector", "sealfleet.io/batch="+batch, "--ignore-daemonsets", "--timeout", "15s")
+	// --delete-emptydir-data: the sealer's hugepages volume is an emptyDir; without it the
+	// drain stops at that, before the eviction the budget must refuse.
+	out, err := kubectl("drain", "127.0.0.1", "--pod-selector", "sealfleet.io/batch="+batch, "--ignore-daemonsets",
+		"--delete-emptydir-data", "--timeout", "15s")
 	if uout, uerr := kubectl("uncordon", "127.0.0.1"); uerr != nil {
 		t.Fatalf("kubectl uncordon: %v\n%s", uerr, uout)
 	}
