@@ -234,7 +234,7 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
         });
     }
     if done > 0 {
-        eprintln!("sealer: resuming batch at layer {} of {layers}", done + 1);
+        log::info!("resuming batch at layer {} of {layers}", done + 1);
     }
 
     let devs = Devices::open(&cfg.layers.paths, stripe.bytes_per_device(layers))
@@ -414,7 +414,7 @@ fn verified_layers(cfg: &BatchConfig, explain: bool) -> Vec<String> {
     let spath = state_path(cfg);
     let Some(st) = own_state(cfg) else {
         if explain && spath.exists() {
-            eprintln!("sealer: state file {} belongs to another batch; starting from layer 1", spath.display());
+            log::warn!("state file {} belongs to another batch; starting from layer 1", spath.display());
         }
         return Vec::new();
     };
@@ -423,8 +423,8 @@ fn verified_layers(cfg: &BatchConfig, explain: bool) -> Vec<String> {
     let (ok, why) = if want.is_empty() { (Vec::new(), None) } else { matching_prefix(cfg, want) };
     if explain && ok.len() < claimed {
         let why = why.unwrap_or_else(|| format!("the state file has no digest for layer {}", ok.len() + 1));
-        eprintln!(
-            "sealer: state file {} lists {claimed} finished layers but {why}; labelling from layer {}",
+        log::warn!(
+            "state file {} lists {claimed} finished layers but {why}; labelling from layer {}",
             spath.display(),
             ok.len() + 1
         );

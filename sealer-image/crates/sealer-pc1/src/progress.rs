@@ -83,6 +83,12 @@ impl Progress {
         self.error = Some(e.to_string());
     }
 
+    /// Sector-labels computed in this run (layers finished before it not counted).
+    pub fn labels_this_run(&self) -> u64 {
+        let done = self.layer.saturating_sub(1) as u64 * self.nodes + self.layer_nodes_done;
+        done.saturating_sub(self.layers_done_at_start as u64 * self.nodes) * self.sectors as u64
+    }
+
     /// The JSON document.
     pub fn to_json(&self) -> serde_json::Value {
         let total = self.layers as f64 * self.nodes as f64;
@@ -120,6 +126,8 @@ impl Progress {
 struct Shared {
     doc: serde_json::Value,
     stats: Option<Arc<LiveStats>>,
+    /// PC1 sector-labels of this run (from the published progress; never decreases).
+    labels_total: u64,
 }
 
 /// Where progress goes: file, HTTP endpoint, terminal.
@@ -133,8 +141,11 @@ impl ProgressSink {
     /// Set up the sinks the config asks for; binds the metrics port now so a busy port fails
     /// before any work.
     pub fn new(cfg: &BatchConfig, bar: bool) -> Result<Self, Pc1Error> {
-        let shared =
-            Arc::new(Mutex::new(Shared { doc: serde_json::json!({"phase": "pc1", "state": "starting"}), stats: None }));
+        let shared = Arc::new(Mutex::new(Shared {
+            doc: serde_json::json!({"phase": "pc1", "state": "starting"}),
+            stats: None,
+            labels_total: 0,
+        }));
         if let Some(port) = cfg.metrics_port {
             let l = std::net::TcpListener::bind((cfg.metrics_address, port))
                 .map_err(|e| Pc1Error::Input(format!("metrics_port {port}: cannot listen: {e}")))?;
@@ -184,7 +195,11 @@ impl ProgressSink {
             );
             let _ = std::io::stderr().flush();
         }
-        self.shared.lock().unwrap().doc = doc;
+        let mut sh = self.shared.lock().unwrap();
+        if p.phase == "pc1" {
+            sh.labels_total = sh.labels_total.max(p.labels_this_run());
+        }
+        sh.doc = doc;
     }
 
     /// End the terminal line.
@@ -195,43 +210,90 @@ impl ProgressSink {
     }
 }
 
+/// Prometheus text exposition: HELP and TYPE on every metric, ratios in 0..1, counters (named
+/// `_total`) for what accumulates, so rates are taken by `rate()` and not reported as gauges.
 fn metrics_text(sh: &Shared) -> String {
     let d = &sh.doc;
     let mut s = String::new();
     let num = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
-    s += "# HELP sealer_phase_info Current phase (label) and state.\n# TYPE sealer_phase_info gauge\n";
-    s += &format!(
-        "sealer_phase_info{{phase=\"{}\",state=\"{}\"}} 1\n",
-        d["phase"].as_str().unwrap_or(""),
-        d["state"].as_str().unwrap_or("")
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
+        s += &format!("# HELP {name} {help}\n# TYPE {name} {kind}\n");
+        for (labels, v) in samples {
+            s += &format!("{name}{labels} {v}\n");
+        }
+    };
+    let one = |v: f64| [(String::new(), v)];
+    metric(
+        "sealer_phase_info",
+        "gauge",
+        "Current phase and state (labels); always 1.",
+        &[(
+            format!(
+                "{{phase=\"{}\",state=\"{}\"}}",
+                d["phase"].as_str().unwrap_or(""),
+                d["state"].as_str().unwrap_or("")
+            ),
+            1.0,
+        )],
     );
-    s += &format!("# TYPE sealer_layer gauge\nsealer_layer {}\n", num(&d["layer"]));
-    s += &format!("# TYPE sealer_layers gauge\nsealer_layers {}\n", num(&d["layers"]));
-    s += &format!("# TYPE sealer_percent gauge\nsealer_percent {}\n", num(&d["percent"]));
-    s += &format!("# TYPE sealer_labels_per_second gauge\nsealer_labels_per_second {}\n", num(&d["rate_labels_per_s"]));
-    s += &format!("# TYPE sealer_eta_seconds gauge\nsealer_eta_seconds {}\n", num(&d["eta_seconds"]));
+    metric(
+        "sealer_layer",
+        "gauge",
+        "Layer being labelled in PC1 (base tree being built in PC2), 1-based.",
+        &one(num(&d["layer"])),
+    );
+    metric("sealer_layers", "gauge", "Layers of the batch in PC1 (base trees in PC2).", &one(num(&d["layers"])));
+    metric(
+        "sealer_progress_ratio",
+        "gauge",
+        "Fraction of the current phase done, 0 to 1.",
+        &one((num(&d["percent"]) / 100.0).clamp(0.0, 1.0)),
+    );
+    metric(
+        "sealer_labels_total",
+        "counter",
+        "Sector-labels (one node of one sector) computed by PC1 in this run; rate() is the labelling rate.",
+        &one(sh.labels_total as f64),
+    );
+    metric(
+        "sealer_eta_seconds",
+        "gauge",
+        "Estimated seconds until the current phase ends.",
+        &one(num(&d["eta_seconds"])),
+    );
     if let Some(st) = &sh.stats {
-        s += &format!(
-            "# TYPE sealer_read_pages_total counter\nsealer_read_pages_total {}\n",
-            st.pages_read.load(Ordering::Relaxed)
+        let pages_read = st.pages_read.load(Ordering::Relaxed) as f64;
+        metric("sealer_read_pages_total", "counter", "4 KiB pages read from the layer storage.", &one(pages_read));
+        metric("sealer_read_bytes_total", "counter", "Bytes read from the layer storage.", &one(pages_read * 4096.0));
+        metric(
+            "sealer_written_pages_total",
+            "counter",
+            "4 KiB pages written to the layer storage.",
+            &one(st.pages_written.load(Ordering::Relaxed) as f64),
         );
-        s += &format!(
-            "# TYPE sealer_read_bytes_total counter\nsealer_read_bytes_total {}\n",
-            st.pages_read.load(Ordering::Relaxed) * 4096
-        );
-        s += &format!(
-            "# TYPE sealer_written_pages_total counter\nsealer_written_pages_total {}\n",
-            st.pages_written.load(Ordering::Relaxed)
-        );
-        s += &format!(
-            "# TYPE sealer_io_errors_total counter\nsealer_io_errors_total {}\n",
-            st.io_errors.load(Ordering::Relaxed)
+        metric(
+            "sealer_io_errors_total",
+            "counter",
+            "Layer storage I/O errors.",
+            &one(st.io_errors.load(Ordering::Relaxed) as f64),
         );
         let el = num(&d["elapsed_seconds"]).max(1e-9);
-        s += "# HELP sealer_hasher_busy_ratio Fraction of wall time each hasher thread spent hashing.\n# TYPE sealer_hasher_busy_ratio gauge\n";
-        for (i, b) in st.hasher_busy_ns.lock().unwrap().iter().enumerate() {
-            s += &format!("sealer_hasher_busy_ratio{{thread=\"{i}\"}} {:.4}\n", (*b as f64 / 1e9 / el).min(1.0));
-        }
+        let busy = st.hasher_busy_ns.lock().unwrap().clone();
+        let threads = |f: &dyn Fn(u64) -> f64| -> Vec<(String, f64)> {
+            busy.iter().enumerate().map(|(i, b)| (format!("{{thread=\"{i}\"}}"), f(*b))).collect()
+        };
+        metric(
+            "sealer_hasher_busy_seconds_total",
+            "counter",
+            "Seconds each hasher thread spent hashing.",
+            &threads(&|b| b as f64 / 1e9),
+        );
+        metric(
+            "sealer_hasher_busy_ratio",
+            "gauge",
+            "Fraction of this run's wall time each hasher thread spent hashing, 0 to 1.",
+            &threads(&|b| (b as f64 / 1e9 / el).min(1.0)),
+        );
     }
     s
 }
@@ -258,5 +320,72 @@ fn serve(l: std::net::TcpListener, sh: Arc<Mutex<Shared>>) {
             "HTTP/1.1 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exposition follows Prometheus conventions: promtool (where installed) finds nothing
+    /// to complain about, every metric has HELP, the progress is a 0..1 ratio.
+    #[test]
+    fn metrics_follow_prometheus_conventions() {
+        let stats = Arc::new(LiveStats::default());
+        stats.pages_read.store(10, Ordering::Relaxed);
+        *stats.hasher_busy_ns.lock().unwrap() = vec![2_000_000_000, 500_000_000];
+        let sh = Shared {
+            doc: serde_json::json!({"phase": "pc1", "state": "running", "layer": 3, "layers": 11,
+                "percent": 22.5, "eta_seconds": 60.0, "elapsed_seconds": 4.0}),
+            stats: Some(stats),
+            labels_total: 1234,
+        };
+        let text = metrics_text(&sh);
+        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let name = line.split_whitespace().nth(2).unwrap();
+            assert!(text.contains(&format!("# HELP {name} ")), "{name} has no HELP:\n{text}");
+            if line.ends_with(" counter") {
+                assert!(name.ends_with("_total"), "counter {name} is not named _total");
+            }
+        }
+        assert!(text.contains("sealer_progress_ratio 0.225\n"), "{text}");
+        assert!(text.contains("sealer_labels_total 1234\n"), "{text}");
+        assert!(text.contains("sealer_hasher_busy_ratio{thread=\"0\"} 0.5\n"), "{text}");
+        assert!(text.contains("sealer_read_bytes_total 40960\n"), "{text}");
+        let Ok(mut p) = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+        else {
+            eprintln!("promtool not installed: conventions checked by this test only");
+            return;
+        };
+        p.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = p.wait_with_output().unwrap();
+        let msg = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && msg.trim().is_empty(), "promtool check metrics:\n{msg}\n{text}");
+    }
+
+    #[test]
+    fn labels_this_run_skip_resumed_layers() {
+        let mut p = Progress {
+            phase: "pc1",
+            layers: 4,
+            layer: 3,
+            nodes: 100,
+            sectors: 8,
+            sector_size: 2048,
+            layer_nodes_done: 40,
+            layers_done_at_start: 2,
+            state: "running",
+            error: None,
+            start: Instant::now(),
+        };
+        assert_eq!(p.labels_this_run(), 40 * 8);
+        p.start_layer(4);
+        p.update(100);
+        assert_eq!(p.labels_this_run(), 200 * 8); // layer 3 whole, layer 4 whole
     }
 }

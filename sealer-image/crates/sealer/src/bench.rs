@@ -172,7 +172,7 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
     oracle::set_cache_env(&o.dir.join("fil-cache"));
     std::env::set_var("FIL_PROOFS_USE_MULTICORE_SDR", "1");
 
-    eprintln!("bench: SHA-NI bound (single stream, then 2 streams interleaved)…");
+    log::info!("SHA-NI bound (single stream, then 2 streams interleaved)…");
     let (s1, c1) = cpu_timed(|| sha_bound(None, false, o.sha_seconds));
     rows.push(Row {
         name: "SHA-NI bound, 1 stream (20 blocks/label)".into(),
@@ -207,7 +207,7 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
 
     if !o.skip_baseline {
         let multicore = cfg!(feature = "oracle-multicore");
-        eprintln!("bench: rust-fil-proofs PC1, one sector (multicore-sdr: {multicore})…");
+        log::info!("rust-fil-proofs PC1, one sector (multicore-sdr: {multicore})…");
         let work = o.dir.join("rfp");
         std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
         let t0 = Instant::now();
@@ -232,7 +232,7 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
     }
 
     for &n in &o.batches {
-        eprintln!("bench: sealer PC1, N = {n}…");
+        log::info!("sealer PC1, N = {n}…");
         let out = o.dir.join(format!("sealer-n{n}"));
         let _ = std::fs::remove_dir_all(&out);
         let cfg = random_config(
@@ -316,13 +316,13 @@ pub fn run_pc2(sector_size: u64, n: usize, dir: &Path) -> Result<String, String>
     let work = dir.join("pc2-rfp");
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
-    eprintln!("bench pc2: filecoin-proofs PC1+PC2 on one sector…");
+    log::info!("pc2: filecoin-proofs PC1+PC2 on one sector…");
     let out = dir.join(format!("pc2-sealer-n{n}"));
     let _ = std::fs::remove_dir_all(&out);
     let cfg = random_config(sector_size, proof_id, ApiVersion::V1_1_0, n, 77, &dir.join("pc2-sealer-layers"), &out);
     let o = oracle::precommit_sector(&cfg, &cfg.sectors[0], &work).map_err(|e| e.to_string())?;
     let _ = std::fs::remove_dir_all(&work);
-    eprintln!("bench pc2: sealer PC1 (untimed) then PC2 on N = {n}…");
+    log::info!("pc2: sealer PC1 (untimed) then PC2 on N = {n}…");
     sealer_pc1::run_pc1(&cfg, &Pc1Options { restart: true, ..Default::default() }).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
     let c1 = cpu_now();

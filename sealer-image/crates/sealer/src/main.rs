@@ -196,6 +196,9 @@ fn pc2_and_report(
 }
 
 fn main() -> ExitCode {
+    // Everything that logs, filecoin-proofs and storage-proofs included, goes through the `log`
+    // facade to stderr; RUST_LOG sets the level (default info).
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Pc1 { config, allow_portable_hash, restart, no_pin, quiet, cache_mib } => {
@@ -274,7 +277,7 @@ fn main() -> ExitCode {
                     if r.mismatches.is_empty() {
                         ExitCode::SUCCESS
                     } else {
-                        eprintln!("sealer: {} mismatching labels", r.mismatches.len());
+                        log::error!("{} mismatching labels", r.mismatches.len());
                         ExitCode::from(5)
                     }
                 }
@@ -288,7 +291,7 @@ fn main() -> ExitCode {
             };
             match sealer_pc1::export_layers(&cfg, &out) {
                 Ok(n) => {
-                    eprintln!("sealer: exported {n} layers of {} sectors to {}", cfg.sectors.len(), out.display());
+                    log::info!("exported {n} layers of {} sectors to {}", cfg.sectors.len(), out.display());
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(e),

@@ -212,6 +212,26 @@ fn calc_prints_a_layout_the_config_accepts() {
     sealer_config::BatchConfig::from_json(&json.to_string()).unwrap();
 }
 
+/// `promtool check metrics` on a scrape (naming and type conventions), where promtool is
+/// installed (CI installs it; hack/host-deps.sh).
+fn promtool_check_metrics(text: &str) {
+    use std::io::Write;
+    let Ok(mut p) = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("promtool not installed: /metrics conventions not checked");
+        return;
+    };
+    p.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = p.wait_with_output().unwrap();
+    let msg = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && msg.trim().is_empty(), "promtool check metrics:\n{msg}\n{text}");
+}
+
 fn http_get(port: u16, path: &str) -> Option<String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
@@ -244,6 +264,7 @@ fn batch_killed_during_pc2_resumes_and_matches_oracle_with_endpoints() {
         if !saw_metrics {
             if let Some(m) = http_get(port, "/metrics") {
                 if m.contains("sealer_layer") && m.contains("sealer_hasher_busy_ratio") {
+                    promtool_check_metrics(&m);
                     // A busy machine can refuse one connection; the next poll retries.
                     if let Some(p) = http_get(port, "/progress") {
                         assert!(p.contains("\"phase\""), "{p}");
