@@ -264,7 +264,7 @@ fn batch_killed_during_pc2_resumes_and_matches_oracle_with_endpoints() {
         if !saw_metrics {
             if let Some(m) = http_get(port, "/metrics") {
                 if m.contains("sealer_layer") && m.contains("sealer_hasher_busy_ratio") {
-                    promtool_check_metrics(&m);
+                    promtool_check_metrics(m.split_once("\r\n\r\n").map_or(m.as_str(), |(_, body)| body));
                     // A busy machine can refuse one connection; the next poll retries.
                     if let Some(p) = http_get(port, "/progress") {
                         assert!(p.contains("\"phase\""), "{p}");
