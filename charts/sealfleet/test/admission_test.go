@@ -20,7 +20,7 @@ import (
 // API server (envtest): with operator.watchNamespaces a SealBatch outside those namespaces is
 // refused with a message naming them, one inside is stored.
 func TestWatchNamespacesRefusesOtherNamespaces(t *testing.T) {
-	objs := render(t, "--set", "operator.watchNamespaces={served}")
+	objs := render(t, "--set", "operator.watchNamespaces={served}", "--set", "batchNamespace.create=false")
 	env := testenv.Start(t)
 	ctx := context.Background()
 	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {

@@ -275,7 +275,7 @@ func TestOperatorClusterRoleMatchesGenerated(t *testing.T) {
 
 	// Namespace-scoped: the ClusterRole keeps the cluster-scoped resources, a Role in each
 	// watched namespace the rest; together they grant exactly what the markers ask for.
-	objs := render(t, "--set", "operator.watchNamespaces={team-a,team-b}")
+	objs := render(t, "--set", "operator.watchNamespaces={team-a,team-b}", "--set", "batchNamespace.create=false")
 	cr = find(objs, "ClusterRole", "sf-sealfleet-operator")
 	for _, g := range grants(cr["rules"]) {
 		if !strings.HasPrefix(g, "/nodes:") && !strings.HasPrefix(g, "sealfleet.io/sealernodes") &&
@@ -624,6 +624,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 	for _, tc := range []struct{ set, want string }{
 		{"image.pullPolicy=Sometimes", "pullPolicy"},
 		{"sealerImage.digest=latest", "digest"},
+		{"operator.watchNamespaces={team-a}", "leaves out the chart's batch namespace sealfleet-batches"},
 		{"sealerImage.pc2Engines[0]=fpga", "pc2Engines"},
 		{"operator.sealerHostNetwork=maybe", "sealerHostNetwork"},
 		{"operator.sealerHostNetwrk=true", "sealerHostNetwrk"},
