@@ -190,7 +190,7 @@ func (r *ReleaseReconciler) waiting(ctx context.Context, b *sealv1.SealBatch, re
 // any still exists (or, with force, never).
 func (r *ReleaseReconciler) stopSealer(ctx context.Context, b *sealv1.SealBatch, force bool) (bool, error) {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(b.Namespace), client.MatchingLabels{render.LabelBatchUID: string(b.UID), render.LabelComponent: render.ComponentSeal}); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(b.Namespace), client.MatchingLabels(render.SealerPods(b))); err != nil {
 		return false, err
 	}
 	running := false

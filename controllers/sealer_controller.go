@@ -142,7 +142,7 @@ func (r *SealerReconciler) ensureConfig(ctx context.Context, b *sealv1.SealBatch
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: render.ConfigMapName(b), Namespace: b.Namespace,
-		Labels: map[string]string{render.LabelName: "sealfleet", render.LabelBatch: b.Name, render.LabelBatchUID: string(b.UID)},
+		Labels: render.BatchLabels(b),
 	}, Data: map[string]string{render.ConfigKey: string(data)}}
 	if err := controllerutil.SetControllerReference(b, cm, r.Scheme()); err != nil {
 		return err

@@ -195,7 +195,7 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        PodName(b, in.Attempt),
 			Namespace:   b.Namespace,
-			Labels:      sealerPodLabels(b),
+			Labels:      componentLabels(b, ComponentSeal),
 			Annotations: map[string]string{"sealfleet.io/attempt": strconv.Itoa(int(in.Attempt))},
 		},
 		Spec: corev1.PodSpec{
@@ -226,11 +226,22 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 	}
 }
 
-func sealerPodLabels(b *sealv1.SealBatch) map[string]string {
-	return map[string]string{
-		LabelName: "sealfleet", LabelComponent: ComponentSeal,
-		LabelBatch: b.Name, LabelBatchUID: string(b.UID),
-	}
+// BatchLabels are the labels of everything the operator makes for a batch (its config,
+// disruption budget and pods).
+func BatchLabels(b *sealv1.SealBatch) map[string]string {
+	return map[string]string{LabelName: "sealfleet", LabelBatch: b.Name, LabelBatchUID: string(b.UID)}
+}
+
+// componentLabels are BatchLabels plus the component (sealer or scrub) of a pod.
+func componentLabels(b *sealv1.SealBatch, component string) map[string]string {
+	l := BatchLabels(b)
+	l[LabelComponent] = component
+	return l
+}
+
+// SealerPods selects every attempt's sealer pod of the batch (and no scrub pod).
+func SealerPods(b *sealv1.SealBatch) map[string]string {
+	return map[string]string{LabelComponent: ComponentSeal, LabelBatchUID: string(b.UID)}
 }
 
 // DisruptionBudget keeps voluntary disruptions (kubectl drain, the eviction API) from killing
@@ -242,13 +253,11 @@ func DisruptionBudget(b *sealv1.SealBatch) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: DisruptionBudgetName(b), Namespace: b.Namespace,
-			Labels: map[string]string{LabelName: "sealfleet", LabelBatch: b.Name, LabelBatchUID: string(b.UID)},
+			Labels: BatchLabels(b),
 		},
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: &zero,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{
-				LabelComponent: ComponentSeal, LabelBatchUID: string(b.UID),
-			}},
+			Selector:       &metav1.LabelSelector{MatchLabels: SealerPods(b)},
 		},
 	}
 }

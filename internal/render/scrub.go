@@ -61,7 +61,7 @@ func ScrubPod(in ScrubInput, image string, pull corev1.PullPolicy) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: ScrubPodName(b), Namespace: b.Namespace,
-			Labels: map[string]string{LabelName: "sealfleet", LabelComponent: ComponentScrub, LabelBatch: b.Name, LabelBatchUID: string(b.UID)},
+			Labels: componentLabels(b, ComponentScrub),
 		},
 		Spec: corev1.PodSpec{
 			NodeName: in.Node, RestartPolicy: corev1.RestartPolicyNever, Tolerations: tolerations,
