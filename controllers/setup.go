@@ -154,8 +154,8 @@ func commaList(s string) []string {
 // pc2Engines parses --sealer-pc2-engines.
 func (o *Options) pc2Engines() ([]sealv1.PC2Engine, error) {
 	var out []sealv1.PC2Engine
-	for _, s := range strings.Split(o.SealerPC2Engines, ",") {
-		switch e := sealv1.PC2Engine(strings.TrimSpace(s)); e {
+	for _, s := range commaList(o.SealerPC2Engines) {
+		switch e := sealv1.PC2Engine(s); e {
 		case sealv1.PC2EngineCPU, sealv1.PC2EngineGPU:
 			if !slices.Contains(out, e) {
 				out = append(out, e)
@@ -163,6 +163,9 @@ func (o *Options) pc2Engines() ([]sealv1.PC2Engine, error) {
 		default:
 			return nil, fmt.Errorf("--sealer-pc2-engines: unknown engine %q; list cpu and, for a GPU build of the sealer, gpu", s)
 		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--sealer-pc2-engines %q names no engine; list cpu and, for a GPU build of the sealer, gpu", o.SealerPC2Engines)
 	}
 	return out, nil
 }

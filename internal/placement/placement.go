@@ -5,6 +5,7 @@ package placement
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -230,7 +231,7 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 		return fmt.Sprintf("slot too small (%s < %s)", human(g.SlotBytes), human(need.SlotBytes)), false
 	}
 	if !n.hasPC2Engine(need.PC2Engine) {
-		return fmt.Sprintf("sealer build has no %s PC2 (only %s): set spec.pc2Engine to one of those", need.PC2Engine, n.pc2EngineList()), false
+		return fmt.Sprintf("sealer build has no %s PC2 (only %s): set spec.pc2Engine to one of those", need.PC2Engine, joinEngines(n.pc2Engines())), false
 	}
 	if need.GPU && len(sn.Status.GPUs) == 0 {
 		return "no GPU for pc2Engine gpu", false
@@ -262,29 +263,26 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 	return "", false
 }
 
+// pc2Engines are the engines of the sealer build that would run here (cpu when unset).
+func (n *Node) pc2Engines() []sealv1.PC2Engine {
+	if n.PC2Engines == nil {
+		return []sealv1.PC2Engine{sealv1.PC2EngineCPU}
+	}
+	return n.PC2Engines
+}
+
 // hasPC2Engine reports whether the sealer build of this node can run PC2 on engine e (an
 // unset engine is the API default, cpu).
 func (n *Node) hasPC2Engine(e sealv1.PC2Engine) bool {
 	if e == "" {
 		e = sealv1.PC2EngineCPU
 	}
-	if n.PC2Engines == nil {
-		return e == sealv1.PC2EngineCPU
-	}
-	for _, have := range n.PC2Engines {
-		if have == e {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(n.pc2Engines(), e)
 }
 
-func (n *Node) pc2EngineList() string {
-	if n.PC2Engines == nil {
-		return string(sealv1.PC2EngineCPU)
-	}
-	names := make([]string, len(n.PC2Engines))
-	for i, e := range n.PC2Engines {
+func joinEngines(es []sealv1.PC2Engine) string {
+	names := make([]string, len(es))
+	for i, e := range es {
 		names[i] = string(e)
 	}
 	return strings.Join(names, ", ")
