@@ -327,8 +327,9 @@ fn serve(l: std::net::TcpListener, sh: Arc<Mutex<Shared>>) {
 mod tests {
     use super::*;
 
-    /// The exposition follows Prometheus conventions: promtool (where installed) finds nothing
-    /// to complain about, every metric has HELP, the progress is a 0..1 ratio.
+    /// The exposition follows Prometheus conventions: every metric has HELP, counters end in
+    /// `_total`, the progress is a 0..1 ratio. (The CLI test runs `promtool check metrics` on
+    /// a live scrape of the same text.)
     #[test]
     fn metrics_follow_prometheus_conventions() {
         let stats = Arc::new(LiveStats::default());
@@ -352,20 +353,6 @@ mod tests {
         assert!(text.contains("sealer_labels_total 1234\n"), "{text}");
         assert!(text.contains("sealer_hasher_busy_ratio{thread=\"0\"} 0.5\n"), "{text}");
         assert!(text.contains("sealer_read_bytes_total 40960\n"), "{text}");
-        let Ok(mut p) = std::process::Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-        else {
-            eprintln!("promtool not installed: conventions checked by this test only");
-            return;
-        };
-        p.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-        let out = p.wait_with_output().unwrap();
-        let msg = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success() && msg.trim().is_empty(), "promtool check metrics:\n{msg}\n{text}");
     }
 
     #[test]
