@@ -198,7 +198,7 @@ func newRun() *cobra.Command {
 func metricsServer(ctx context.Context, cfg *rest.Config, m *nodeagent.Metrics, addr string, secure bool) (*http.Server, string, error) {
 	log := logf.FromContext(ctx)
 	var metrics http.Handler = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
-	srv := &http.Server{Addr: addr, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second} // serves the listener opened below
 	if secure {
 		hc, err := rest.HTTPClientFor(cfg)
 		if err != nil {
