@@ -135,37 +135,6 @@ impl Layout {
         Ok(())
     }
 
-    /// Check that every CPU the layout names is one this process may run on.
-    pub fn check_cpus(&self, allowed: &[usize]) -> Result<(), ConfigError> {
-        let ok = |c: usize| allowed.contains(&c);
-        let list = format_cpu_list(allowed);
-        for (i, c) in self.coordinators.iter().enumerate() {
-            if !ok(c.cpu) {
-                return err(
-                    format!("layout.coordinators[{i}].cpu"),
-                    format!(
-                        "CPU {} is not available to this process (allowed: {list}); recompute the layout on this node",
-                        c.cpu
-                    ),
-                );
-            }
-            for (j, h) in c.hashers.iter().enumerate() {
-                if !ok(h.cpu) {
-                    return err(format!("layout.coordinators[{i}].hashers[{j}].cpu"), format!("CPU {} is not available to this process (allowed: {list}); recompute the layout on this node", h.cpu));
-                }
-            }
-        }
-        for (name, c) in self.roles.named() {
-            if !ok(c) {
-                return err(
-                    format!("layout.roles.{name}"),
-                    format!("CPU {c} is not available to this process (allowed: {list})"),
-                );
-            }
-        }
-        Ok(())
-    }
-
     /// Default layout for `n` sectors on this machine, from `/sys` and the affinity mask.
     pub fn default_for(n: usize) -> Layout {
         Self::compute(n, &l3_groups())
@@ -253,7 +222,7 @@ pub fn parse_cpu_list(s: &str) -> Vec<usize> {
     out
 }
 
-fn format_cpu_list(c: &[usize]) -> String {
+pub(crate) fn format_cpu_list(c: &[usize]) -> String {
     c.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
 }
 
@@ -329,7 +298,8 @@ mod tests {
                 let l = Layout::compute(n, &groups);
                 l.validate(n).unwrap();
                 let all: Vec<usize> = groups.concat();
-                l.check_cpus(&all).unwrap();
+                let (_, fit) = l.fit_to(&all, &crate::CpuTopology::default()).unwrap();
+                assert!(fit.moved.is_empty());
             }
         }
         let l = Layout::compute(8, &[vec![0, 1]]);

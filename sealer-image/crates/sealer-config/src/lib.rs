@@ -13,7 +13,9 @@
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+mod fit;
 mod layout;
+pub use fit::{CpuFit, CpuPlace, CpuTopology};
 pub use layout::{allowed_cpus, l3_groups, parse_cpu_list, Coordinator, Hasher, Layout, Roles};
 
 /// Config keys the operator never renders: the proof given field by field instead of as

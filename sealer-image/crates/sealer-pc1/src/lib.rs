@@ -130,6 +130,8 @@ pub struct Pc1Report {
     pub geometry: Geometry,
     /// Hasher threads.
     pub hasher_threads: usize,
+    /// The CPUs the threads were pinned to (None when not pinned).
+    pub cpus: Option<sealer_config::CpuFit>,
 }
 
 /// comm_d and replica_id of every sector.
@@ -193,10 +195,16 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
     } else {
         Kernel::select(opts.allow_portable_hash).map_err(|e| Pc1Error::Unsupported(e.to_string()))?
     };
-    let layout = cfg.effective_layout();
+    let mut layout = cfg.effective_layout();
     layout.validate(cfg.sectors.len())?;
+    let mut cpus = None;
     if opts.pin_threads {
-        layout.check_cpus(&sealer_config::allowed_cpus())?;
+        // Under the kubelet's `static` CPU manager the granted CPUs are the kubelet's choice.
+        let granted = sealer_config::allowed_cpus();
+        let (fitted, fit) = layout.fit_to(&granted, &sealer_config::CpuTopology::from_sysfs(&granted))?;
+        log::info!("{}", fit.describe());
+        layout = fitted;
+        cpus = Some(fit);
     }
     let plan = ThreadPlan::from_layout(&layout, opts.pin_threads);
     let g = geometry(cfg, opts.tuning);
@@ -231,6 +239,7 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
             backend: "none".into(),
             geometry: g,
             hasher_threads: plan.groups.iter().map(|g| g.hashers.len()).sum(),
+            cpus,
         });
     }
     if done > 0 {
@@ -290,6 +299,7 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
         backend,
         geometry: g,
         hasher_threads: plan.groups.iter().map(|g| g.hashers.len()).sum(),
+        cpus,
     })
 }
 

@@ -172,11 +172,15 @@ fn pc2_and_report(
     cfg: &BatchConfig,
     layer_files: bool,
     term: Option<PathBuf>,
+    pc1: Option<&sealer_pc1::Pc1Report>,
     sink: Option<&sealer_pc1::ProgressSink>,
 ) -> ExitCode {
     match sealer_pc2::run_pc2_with(cfg, layer_files, sink) {
         Ok(res) => {
-            let v = serde_json::json!({ "sectors": res });
+            let mut v = serde_json::json!({ "sectors": res });
+            if let Some(cpus) = pc1.and_then(|r| r.cpus.as_ref()) {
+                v["cpus"] = serde_json::json!(cpus);
+            }
             println!("{}", serde_json::to_string_pretty(&v).unwrap());
             // One line the operator finds in the log when the termination message (4 KiB)
             // cannot hold a large batch's results (stderr, so stdout stays one JSON document).
@@ -226,6 +230,7 @@ fn main() -> ExitCode {
                         "labels_per_second": if r.seconds > 0.0 { r.labels as f64 / r.seconds } else { 0.0 },
                         "kernel": format!("{:?}", r.kernel),
                         "backend": r.backend,
+                        "cpus": r.cpus,
                         "sectors": cfg.sectors.iter().zip(r.replica_ids.iter().zip(r.comm_ds.iter())).map(|(s, (rid, cd))| serde_json::json!({
                             "sector_id": s.sector_id, "replica_id": hex::encode(rid), "comm_d": hex::encode(cd)
                         })).collect::<Vec<_>>(),
@@ -241,7 +246,7 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return fail(e),
             };
-            pc2_and_report(&cfg, !no_layer_files, termination_log, None)
+            pc2_and_report(&cfg, !no_layer_files, termination_log, None, None)
         }
         Cmd::Batch { config, allow_portable_hash, no_pin, quiet, no_layer_files, termination_log } => {
             let cfg = match load(&config) {
@@ -254,10 +259,11 @@ fn main() -> ExitCode {
                 Ok(s) => s,
                 Err(e) => return fail(e),
             };
-            if let Err(e) = sealer_pc1::run_pc1_with(&cfg, &opts, Some(&sink)) {
-                return fail(e);
-            }
-            pc2_and_report(&cfg, !no_layer_files, termination_log, Some(&sink))
+            let pc1 = match sealer_pc1::run_pc1_with(&cfg, &opts, Some(&sink)) {
+                Ok(r) => r,
+                Err(e) => return fail(e),
+            };
+            pc2_and_report(&cfg, !no_layer_files, termination_log, Some(&pc1), Some(&sink))
         }
         Cmd::VerifyPc1 { config, nodes, seed } => {
             let cfg = match load(&config) {

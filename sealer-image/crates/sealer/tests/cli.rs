@@ -181,16 +181,19 @@ fn invalid_config_fails_before_work_naming_the_field() {
     assert!(err.contains("sectors[1].comm_d") && err.contains(&format!("sector {sector}")), "{err}");
     assert!(!work.path().join("dev0.img").exists(), "no storage may be touched");
 
-    // layout CPU that does not exist here
-    let (_, mut json) = common::config(2048, 5, 2, 9, work.path(), 1);
-    json["layout"] = serde_json::json!({"batch_size": 2, "supported": true,
-        "coordinators": [{"cpu": 4000, "hashers": [{"cpu": 4001, "sectors": 2}]}],
-        "roles": {"writer": 0, "reader": 0, "orchestrator": 0, "pc2_reader": 0, "pc2_hasher": 0,
-            "pc2_hasher_cpu": 0, "pc2_writer": 0, "c1_reader": 0}});
+    // a layout on more CPUs than this process was granted (the pod asked for too few)
+    let n = (sealer_config::allowed_cpus().len() + 1).next_power_of_two().min(128);
+    let (_, mut json) = common::config(2048, 5, n, 9, work.path(), 1);
+    let hashers: Vec<_> = (0..n).map(|i| serde_json::json!({"cpu": 4001 + i, "sectors": 1})).collect();
+    json["layout"] = serde_json::json!({"batch_size": n, "supported": true,
+        "coordinators": [{"cpu": 4000, "hashers": hashers}],
+        "roles": {"writer": 4000, "reader": 4000, "orchestrator": 4000, "pc2_reader": 4000, "pc2_hasher": 4000,
+            "pc2_hasher_cpu": 4000, "pc2_writer": 4000, "c1_reader": 4000}});
     let out = ConfigFile::write(work.path().join("bad.json"), &json).seal("pc1").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("layout.coordinators[0].cpu"), "{err}");
+    assert!(err.contains("`layout`") && err.contains("was granted"), "{err}");
+    assert!(!work.path().join("dev0.img").exists(), "no storage may be touched");
 
     // a layout missing a role the operator's calculator always writes is a broken contract
     json["layout"]["roles"].as_object_mut().unwrap().remove("c1_reader");
@@ -198,6 +201,25 @@ fn invalid_config_fails_before_work_naming_the_field() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("layout") && err.contains("c1_reader"), "{err}");
+}
+
+#[test]
+fn layout_on_cpus_not_granted_runs_on_the_granted_ones() {
+    // What the kubelet's `static` CPU manager does: the container gets CPUs of the kubelet's
+    // choice. Here the layout names CPU 4000, which no machine grants.
+    let work = tempfile::tempdir().unwrap();
+    let (_, mut json) = common::config(2048, 5, 2, 9, work.path(), 1);
+    json["layout"] = serde_json::json!({"batch_size": 2, "supported": true,
+        "coordinators": [{"cpu": 4000, "hashers": [{"cpu": 4000, "sectors": 2}]}],
+        "roles": {"writer": 4000, "reader": 4000, "orchestrator": 4000, "pc2_reader": 4000, "pc2_hasher": 4000,
+            "pc2_hasher_cpu": 4000, "pc2_writer": 4000, "c1_reader": 4000}});
+    let out = ConfigFile::write(work.path().join("moved.json"), &json).seal("pc1").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let to = v["cpus"]["moved"]["4000"].as_u64().unwrap_or_else(|| panic!("{v}")) as usize;
+    assert!(sealer_config::allowed_cpus().contains(&to), "{v}");
+    assert!(err.contains("differ from the layout's") && err.contains(&format!("4000->{to}")), "{err}");
 }
 
 #[test]
