@@ -3,12 +3,14 @@ package controllers
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +33,27 @@ type ProgressReport struct {
 	Percent    float64 `json:"percent"`
 	Rate       float64 `json:"rate_labels_per_s"`
 	ETASeconds float64 `json:"eta_seconds"`
+	// CPUs is where the sealer's threads are pinned (absent until PC1 starts).
+	CPUs *CPUReport `json:"cpus,omitempty"`
+}
+
+// CPUReport is the sealer's `cpus` object: its grant, the L3 groups it uses, and the layout
+// CPUs it moved onto granted ones (decimal strings → CPU).
+type CPUReport struct {
+	Granted  string         `json:"granted"`
+	L3Groups []string       `json:"l3_groups"`
+	Moved    map[string]int `json:"moved"`
+}
+
+func (c *CPUReport) toStatus() *sealv1.RunningCPUs {
+	out := &sealv1.RunningCPUs{Granted: c.Granted, L3Groups: c.L3Groups}
+	for from, to := range c.Moved {
+		if n, err := strconv.Atoi(from); err == nil {
+			out.Moves = append(out.Moves, sealv1.CPUMove{Layout: int32(n), Granted: int32(to)})
+		}
+	}
+	slices.SortFunc(out.Moves, func(a, b sealv1.CPUMove) int { return cmp.Compare(a.Layout, b.Layout) })
+	return out
 }
 
 func (p *ProgressReport) toStatus(now *metav1.Time) *sealv1.Progress {

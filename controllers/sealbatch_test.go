@@ -86,7 +86,10 @@ func TestBatchLifecycle(t *testing.T) {
 		}
 	}
 
-	h.progress.set(&controllers.ProgressReport{Phase: "pc1", Layer: 1, Layers: 2, Percent: 25, Rate: 1e6, ETASeconds: 30})
+	// The kubelet granted other CPUs than the layout's (CPU manager static): the sealer's
+	// report of where it runs reaches the status, moves in layout-CPU order.
+	h.progress.set(&controllers.ProgressReport{Phase: "pc1", Layer: 1, Layers: 2, Percent: 25, Rate: 1e6, ETASeconds: 30,
+		CPUs: &controllers.CPUReport{Granted: "0,1,2,3", L3Groups: []string{"0,1"}, Moved: map[string]int{"5": 1, "4": 0}}})
 	h.setPod(pod, corev1.PodRunning, 0, "")
 	got := h.waitPhase(ns, "b1", sealv1.PhasePC1)
 	h.eventually("progress", func() (bool, string) {
@@ -94,6 +97,10 @@ func TestBatchLifecycle(t *testing.T) {
 		p := got.Status.Progress
 		return p != nil && p.Layer == 1 && p.Percent == "25.0" && p.ETASeconds == 30, fmt.Sprintf("%+v", p)
 	})
+	if rc := got.Status.RunningCPUs; rc == nil || rc.Granted != "0,1,2,3" || len(rc.Moves) != 2 ||
+		rc.Moves[0] != (sealv1.CPUMove{Layout: 4, Granted: 0}) || rc.Moves[1] != (sealv1.CPUMove{Layout: 5, Granted: 1}) {
+		t.Errorf("runningCPUs %+v", rc)
+	}
 	if got.Status.CPUs == "" || got.Status.CoreLayout == "" {
 		t.Errorf("core layout not recorded: %q %q", got.Status.CPUs, got.Status.CoreLayout)
 	}

@@ -244,6 +244,9 @@ func (r *SealerReconciler) track(ctx context.Context, b *sealv1.SealBatch, pod *
 		if rep != nil {
 			now := metav1.Now()
 			b.Status.Progress = rep.toStatus(&now)
+			if rep.CPUs != nil {
+				b.Status.RunningCPUs = rep.CPUs.toStatus()
+			}
 		}
 		switch phase {
 		case sealv1.PhasePC1:

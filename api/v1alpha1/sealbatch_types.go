@@ -270,6 +270,12 @@ type SealBatchStatus struct {
 	// +optional
 	CPUs string `json:"cpus,omitempty"`
 
+	// runningCPUs is where the sealer runs, as it reports: with the kubelet's CPU manager
+	// policy static the kubelet picks the container's CPUs, and the sealer moves its layout
+	// onto them (same cores and L3 groups shared). The node agent measures busy ratios here.
+	// +optional
+	RunningCPUs *RunningCPUs `json:"runningCPUs,omitempty"`
+
 	// podName is the sealer pod.
 	// +optional
 	PodName string `json:"podName,omitempty"`
@@ -299,6 +305,30 @@ type SealBatchStatus struct {
 	StartTime *metav1.Time `json:"startTime,omitempty"`
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// RunningCPUs is the sealer's report of the CPUs it runs on.
+type RunningCPUs struct {
+	// granted is the cpulist the sealer container may run on.
+	Granted string `json:"granted"`
+
+	// l3Groups lists the CPUs the layout runs on, one cpulist per L3 group.
+	// +optional
+	L3Groups []string `json:"l3Groups,omitempty"`
+
+	// moves maps each layout CPU that the grant did not contain to the granted CPU that
+	// took its place; empty when the layout runs as placed.
+	// +listType=atomic
+	// +optional
+	Moves []CPUMove `json:"moves,omitempty"`
+}
+
+// CPUMove is one layout CPU and the granted CPU that replaced it.
+type CPUMove struct {
+	// layout is the CPU the placement booked.
+	Layout int32 `json:"layout"`
+	// granted is the CPU the sealer runs that thread on.
+	Granted int32 `json:"granted"`
 }
 
 // SlotRange is a held slot's byte range on each layer device.

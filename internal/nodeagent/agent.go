@@ -406,7 +406,14 @@ func (a *Agent) nodeBatches(ctx context.Context) (running []RunningBatch, heldSl
 		if (b.Status.Phase != sealv1.PhasePC1 && b.Status.Phase != sealv1.PhasePC2) || b.Status.Layout == nil {
 			continue
 		}
-		running = append(running, RunningBatch{Name: ledger.BatchKey(b), Layout: layout.FromRecord(b.Status.Layout, len(b.Spec.Sectors))})
+		rb := RunningBatch{Name: ledger.BatchKey(b), Layout: layout.FromRecord(b.Status.Layout, len(b.Spec.Sectors))}
+		if rc := b.Status.RunningCPUs; rc != nil && len(rc.Moves) > 0 {
+			rb.Moved = make(map[int]int, len(rc.Moves))
+			for _, m := range rc.Moves {
+				rb.Moved[int(m.Layout)] = int(m.Granted)
+			}
+		}
+		running = append(running, rb)
 	}
 	sort.Slice(running, func(i, j int) bool { return running[i].Name < running[j].Name })
 	return running, heldSlots, nil

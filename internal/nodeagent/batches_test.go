@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,5 +51,28 @@ func TestNodeBatches(t *testing.T) {
 	}
 	if n := freeCores(topo.Layout(), nil, got); n != 32-l.PhysicalCores() {
 		t.Errorf("free cores %d, want %d", n, 32-l.PhysicalCores())
+	}
+
+	// The kubelet (CPU manager static) granted other CPUs: busy ratios follow the sealer's
+	// report, the booked layout still counts for free cores.
+	moved := batch("moved", "n3", sealv1.PhasePC1)
+	from := l.Coordinators[0].Hashers[0].CPU
+	moved.Status.RunningCPUs = &sealv1.RunningCPUs{Granted: "40-63", Moves: []sealv1.CPUMove{{Layout: int32(from), Granted: 60}}}
+	c = fake.NewClientBuilder().WithScheme(kube.Scheme()).
+		WithIndex(&sealv1.SealBatch{}, FieldNode, func(o client.Object) []string { return []string{o.(*sealv1.SealBatch).Status.Node} }).
+		WithObjects(moved).Build()
+	got, _, err = (&Agent{Client: c, NodeName: "n3"}).nodeBatches(context.Background())
+	if err != nil || len(got) != 1 {
+		t.Fatalf("running batches %+v, %v", got, err)
+	}
+	var cpus []int
+	for _, a := range Assignments(got) {
+		cpus = append(cpus, a.CPU)
+	}
+	if !slices.Contains(cpus, 60) || slices.Contains(cpus, from) {
+		t.Errorf("assignment CPUs %v: want %d measured on 60", cpus, from)
+	}
+	if n := freeCores(topo.Layout(), nil, got); n != 32-l.PhysicalCores() {
+		t.Errorf("free cores %d after a move, want %d", n, 32-l.PhysicalCores())
 	}
 }

@@ -55,6 +55,17 @@ type RunningBatch struct {
 	// Name is <namespace>/<name>.
 	Name   string
 	Layout *layout.Layout
+	// Moved maps layout CPUs to the CPUs the sealer runs them on, where the kubelet granted
+	// others (the sealer's status.runningCPUs).
+	Moved map[int]int
+}
+
+// cpu is where the batch runs the thread its layout put on CPU c.
+func (b RunningBatch) cpu(c int) int {
+	if to, ok := b.Moved[c]; ok {
+		return to
+	}
+	return c
 }
 
 // Assignment is one CPU's role in a running batch.
@@ -64,7 +75,7 @@ type Assignment struct {
 	Batch string
 }
 
-// Assignments lists the hasher and coordinator CPUs of the running batches.
+// Assignments lists the hasher and coordinator CPUs of the running batches, where they run.
 func Assignments(batches []RunningBatch) []Assignment {
 	var out []Assignment
 	for _, b := range batches {
@@ -72,9 +83,9 @@ func Assignments(batches []RunningBatch) []Assignment {
 			continue
 		}
 		for _, c := range b.Layout.Coordinators {
-			out = append(out, Assignment{CPU: c.CPU, Role: "coordinator", Batch: b.Name})
+			out = append(out, Assignment{CPU: b.cpu(c.CPU), Role: "coordinator", Batch: b.Name})
 			for _, h := range c.Hashers {
-				out = append(out, Assignment{CPU: h.CPU, Role: "hasher", Batch: b.Name})
+				out = append(out, Assignment{CPU: b.cpu(h.CPU), Role: "hasher", Batch: b.Name})
 			}
 		}
 	}

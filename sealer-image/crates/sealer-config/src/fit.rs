@@ -202,7 +202,9 @@ fn assign(src: &[Vec<Vec<usize>>], mut dst: Vec<Vec<Vec<usize>>>) -> BTreeMap<us
                 let ci = (0..grp.len())
                     .filter(|&i| grp[i].len() >= want)
                     .min_by_key(|&i| (grp[i].len(), grp[i].first().copied()))
-                    .or_else(|| (0..grp.len()).max_by_key(|&i| (grp[i].len(), std::cmp::Reverse(grp[i].first().copied()))))
+                    .or_else(|| {
+                        (0..grp.len()).max_by_key(|&i| (grp[i].len(), std::cmp::Reverse(grp[i].first().copied())))
+                    })
                     .expect("a group with room has a core");
                 let take = want.min(grp[ci].len());
                 for t in grp[ci].drain(..take) {
@@ -220,7 +222,9 @@ fn pick_group(dst: &[Vec<Vec<usize>>], need: usize) -> usize {
     (0..dst.len())
         .filter(|&i| size(&dst[i]) >= need)
         .min_by_key(|&i| (size(&dst[i]), i))
-        .or_else(|| (0..dst.len()).filter(|&i| size(&dst[i]) > 0).max_by_key(|&i| (size(&dst[i]), std::cmp::Reverse(i))))
+        .or_else(|| {
+            (0..dst.len()).filter(|&i| size(&dst[i]) > 0).max_by_key(|&i| (size(&dst[i]), std::cmp::Reverse(i)))
+        })
         .expect("the grant has CPUs left")
 }
 
@@ -241,7 +245,10 @@ mod tests {
     fn layout(roles: usize, coords: &[(usize, &[usize])]) -> Layout {
         let coordinators: Vec<Coordinator> = coords
             .iter()
-            .map(|(c, hs)| Coordinator { cpu: *c, hashers: hs.iter().map(|&h| Hasher { cpu: h, sectors: 2 }).collect() })
+            .map(|(c, hs)| Coordinator {
+                cpu: *c,
+                hashers: hs.iter().map(|&h| Hasher { cpu: h, sectors: 2 }).collect(),
+            })
             .collect();
         let n = coordinators.iter().map(|c| c.hashers.len() * 2).sum();
         Layout {

@@ -224,6 +224,9 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
             &own_sink
         }
     };
+    if let Some(fit) = &cpus {
+        sink.set_cpus(fit);
+    }
     let mut prog = Progress::new(cfg, layers, done);
     if done == layers {
         prog.finish();

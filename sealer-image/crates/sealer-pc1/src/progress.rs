@@ -8,6 +8,8 @@
 //!  "eta_seconds": 3600.0, "sectors": 32, "sector_size": 34359738368,
 //!  "elapsed_seconds": 120.5, "error": null, "updated_unix": 1700000000}
 //! ```
+//! When the threads are pinned, `cpus` says where (see [`sealer_config::CpuFit`]):
+//! `{"granted": "0,1", "l3_groups": ["1"], "moved": {"3": 1}}`.
 //! During PC2 `phase` is `pc2` and `layer`/`layers` count base trees (1 for sizes up to
 //! 512 MiB). `state` is `running`, `done` or `failed`; `rate_labels_per_s` counts sector-labels (one
 //! label of one sector) per second over this run.
@@ -128,6 +130,8 @@ struct Shared {
     stats: Option<Arc<LiveStats>>,
     /// PC1 sector-labels of this run (from the published progress; never decreases).
     labels_total: u64,
+    /// The CPUs the run is pinned to (`cpus` in the document).
+    cpus: Option<serde_json::Value>,
 }
 
 /// Where progress goes: file, HTTP endpoint, terminal.
@@ -145,6 +149,7 @@ impl ProgressSink {
             doc: serde_json::json!({"phase": "pc1", "state": "starting"}),
             stats: None,
             labels_total: 0,
+            cpus: None,
         }));
         if let Some(port) = cfg.metrics_port {
             let l = std::net::TcpListener::bind((cfg.metrics_address, port))
@@ -168,9 +173,17 @@ impl ProgressSink {
         self.shared.lock().unwrap().stats = Some(s);
     }
 
+    /// Report the CPUs the run is pinned to in every later document (`cpus`).
+    pub fn set_cpus(&self, fit: &sealer_config::CpuFit) {
+        self.shared.lock().unwrap().cpus = serde_json::to_value(fit).ok();
+    }
+
     /// Publish a progress snapshot.
     pub fn publish(&self, p: &Progress) {
-        let doc = p.to_json();
+        let mut doc = p.to_json();
+        if let Some(c) = self.shared.lock().unwrap().cpus.clone() {
+            doc["cpus"] = c;
+        }
         if let Some(path) = &self.file {
             let tmp = path.with_extension("tmp");
             if std::fs::write(&tmp, doc.to_string()).is_ok() {
@@ -340,6 +353,7 @@ mod tests {
                 "percent": 22.5, "eta_seconds": 60.0, "elapsed_seconds": 4.0}),
             stats: Some(stats),
             labels_total: 1234,
+            cpus: None,
         };
         let text = metrics_text(&sh);
         for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
