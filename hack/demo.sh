@@ -104,9 +104,12 @@ node() {
   local i
   for i in $(seq 120); do kc get sealernode "$NODE" >/dev/null 2>&1 && break; sleep 1; done
   kc get sealernode "$NODE" >/dev/null 2>&1 || { kc -n "$NS" logs ds/sealfleet-node-agent --tail 30 >&2 || true; die "no SealerNode $NODE after 120 s"; }
-  # The admin's intent: one 256 MiB file as the layer device, one pipeline, CPU 0 for the
-  # system, and a shared-core layout (this machine is far too small for a dedicated one).
-  kc patch sealernode "$NODE" --type merge -p "{\"spec\":{\"layerDevices\":[{\"path\":\"$LAYER_FILE\",\"capacity\":\"256Mi\"}],\"pipelines\":1,\"reservedCPUs\":\"0\",\"sharedCores\":true}}" >/dev/null
+  # The admin's intent: one 256 MiB file as the layer device, one pipeline, one CPU kept from
+  # the sealer, and a shared-core layout (this machine is far too small for a dedicated one).
+  # It keeps the highest CPU, the kubelet (CPU manager static, hack/cluster.sh) CPU 0: the
+  # kubelet then grants the sealer another CPU than its layout names, and the sealer moves.
+  local keep=$(( $(nproc --all) - 1 ))
+  kc patch sealernode "$NODE" --type merge -p "{\"spec\":{\"layerDevices\":[{\"path\":\"$LAYER_FILE\",\"capacity\":\"256Mi\"}],\"pipelines\":1,\"reservedCPUs\":\"$keep\",\"sharedCores\":true}}" >/dev/null
   say "waiting for SealerNode $NODE to be Ready with its layer file"
   local ready=""
   for i in $(seq 90); do
@@ -163,6 +166,7 @@ seal() {
     sleep 1
   done
   say "batch $name $phase after $(( $(date +%s) - t )) s"
+  say "CPUs: layout on $(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.cpus}'), sealer granted $(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.runningCPUs.granted}; L3 groups {.status.runningCPUs.l3Groups}; moved {.status.runningCPUs.moves}')"
   [ "$phase" = Completed ] || { kc -n "$BATCH_NS" get sealbatch "$name" -o yaml | sed -n '/^status:/,$p' >&2; return 1; }
 }
 

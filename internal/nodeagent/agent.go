@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -58,6 +59,7 @@ const (
 	ReasonAllDevicesReady    = "AllDevicesReady"
 	ReasonNoDevices          = "NoLayerDevices"
 	ReasonDryRun             = "DryRun"
+	ReasonKubeletReservesCPU = "KubeletReservesMoreCPUs"
 	defaultHeartbeat         = 10 * time.Minute
 	defaultInterval          = 60 * time.Second
 	defaultMetricsInterval   = 15 * time.Second
@@ -174,7 +176,7 @@ func (a *Agent) SyncOnce(ctx context.Context) (wrote bool, err error) {
 	}
 	batches, held, berr := a.nodeBatches(ctx)
 	a.batches = batches
-	st := a.buildStatus(&sn, topo, prep, perr, batches)
+	st := a.buildStatus(&sn, &node, topo, prep, perr, batches)
 	geometry := ledger.GeometryOf(&sealv1.SealerNode{Spec: sn.Spec, Status: *st})
 	st.Slots = geometry.Status()
 	st.FreeSlots = max(geometry.Count-int32(held), 0)
@@ -251,7 +253,7 @@ func options(spec sealv1.SealerNodeSpec) (layout.Options, error) {
 }
 
 // buildStatus computes the agent's part of the status.
-func (a *Agent) buildStatus(sn *sealv1.SealerNode, topo *topology.Topology, prep *nodeprep.Result, perr error, batches []RunningBatch) *sealv1.SealerNodeStatus {
+func (a *Agent) buildStatus(sn *sealv1.SealerNode, node *corev1.Node, topo *topology.Topology, prep *nodeprep.Result, perr error, batches []RunningBatch) *sealv1.SealerNodeStatus {
 	st := &sealv1.SealerNodeStatus{ObservedGeneration: sn.Generation}
 	topo.ApplyTo(st)
 	st.LayerDevices = prep.Devices
@@ -275,6 +277,10 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, topo *topology.Topology, prep
 		st.Capabilities = caps
 	}
 	st.FreeCores = int32(freeCores(lt, opts.ReservedCPUs, batches))
+	kubeletShort := ""
+	if oerr == nil {
+		kubeletShort = kubeletReservesMore(node, lt, opts.ReservedCPUs)
+	}
 
 	// HugepagesShort.
 	target := sn.Spec.Hugepages1GiPerNUMANode
@@ -318,6 +324,8 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, topo *topology.Topology, prep
 		set(CondDegraded, true, ReasonBadSpec, oerr.Error())
 	case perr != nil:
 		set(CondDegraded, true, ReasonPrepareFailed, perr.Error())
+	case kubeletShort != "":
+		set(CondDegraded, true, ReasonKubeletReservesCPU, kubeletShort)
 	default:
 		set(CondDegraded, false, ReasonAsExpected, "scan and preparation succeeded")
 	}
@@ -349,6 +357,37 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, topo *topology.Topology, prep
 	}
 	sort.Slice(st.Conditions, func(i, j int) bool { return st.Conditions[i].Type < st.Conditions[j].Type })
 	return st
+}
+
+// kubeletReservesMore says when the kubelet allocates fewer whole CPUs to pods than the
+// sealer may use by spec.reservedCPUs: a batch laid out on every usable CPU asks for more
+// than the node can admit (the kubelet refuses the pod with OutOfcpu), so the reservations
+// must agree. Empty when they do.
+func kubeletReservesMore(node *corev1.Node, t layout.Topology, reserved []int) string {
+	alloc, ok := node.Status.Allocatable[corev1.ResourceCPU]
+	if !ok {
+		return ""
+	}
+	usable := usableCPUs(t, reserved)
+	if whole := alloc.MilliValue() / 1000; int64(usable) > whole {
+		return fmt.Sprintf("the kubelet allocates %s CPUs to pods but spec.reservedCPUs leaves the sealer %d: a batch on every usable CPU would be refused (OutOfcpu); "+
+			"add the CPUs the kubelet keeps (its reservedSystemCPUs, or as many low-numbered cores as kubeReserved+systemReserved round up to) to spec.reservedCPUs",
+			alloc.String(), usable)
+	}
+	return ""
+}
+
+// usableCPUs counts the logical CPUs of the cores without a reserved CPU.
+func usableCPUs(t layout.Topology, reserved []int) int {
+	n := 0
+	for _, g := range t.Groups {
+		for _, core := range g.Cores {
+			if !slices.ContainsFunc(core, func(c int) bool { return slices.Contains(reserved, c) }) {
+				n += len(core)
+			}
+		}
+	}
+	return n
 }
 
 // freeCores is the usable physical cores minus those of the running batches.

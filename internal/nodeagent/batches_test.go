@@ -3,8 +3,11 @@ package nodeagent
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -74,5 +77,33 @@ func TestNodeBatches(t *testing.T) {
 	}
 	if n := freeCores(topo.Layout(), nil, got); n != 32-l.PhysicalCores() {
 		t.Errorf("free cores %d after a move, want %d", n, 32-l.PhysicalCores())
+	}
+}
+
+// TestKubeletReservesMore: a node whose kubelet keeps more CPUs from pods than the SealerNode
+// keeps from the sealer is flagged, naming both numbers and the fix; agreeing ones are not.
+func TestKubeletReservesMore(t *testing.T) {
+	topo, err := topology.Discover("../topology/testdata/epyc-7313") // 16 cores, SMT 2
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(alloc string) *corev1.Node {
+		return &corev1.Node{Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(alloc)}}}
+	}
+	lt := topo.Layout()
+	if msg := kubeletReservesMore(node("31"), lt, nil); !strings.Contains(msg, "allocates 31 CPUs") || !strings.Contains(msg, "leaves the sealer 32") || !strings.Contains(msg, "spec.reservedCPUs") {
+		t.Errorf("31 allocatable, nothing reserved: %q", msg)
+	}
+	// CPU 0 reserved takes its whole core (CPUs 0 and 16): 30 usable.
+	for _, alloc := range []string{"31", "30", "30500m"} {
+		if msg := kubeletReservesMore(node(alloc), lt, []int{0}); msg != "" {
+			t.Errorf("%s allocatable, one core reserved: %q", alloc, msg)
+		}
+	}
+	if msg := kubeletReservesMore(node("29900m"), lt, []int{0}); msg == "" {
+		t.Error("29.9 allocatable with 30 usable not flagged")
+	}
+	if msg := kubeletReservesMore(&corev1.Node{}, lt, nil); msg != "" {
+		t.Errorf("a node without allocatable (not yet reported) flagged: %q", msg)
 	}
 }

@@ -59,6 +59,27 @@ func promQuery(q string) ([]map[string]string, []float64, error) {
 	return ls, vs, nil
 }
 
+// checkCPUManager: under the kubelet's static CPU manager (hack/cluster.sh's default) the
+// kubelet grants the sealer another CPU than the layout's, and the sealer reports its move;
+// under none the layout runs as placed.
+func checkCPUManager(t *testing.T, batch string) {
+	t.Helper()
+	var b sealv1.SealBatch
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "sealfleet-batches", Name: batch}, &b); err != nil {
+		t.Fatal(err)
+	}
+	rc := b.Status.RunningCPUs
+	if rc == nil || rc.Granted == "" || len(rc.L3Groups) == 0 {
+		t.Fatalf("batch status has no runningCPUs: %+v", rc)
+	}
+	cfg, _ := os.ReadFile(filepath.Join(clusterDir, "config", "kubelet.yaml"))
+	static := strings.Contains(string(cfg), "cpuManagerPolicy: static")
+	if static != (len(rc.Moves) > 0) {
+		t.Errorf("kubelet CPU manager static=%v but the sealer moved %v (layout CPUs %s, granted %s)", static, rc.Moves, b.Status.CPUs, rc.Granted)
+	}
+	t.Logf("CPU manager static=%v: layout CPUs %s, granted %s, L3 groups %v, moves %v", static, b.Status.CPUs, rc.Granted, rc.L3Groups, rc.Moves)
+}
+
 // TestRealNode installs the chart, seals 4 CC 8 MiB sectors with the real sealer on node
 // 127.0.0.1, checks every CommR against rust-fil-proofs (`sealer oracle`), that the slot is
 // released and scrubbed, and, through a Prometheus scraping the run, that hasher busy-ratio
@@ -128,6 +149,7 @@ func TestRealNode(t *testing.T) {
 	if n := strings.Count(out, "matches rust-fil-proofs"); n != 4 {
 		t.Errorf("%d of 4 sectors match rust-fil-proofs", n)
 	}
+	checkCPUManager(t, batch)
 	out = step(nil, "release", batch)
 	if !strings.Contains(out, "scrubbed") {
 		t.Errorf("release did not report a scrub: %s", out)
