@@ -26,6 +26,7 @@ eval "$(hack/cluster.sh env)"
 
 NS=sealfleet-system
 BATCH_NS=sealfleet-batches
+OUTPUT_DIR=${OUTPUT_DIR:-/var/lib/sealfleet/output}
 NODE=127.0.0.1
 LAYER_FILE=${DEMO_LAYER_FILE:-/var/lib/sealfleet/demo/layers.img}
 SEALER=$root/sealer-image/target/release/sealer
@@ -137,6 +138,10 @@ spec:
   minerID: t01000
   placement:
     nodeName: "$NODE"
+  # A lotus/Curio storage path per batch: $OUTPUT_DIR/$BATCH_NS/$name/{sectorstore.json,sealed,cache}.
+  output:
+    hostPath: {path: "$OUTPUT_DIR"}
+    layout: Lotus
   sectors:
 EOF
   for i in $(seq "$n"); do

@@ -181,7 +181,25 @@ type OutputSpec struct {
 	// persistentVolumeClaim writes outputs to a claim in the batch's namespace.
 	// +optional
 	PersistentVolumeClaim *PVCOutput `json:"persistentVolumeClaim,omitempty"`
+
+	// layout is how the batch's output directory is organised. Sealfleet (the default): one
+	// directory per sector number with `sealed` and `cache/`. Lotus: a lotus/Curio storage
+	// path (sectorstore.json, sealed/s-t0<miner>-<n>, cache/s-t0<miner>-<n>/) to attach to
+	// lotus-miner or Curio as it is.
+	// +kubebuilder:default=Sealfleet
+	// +optional
+	Layout OutputLayout `json:"layout,omitempty"`
 }
+
+// OutputLayout is how sealed sectors are laid out in the output directory.
+// +kubebuilder:validation:Enum=Sealfleet;Lotus
+type OutputLayout string
+
+// Output layouts.
+const (
+	OutputLayoutSealfleet OutputLayout = "Sealfleet"
+	OutputLayoutLotus     OutputLayout = "Lotus"
+)
 
 // HostPathOutput is a directory on the node.
 type HostPathOutput struct {

@@ -86,10 +86,19 @@ func TestConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := Config(ConfigInput{Batch: testBatch(), LayerPaths: []string{"/dev/nvme1n1", "/dev/nvme2n1"}, SlotOffset: 1 << 40, OutputDir: "/output/ns/b",
+	b := testBatch()
+	b.Spec.Output = &sealv1.OutputSpec{HostPath: &sealv1.HostPathOutput{Path: "/srv/sealed"}, Layout: sealv1.OutputLayoutLotus}
+	cfg, err := Config(ConfigInput{Batch: b, LayerPaths: []string{"/dev/nvme1n1", "/dev/nvme2n1"}, SlotOffset: 1 << 40, OutputDir: "/output/ns/b",
 		Layout: lj, MetricsPort: 9465, MetricsAddress: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.Lotus == nil || *cfg.Lotus != (SealerLotus{Miner: 1000, StorageID: "u1"}) {
+		t.Errorf("lotus storage path: %+v", cfg.Lotus)
+	}
+	b.Spec.Output.Layout = sealv1.OutputLayoutSealfleet
+	if c, _ := Config(ConfigInput{Batch: b, Layout: lj}); c == nil || c.Lotus != nil {
+		t.Errorf("Sealfleet layout rendered a lotus store: %+v", c)
 	}
 	if cfg.RegisteredProof != "StackedDrg32GiBV1_1_Feat_SyntheticPoRep" {
 		t.Errorf("registered proof %q", cfg.RegisteredProof)

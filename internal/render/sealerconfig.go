@@ -30,6 +30,15 @@ type SealerConfig struct {
 	MetricsPort int             `json:"metrics_port"`
 	// MetricsAddress is the listen address ("" = the sealer's default, every address).
 	MetricsAddress string `json:"metrics_address,omitempty"`
+	// Lotus makes the output directory a lotus/Curio storage path (spec.output.layout Lotus).
+	Lotus *SealerLotus `json:"lotus,omitempty"`
+}
+
+// SealerLotus names the storage path: the miner whose sector files it holds and the id in
+// its sectorstore.json.
+type SealerLotus struct {
+	Miner     uint64 `json:"miner"`
+	StorageID string `json:"storage_id"`
 }
 
 // SealerSector is one sector's replica inputs.
@@ -50,16 +59,25 @@ type SealerLayers struct {
 // BlockSize is the sealer's page and block size.
 const BlockSize = 4096
 
+// ActorID is the actor number of a miner ID address (f01234 → 1234).
+func ActorID(minerID string) (uint64, error) {
+	if len(minerID) < 3 || (minerID[0] != 'f' && minerID[0] != 't') || minerID[1] != '0' {
+		return 0, fmt.Errorf("spec.minerID %q: want an ID address like f01234", minerID)
+	}
+	id, err := strconv.ParseUint(minerID[2:], 10, 63)
+	if err != nil {
+		return 0, fmt.Errorf("spec.minerID %q: %w", minerID, err)
+	}
+	return id, nil
+}
+
 // ProverID is the 32-byte prover id of a miner address (f0…/t0…): the actor id as an
 // unsigned LEB128 varint (the ID address payload), zero-padded.
 func ProverID(minerID string) ([32]byte, error) {
 	var out [32]byte
-	if len(minerID) < 3 || (minerID[0] != 'f' && minerID[0] != 't') || minerID[1] != '0' {
-		return out, fmt.Errorf("spec.minerID %q: want an ID address like f01234", minerID)
-	}
-	id, err := strconv.ParseUint(minerID[2:], 10, 63)
+	id, err := ActorID(minerID)
 	if err != nil {
-		return out, fmt.Errorf("spec.minerID %q: %w", minerID, err)
+		return out, err
 	}
 	binary.PutUvarint(out[:], id)
 	return out, nil
@@ -131,6 +149,11 @@ func Config(in ConfigInput) (*SealerConfig, error) {
 		Layout:          in.Layout,
 		MetricsPort:     in.MetricsPort,
 		MetricsAddress:  in.MetricsAddress,
+	}
+	if o := b.Spec.Output; o != nil && o.Layout == sealv1.OutputLayoutLotus {
+		miner, _ := ActorID(b.Spec.MinerID) // ProverID parsed it
+		// The batch UID: unique per storage path, and the same on every retry.
+		cfg.Lotus = &SealerLotus{Miner: miner, StorageID: string(b.UID)}
 	}
 	for i, s := range b.Spec.Sectors {
 		t, err := Bytes32(fmt.Sprintf("spec.sectors[%d].ticket", i), s.Ticket)

@@ -80,6 +80,37 @@ func checkCPUManager(t *testing.T, batch string) {
 	t.Logf("CPU manager static=%v: layout CPUs %s, granted %s, L3 groups %v, moves %v", static, b.Status.CPUs, rc.Granted, rc.L3Groups, rc.Moves)
 }
 
+// checkLotusStore: the demo's batches write a lotus/Curio storage path; each sector is where
+// lotus-miner and Curio look for it, and sectorstore.json names the path by the batch UID.
+func checkLotusStore(t *testing.T, batch string) {
+	t.Helper()
+	var b sealv1.SealBatch
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "sealfleet-batches", Name: batch}, &b); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join("/var/lib/sealfleet/output", b.Namespace, b.Name)
+	var store struct {
+		ID       string
+		CanStore bool
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "sectorstore.json"))
+	if err != nil || json.Unmarshal(raw, &store) != nil || store.ID != string(b.UID) || !store.CanStore {
+		t.Errorf("sectorstore.json in %s: %v %s", dir, err, raw)
+	}
+	for _, s := range b.Spec.Sectors {
+		name := fmt.Sprintf("s-t01000-%d", s.Number)
+		fi, err := os.Stat(filepath.Join(dir, "sealed", name))
+		if err != nil || fi.Size() != 8<<20 {
+			t.Errorf("sealed/%s: %v", name, err)
+		}
+		for _, f := range []string{"p_aux", "t_aux", "sc-02-data-tree-r-last.dat"} {
+			if _, err := os.Stat(filepath.Join(dir, "cache", name, f)); err != nil {
+				t.Errorf("cache/%s/%s: %v", name, f, err)
+			}
+		}
+	}
+}
+
 // TestRealNode installs the chart, seals 4 CC 8 MiB sectors with the real sealer on node
 // 127.0.0.1, checks every CommR against rust-fil-proofs (`sealer oracle`), that the slot is
 // released and scrubbed, and, through a Prometheus scraping the run, that hasher busy-ratio
@@ -150,6 +181,7 @@ func TestRealNode(t *testing.T) {
 		t.Errorf("%d of 4 sectors match rust-fil-proofs", n)
 	}
 	checkCPUManager(t, batch)
+	checkLotusStore(t, batch)
 	out = step(nil, "release", batch)
 	if !strings.Contains(out, "scrubbed") {
 		t.Errorf("release did not report a scrub: %s", out)

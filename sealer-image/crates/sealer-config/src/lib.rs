@@ -201,6 +201,41 @@ pub struct BatchConfig {
     /// Address the metrics port listens on (default 0.0.0.0: every address of the pod;
     /// on the host network give the node address to scrape, or 127.0.0.1).
     pub metrics_address: std::net::IpAddr,
+    /// Write the outputs as a lotus/Curio storage path instead of one directory per sector.
+    pub lotus: Option<LotusStore>,
+}
+
+/// A lotus/Curio storage path as the output directory: `sectorstore.json`,
+/// `sealed/s-t0<miner>-<n>` and `cache/s-t0<miner>-<n>/`, where those tools look for sectors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LotusStore {
+    /// The miner's actor id (the number of its f0… address); every sector's prover id must be it.
+    pub miner: u64,
+    /// The storage path's id in `sectorstore.json` (unique per storage path, e.g. a UUID).
+    pub storage_id: String,
+}
+
+impl LotusStore {
+    /// lotus' sector file name, `s-t0<miner>-<number>`.
+    pub fn sector_name(&self, sector_id: u64) -> String {
+        format!("s-t0{}-{}", self.miner, sector_id)
+    }
+}
+
+/// The prover id of an ID address: the actor id as an unsigned LEB128 varint, zero-padded.
+pub fn prover_id_of(actor: u64) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let (mut v, mut i) = (actor, 0);
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out[i] = b;
+            return out;
+        }
+        out[i] = b | 0x80;
+        i += 1;
+    }
 }
 
 #[derive(Deserialize)]
@@ -234,6 +269,14 @@ struct RawConfig {
     progress_file: Option<serde_json::Value>,
     metrics_port: Option<serde_json::Value>,
     metrics_address: Option<serde_json::Value>,
+    lotus: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLotus {
+    miner: serde_json::Value,
+    storage_id: serde_json::Value,
 }
 
 fn as_str<'a>(field: &str, v: &'a serde_json::Value) -> Result<&'a str, ConfigError> {
@@ -553,6 +596,27 @@ impl BatchConfig {
             })?,
         };
 
+        let lotus = match &raw.lotus {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => {
+                let l: RawLotus = serde_json::from_value(v.clone()).or_else(|e| {
+                    err("lotus", format!("{e}; give {{\"miner\": <actor id>, \"storage_id\": \"<uuid>\"}}"))
+                })?;
+                let miner = as_u64("lotus.miner", &l.miner)?;
+                let id = as_str("lotus.storage_id", &l.storage_id)?;
+                if id.is_empty() || id.len() > 128 || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                    return err("lotus.storage_id", format!("{id:?}: give 1-128 letters, digits or '-' (a UUID)"));
+                }
+                if let Some(i) = sectors.iter().position(|s| s.prover_id != prover_id_of(miner)) {
+                    return err(
+                        format!("sectors[{i}].prover_id"),
+                        format!("is not miner {miner}'s (lotus.miner): lotus and Curio would file the sector under another miner; seal it with f0{miner}'s prover id"),
+                    );
+                }
+                Some(LotusStore { miner, storage_id: id.to_string() })
+            }
+        };
+
         Ok(BatchConfig {
             sector_size,
             porep_id,
@@ -565,6 +629,7 @@ impl BatchConfig {
             progress_file,
             metrics_port,
             metrics_address,
+            lotus,
         })
     }
 
@@ -614,6 +679,9 @@ impl BatchConfig {
         if let Some(p) = self.metrics_port {
             v["metrics_port"] = p.into();
             v["metrics_address"] = self.metrics_address.to_string().into();
+        }
+        if let Some(l) = &self.lotus {
+            v["lotus"] = serde_json::json!({"miner": l.miner, "storage_id": l.storage_id});
         }
         v
     }
@@ -708,6 +776,29 @@ mod tests {
         let mut bad = v.clone();
         bad["pc2_engine"] = "cpu".into();
         assert!(BatchConfig::from_json(&bad.to_string()).unwrap_err().message.contains("pc2_engine"));
+    }
+
+    #[test]
+    fn lotus_store_needs_the_miners_prover_id() {
+        assert_eq!(&prover_id_of(1000)[..3], &[0xe8, 0x07, 0]);
+        assert_eq!(&prover_id_of(5)[..2], &[5, 0]);
+        let mut v = base();
+        v["sectors"][0]["prover_id"] = hex::encode(prover_id_of(1000)).into();
+        v["lotus"] = serde_json::json!({"miner": 1000, "storage_id": "1b0c7d6e-5a4f-4e3d-9c2b-0a1f2e3d4c5b"});
+        let c = BatchConfig::from_json(&v.to_string()).unwrap();
+        let l = c.lotus.clone().unwrap();
+        assert_eq!(l.sector_name(7), "s-t01000-7");
+        assert_eq!(BatchConfig::from_json(&c.to_json().to_string()).unwrap().lotus, c.lotus);
+        let mut other = v.clone();
+        other["lotus"]["miner"] = 1001.into();
+        let e = BatchConfig::from_json(&other.to_string()).unwrap_err();
+        assert!(e.field == "sectors[0].prover_id" && e.message.contains("miner 1001"), "{e}");
+        let mut bad = v.clone();
+        bad["lotus"]["storage_id"] = "../x".into();
+        assert_eq!(field_of(bad), "lotus.storage_id");
+        let mut bad = v.clone();
+        bad["lotus"]["path"] = "/x".into();
+        assert_eq!(field_of(bad), "lotus");
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! streaming tree builder per sector (in parallel with rayon). Tree files are written at
 //! their final offsets while leaves stream in, so memory stays bounded by the range size.
 //!
-//! Output per sector, under `<output_dir>/<sector_id>/`:
+//! Output per sector, under `<output_dir>/<sector_id>/` (or, with `lotus` in the config, as a
+//! lotus/Curio storage path: `sectorstore.json`, `sealed/s-t0<miner>-<n>`, `cache/s-t0<miner>-<n>/`;
+//! see [`sector_paths`]):
 //! * `sealed` — the replica (for CC: the last layer, byte for byte);
 //! * `cache/sc-02-data-tree-c[-k].dat`, `cache/sc-02-data-tree-r-last[-k].dat`,
 //!   `cache/sc-02-data-tree-d.dat`, `cache/sc-02-data-layer-<l>.dat`, `cache/p_aux`,
@@ -200,9 +202,55 @@ pub struct SectorResult {
     pub comm_r: String,
 }
 
-/// Paths of one sector's outputs.
-pub fn sector_dir(cfg: &BatchConfig, sector_id: u64) -> PathBuf {
-    cfg.output_dir.join(sector_id.to_string())
+/// Where one sector's replica and cache directory go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SectorPaths {
+    /// The replica file.
+    pub sealed: PathBuf,
+    /// The cache directory (trees, p_aux, t_aux, layers).
+    pub cache: PathBuf,
+}
+
+/// Paths of one sector's outputs: `<output_dir>/<sector_id>/{sealed,cache/}`, or as a
+/// lotus/Curio storage path `<output_dir>/sealed/s-t0<miner>-<n>` and `cache/s-t0<miner>-<n>/`.
+pub fn sector_paths(cfg: &BatchConfig, sector_id: u64) -> SectorPaths {
+    match &cfg.lotus {
+        Some(l) => {
+            let name = l.sector_name(sector_id);
+            SectorPaths {
+                sealed: cfg.output_dir.join("sealed").join(&name),
+                cache: cfg.output_dir.join("cache").join(name),
+            }
+        }
+        None => {
+            let dir = cfg.output_dir.join(sector_id.to_string());
+            SectorPaths { sealed: dir.join("sealed"), cache: dir.join("cache") }
+        }
+    }
+}
+
+/// `path` with `.tmp` appended (files are written under it and renamed when complete).
+fn tmp_of(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".tmp");
+    PathBuf::from(s)
+}
+
+/// lotus' `sectorstore.json` for a storage path that only stores (sealing happened here).
+/// An existing one is the provider's and is kept.
+fn write_sectorstore(cfg: &BatchConfig, store: &sealer_config::LotusStore) -> std::io::Result<()> {
+    let path = cfg.output_dir.join("sectorstore.json");
+    if path.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&cfg.output_dir)?;
+    let meta = serde_json::json!({
+        "ID": store.storage_id, "Weight": 10, "CanSeal": false, "CanStore": true,
+        "MaxStorage": 0, "Groups": [], "AllowTo": [],
+    });
+    let tmp = tmp_of(&path);
+    std::fs::write(&tmp, serde_json::to_string_pretty(&meta).unwrap())?;
+    std::fs::rename(tmp, path)
 }
 
 #[derive(Serialize)]
@@ -329,15 +377,20 @@ pub fn run_pc2_with(
     let rtd = rows_to_discard(leaves);
 
     // Output dirs, replica files.
+    if let Some(store) = &cfg.lotus {
+        write_sectorstore(cfg, store).map_err(|e| io("writing sectorstore.json", e))?;
+    }
     let mut caches = Vec::new();
     let mut replicas = Vec::new();
     for s in &cfg.sectors {
-        let dir = sector_dir(cfg, s.sector_id);
-        let cache = dir.join("cache");
+        let paths = sector_paths(cfg, s.sector_id);
+        let cache = paths.cache;
         std::fs::create_dir_all(&cache).map_err(|e| io(&format!("creating {}", cache.display()), e))?;
         let _ = std::fs::remove_file(cache.join("p_aux"));
-        let rp = dir.join("sealed.tmp");
-        let f = File::create(&rp).map_err(|e| io("creating replica", e))?;
+        if let Some(d) = paths.sealed.parent() {
+            std::fs::create_dir_all(d).map_err(|e| io(&format!("creating {}", d.display()), e))?;
+        }
+        let f = File::create(tmp_of(&paths.sealed)).map_err(|e| io("creating replica", e))?;
         f.set_len(g.nodes * 32).map_err(|e| io("sizing replica", e))?;
         replicas.push(f);
         caches.push(cache);
@@ -422,7 +475,6 @@ pub fn run_pc2_with(
         let comm_r_last = combine_roots(&roots_r[s]);
         let comm_r = poseidon2(comm_c, comm_r_last);
         let cache = &caches[s];
-        let dir = sector_dir(cfg, sec.sector_id);
         replicas[s].sync_all().map_err(|e| io("syncing replica", e))?;
         write_cc_tree_d(&cache.join("sc-02-data-tree-d.dat.tmp"), g.nodes).map_err(|e| io("writing tree-d", e))?;
         let abs = std::fs::canonicalize(cache).map_err(|e| io("resolving cache dir", e))?;
@@ -440,15 +492,14 @@ pub fn run_pc2_with(
             comm_r_last: hex::encode(fr_bytes(&comm_r_last)),
             comm_r: hex::encode(fr_bytes(&comm_r)),
         });
-        let _ = dir;
     }
     if export_layers {
         export_into_caches(cfg, &caches)?;
     }
     for (s, sec) in cfg.sectors.iter().enumerate() {
-        let dir = sector_dir(cfg, sec.sector_id);
+        let sealed = sector_paths(cfg, sec.sector_id).sealed;
         rename_tmp(&caches[s]).map_err(|e| io("renaming outputs", e))?;
-        std::fs::rename(dir.join("sealed.tmp"), dir.join("sealed")).map_err(|e| io("renaming replica", e))?;
+        std::fs::rename(tmp_of(&sealed), &sealed).map_err(|e| io("renaming replica", e))?;
         std::fs::rename(caches[s].join("p_aux.tmp"), caches[s].join("p_aux")).map_err(|e| io("renaming p_aux", e))?;
     }
     let summary = serde_json::json!({ "sectors": results });

@@ -312,7 +312,7 @@ fn batch_killed_during_pc2_resumes_and_matches_oracle_with_endpoints() {
     assert!(!cfg.output_dir.join("results.json").exists());
     for s in &cfg.sectors {
         assert!(
-            !sealer_pc2::sector_dir(&cfg, s.sector_id).join("cache/p_aux").exists(),
+            !sealer_pc2::sector_paths(&cfg, s.sector_id).cache.join("p_aux").exists(),
             "p_aux must only appear when complete"
         );
     }

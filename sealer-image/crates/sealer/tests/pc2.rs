@@ -9,15 +9,39 @@ use sealer::oracle;
 use sealer_pc1::{Pc1Options, Tuning};
 
 fn pc2_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_sectors: usize, c1: bool) {
+    pc2_case_with(sector_size, proof_id, n, seed, oracle_sectors, c1, false)
+}
+
+/// With `lotus`, the batch is one miner's and writes a lotus/Curio storage path.
+fn pc2_case_with(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_sectors: usize, c1: bool, lotus: bool) {
     common::init();
     let work = tempfile::tempdir().unwrap();
-    let (cfg, _) = common::config(sector_size, proof_id, n, seed, work.path(), 2);
+    let (mut cfg, mut json) = common::config(sector_size, proof_id, n, seed, work.path(), 2);
+    if lotus {
+        for s in json["sectors"].as_array_mut().unwrap() {
+            s["prover_id"] = hex::encode(sealer_config::prover_id_of(1000)).into();
+        }
+        json["lotus"] = serde_json::json!({"miner": 1000, "storage_id": "0f1e2d3c-4b5a-4697-8877-665544332211"});
+        cfg = sealer_config::BatchConfig::from_json(&json.to_string()).unwrap();
+    }
     let opts = Pc1Options { allow_portable_hash: true, tuning: Tuning::default(), ..Default::default() };
     sealer_pc1::run_pc1(&cfg, &opts).expect("pc1");
     let res = sealer_pc2::run_pc2(&cfg, c1).expect("pc2");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(cfg.output_dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(summary["sectors"].as_array().unwrap().len(), n);
+    if lotus {
+        let store: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(cfg.output_dir.join("sectorstore.json")).unwrap()).unwrap();
+        assert_eq!(store["ID"], "0f1e2d3c-4b5a-4697-8877-665544332211");
+        assert_eq!((store["CanSeal"].as_bool(), store["CanStore"].as_bool()), (Some(false), Some(true)));
+        let leftovers: Vec<_> = std::fs::read_dir(cfg.output_dir.join("sealed"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|f| !f.starts_with("s-t01000-") || f.ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "sealed/ holds {leftovers:?}");
+    }
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     // compare a spread of sectors with the oracle (all when oracle_sectors >= n)
     let step = (n / oracle_sectors.min(n)).max(1);
@@ -26,21 +50,23 @@ fn pc2_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_sectors
         let o = oracle::precommit_sector(&cfg, s, work.path()).expect("oracle");
         assert_eq!(res[i].comm_r, hex::encode(o.comm_r), "comm_r of sector {i}");
         assert_eq!(res[i].comm_d, hex::encode(o.comm_d), "comm_d of sector {i}");
-        let ours = sealer_pc2::sector_dir(&cfg, s.sector_id);
+        let ours = sealer_pc2::sector_paths(&cfg, s.sector_id);
+        if lotus {
+            let name = format!("s-t01000-{}", s.sector_id);
+            assert_eq!(ours.sealed, cfg.output_dir.join("sealed").join(&name));
+            assert_eq!(ours.cache, cfg.output_dir.join("cache").join(&name));
+        }
         let oc = &o.cache;
-        let paux = std::fs::read(ours.join("cache/p_aux")).unwrap();
+        let paux = std::fs::read(ours.cache.join("p_aux")).unwrap();
         assert_eq!(paux, std::fs::read(oc.join("p_aux")).unwrap(), "p_aux of sector {i}");
         assert_eq!(hex::encode(&paux[..32]), res[i].comm_c);
         assert_eq!(hex::encode(&paux[32..]), res[i].comm_r_last);
         for f in ["sc-02-data-tree-r-last.dat", "sc-02-data-tree-c.dat", "sc-02-data-tree-d.dat"] {
-            let a = std::fs::read(ours.join("cache").join(f)).unwrap();
+            let a = std::fs::read(ours.cache.join(f)).unwrap();
             let b = std::fs::read(oc.join(f)).unwrap();
             assert!(a == b, "{f} of sector {i} differs ({} vs {} bytes)", a.len(), b.len());
         }
-        assert!(
-            std::fs::read(ours.join("sealed")).unwrap() == std::fs::read(&o.sealed).unwrap(),
-            "replica of sector {i}"
-        );
+        assert!(std::fs::read(&ours.sealed).unwrap() == std::fs::read(&o.sealed).unwrap(), "replica of sector {i}");
         let oabs = std::fs::canonicalize(oc).unwrap();
         assert_eq!(
             sealer_pc2::t_aux_bytes(&oabs, cfg.nodes(), cfg.num_layers(), cfg.sector_size),
@@ -53,7 +79,7 @@ fn pc2_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_sectors
             cr.copy_from_slice(&hex::decode(&res[i].comm_r).unwrap());
             let mut cd = [0u8; 32];
             cd.copy_from_slice(&hex::decode(&res[i].comm_d).unwrap());
-            let parts = oracle::commit_phase1(&cfg, s, &ours.join("cache"), &ours.join("sealed"), seed_bytes, cr, cd)
+            let parts = oracle::commit_phase1(&cfg, s, &ours.cache, &ours.sealed, seed_bytes, cr, cd)
                 .expect("C1 on sealfleet outputs (vanilla proofs verified by filecoin-proofs' sanity check)");
             assert!(parts >= 1);
         }
@@ -63,6 +89,11 @@ fn pc2_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_sectors
 #[test]
 fn pc2_kib2_v1_1_n1_with_c1() {
     pc2_case(2048, 5, 1, 601, 1, true);
+}
+
+#[test]
+fn pc2_kib2_v1_1_n4_lotus_storage_path_with_c1() {
+    pc2_case_with(2048, 5, 4, 605, 4, true, true);
 }
 
 #[test]
