@@ -16,8 +16,9 @@ RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.
     CGO_ENABLED=0 go build -trimpath -o /out/manager ./cmd/manager && \
     CGO_ENABLED=0 go build -trimpath -o /out/node-agent ./cmd/node-agent
 
-# Static binaries: distroless static is enough. It runs as root by default because the node
-# agent (sysfs writes, device binding, discard) needs it; the chart runs the manager as non-root.
-FROM gcr.io/distroless/static-debian12
+# Static binaries on Debian slim, for util-linux blkid: the node agent probes every disk with it
+# (`blkid -p`) before preparing it. It runs as root by default because the node agent (sysfs
+# writes, device binding, discard) needs it; the chart runs the manager as non-root.
+FROM debian:bookworm-slim
 COPY --from=build /out/manager /out/node-agent /
 ENTRYPOINT ["/manager"]

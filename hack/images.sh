@@ -41,6 +41,16 @@ gobuild() {
   rm -rf "$stage"
 }
 
+# withlibs BIN=PATH...: the file arguments of mkimage for dynamically linked binaries: each
+# binary at its path, and each library ldd resolves (and the loader) at the same path.
+withlibs() {
+  local arg lib
+  for arg in "$@"; do
+    echo "$arg"
+    ldd "${arg%%=*}" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'
+  done | awk -F= '!seen[$1]++ {print ($2 == "" ? $1 "=" $1 : $0)}'
+}
+
 tools() {
   gobuild "$root/hack/tools/img" "$bin" ./cmd/mkimage ./cmd/pause
 }
@@ -52,10 +62,14 @@ build() {
     fresh "$out/pause.tar"; log "built localhost/pause:local"
   fi
   gobuild "$root" "$bin" ./cmd/manager ./cmd/node-agent
-  if stale "$out/operator.tar" "$bin/manager" "$bin/node-agent"; then
-    "$bin/mkimage" -o "$out/operator.tar" -tag localhost/sealfleet-operator:dev -entrypoint /manager \
-      "$bin/manager=/manager:0755" "$bin/node-agent=/node-agent:0755"
-    fresh "$out/operator.tar"; log "built localhost/sealfleet-operator:dev"
+  # The node agent probes disks with util-linux blkid before preparing them.
+  local blkid; blkid=$(command -v blkid || echo /usr/sbin/blkid)
+  [ -x "$blkid" ] || { log "blkid (util-linux) not found: run hack/host-deps.sh"; exit 1; }
+  if stale "$out/operator.tar" "$bin/manager" "$bin/node-agent" "$blkid"; then
+    local files=("$bin/manager=/manager:0755" "$bin/node-agent=/node-agent:0755") f
+    while read -r f; do files+=("$f"); done < <(withlibs "$blkid=/usr/sbin/blkid:0755")
+    "$bin/mkimage" -o "$out/operator.tar" -tag localhost/sealfleet-operator:dev -entrypoint /manager "${files[@]}"
+    fresh "$out/operator.tar"; log "built localhost/sealfleet-operator:dev (${#files[@]} files)"
   fi
   local sealer=$root/sealer-image/target/release/sealer
   if [ ! -x "$sealer" ]; then
@@ -63,10 +77,9 @@ build() {
     return 0
   fi
   if stale "$out/sealer.tar" "$sealer"; then
-    # The sealer links glibc dynamically: put each library ldd resolves, and the loader, at the
-    # same path in the image.
-    local files=("$sealer=/sealer:0755") lib
-    while read -r lib; do files+=("$lib=$lib"); done < <(ldd "$sealer" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)
+    # The sealer links glibc dynamically: each library ldd resolves, and the loader, go in too.
+    local files=() f
+    while read -r f; do files+=("$f"); done < <(withlibs "$sealer=/sealer:0755")
     "$bin/mkimage" -o "$out/sealer.tar" -tag localhost/sealfleet-sealer:dev -entrypoint /sealer "${files[@]}"
     fresh "$out/sealer.tar"; log "built localhost/sealfleet-sealer:dev (${#files[@]} files)"
   fi

@@ -15,11 +15,23 @@ import (
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/internal/testenv"
+	"github.com/sealfleet/sealfleet/internal/topology"
 )
 
-// copyFixture makes a writable copy of a fixture machine (nodeprep may write to it).
+// copyFixture makes a writable copy of a fixture machine (nodeprep may write to it), with
+// its NVMe namespaces as blank devices.
 func copyFixture(t *testing.T, name string) string {
-	return testutil.CopyTree(t, filepath.Join("..", "topology", "testdata", name))
+	root := testutil.CopyTree(t, filepath.Join("..", "topology", "testdata", name))
+	topo, err := topology.Discover(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range topo.NVMe {
+		for _, ns := range n.Namespaces {
+			testutil.BlankDevices(t, root, ns.Name)
+		}
+	}
+	return root
 }
 
 // TestAgentPublishesStatus runs the agent against a real API server: it creates the

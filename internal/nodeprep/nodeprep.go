@@ -213,7 +213,9 @@ func (p *prep) pciDevice(bdf string, mode v1alpha1.DeviceMode, allow []v1alpha1.
 		if why := ns.InUse(); why != "" {
 			return refuse("%s: %s", ns.Name, why)
 		}
-		if sig := p.signature(ns.Name); sig != "" {
+		if sig, err := p.signature(ns.Name); err != nil {
+			return refuse("%s: %v", ns.Name, err)
+		} else if sig != "" {
 			return refuse("%s: has a %s signature (wipe it with wipefs -a only if the data is not needed)", ns.Name, sig)
 		}
 		cap += ns.CapacityBytes
@@ -306,8 +308,11 @@ func (p *prep) pathDevice(d v1alpha1.LayerDevice) v1alpha1.LayerDeviceStatus {
 					st.Reason = ns.Name + ": " + why
 					return st
 				}
-				if sig := p.signature(ns.Name); sig != "" {
-					st.Reason = fmt.Sprintf("%s: has a %s signature", ns.Name, sig)
+				if sig, err := p.signature(ns.Name); err != nil {
+					st.Reason = fmt.Sprintf("%s: %v", ns.Name, err)
+					return st
+				} else if sig != "" {
+					st.Reason = fmt.Sprintf("%s: has a %s signature (wipe it with wipefs -a only if the data is not needed)", ns.Name, sig)
 					return st
 				}
 				st.CapacityBytes, st.Ready = ns.CapacityBytes, true

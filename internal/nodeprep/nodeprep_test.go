@@ -1,8 +1,10 @@
 package nodeprep
 
 import (
+	"encoding/binary"
 	"github.com/sealfleet/sealfleet/internal/testutil"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +20,13 @@ func setup(t *testing.T) (string, *topology.Topology) {
 	topo, err := topology.Discover(root)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Blank device nodes for the fixture's namespaces: the signature probe opens every
+	// namespace it would prepare.
+	for _, n := range topo.NVMe {
+		for _, ns := range n.Namespaces {
+			testutil.BlankDevices(t, root, ns.Name)
+		}
 	}
 	return root, topo
 }
@@ -49,15 +58,9 @@ func byAddr(r *Result, bdf string) v1alpha1.LayerDeviceStatus {
 
 func TestRefusals(t *testing.T) {
 	root, topo := setup(t)
-	// A signature on an otherwise clean device: LVM2 label at sector 1.
-	img := make([]byte, 8192)
-	copy(img[512:], "LABELONE")
-	if err := os.MkdirAll(filepath.Join(root, "dev"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "dev", "nvme4n1"), img, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// An otherwise clean device that was a member of an md array (metadata 1.0 sits at the
+	// end of the device, where a probe of the first sectors never looks).
+	mdImage(t, filepath.Join(root, "dev", "nvme4n1"), "1.0")
 	spec := v1alpha1.SealerNodeSpec{DeviceMode: v1alpha1.DeviceModeVFIO, LayerDevices: append(pci(
 		"0000:01:00.0", "0000:02:00.0", "0000:05:00.0", "0000:06:00.0", "0000:c1:00.0", "0000:09:00.0"),
 		v1alpha1.LayerDevice{Path: "/dev/sda"})}
@@ -69,7 +72,7 @@ func TestRefusals(t *testing.T) {
 		"0000:01:00.0": "backs the root filesystem",
 		"0000:02:00.0": "has partitions",
 		"0000:05:00.0": "held by md0",
-		"0000:06:00.0": "LVM2 physical volume",
+		"0000:06:00.0": "linux_raid_member (raid, 1.0) signature",
 		"0000:c1:00.0": "not an NVMe controller",
 		"0000:09:00.0": "no PCI device",
 	}
@@ -210,29 +213,118 @@ func TestHugepages(t *testing.T) {
 	}
 }
 
-func TestSignatures(t *testing.T) {
-	mk := func(off int, s string) []byte {
-		b := make([]byte, probeBytes)
-		copy(b[off:], s)
+// mdImage writes a sparse 64 MiB image carrying an md superblock of the given metadata
+// version where mdadm puts it: 0.90 in the last 64 KiB-aligned 64 KiB, 1.0 8 KiB from the end,
+// 1.1 at the start, 1.2 at 4 KiB.
+func mdImage(t *testing.T, path, version string) {
+	t.Helper()
+	const size = 64 << 20
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	v1 := func(sector int64) []byte { // struct mdp_superblock_1 with 4 device roles
+		b := make([]byte, 256+2*4)
+		le := binary.LittleEndian
+		le.PutUint32(b[0:], 0xa92b4efc)
+		le.PutUint32(b[4:], 1)
+		for i := range 16 {
+			b[16+i] = byte(i + 1) // set uuid
+		}
+		copy(b[32:], "host:md0")
+		le.PutUint32(b[72:], 1) // raid1
+		le.PutUint32(b[92:], 2) // raid disks
+		le.PutUint64(b[128:], 2048)
+		le.PutUint64(b[136:], 1000)
+		le.PutUint64(b[144:], uint64(sector)) // where the superblock is, in sectors
+		le.PutUint32(b[220:], 4)              // max_dev
+		var sum uint64
+		for i := 0; i+4 <= len(b); i += 4 {
+			sum += uint64(le.Uint32(b[i:]))
+		}
+		le.PutUint32(b[216:], uint32(sum&0xffffffff+sum>>32))
 		return b
 	}
-	mbr := make([]byte, 1024)
-	mbr[446+4] = 0x83
-	mbr[510], mbr[511] = 0x55, 0xaa
-	cases := map[string][]byte{
-		"GPT partition table":  mk(512, "EFI PART"),
-		"LVM2 physical volume": mk(512, "LABELONE"),
-		"Linux RAID (md)":      mk(4096, "\xfc\x4e\x2b\xa9"),
-		"XFS":                  mk(0, "XFSB"),
-		"ext2/3/4":             mk(1080, "\x53\xef"),
-		"btrfs":                mk(65600, "_BHRfS_M"),
-		"swap":                 mk(4086, "SWAPSPACE2"),
-		"MBR partition table":  mbr,
-		"":                     make([]byte, probeBytes),
+	var off int64
+	var sb []byte
+	switch version {
+	case "0.90":
+		off = size&^(64<<10-1) - 64<<10
+		sb = make([]byte, 4096)
+		binary.LittleEndian.PutUint32(sb[0:], 0xa92b4efc)
+		binary.LittleEndian.PutUint32(sb[8:], 90)
+	case "1.0":
+		off = (size>>9 - 16) &^ 7 << 9
+		sb = v1(off >> 9)
+	case "1.1":
+		sb = v1(0)
+	case "1.2":
+		off = 4096
+		sb = v1(8)
 	}
-	for want, img := range cases {
-		if got := Signature(img); got != want {
-			t.Errorf("Signature = %q, want %q", got, want)
+	if _, err := f.WriteAt(sb, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProbe: util-linux blkid finds md members of every metadata version (the hand-written
+// probe it replaced missed 0.90 and 1.0), filesystems and swap; a blank device is blank; a
+// device that cannot be opened or probed is an error, so it is never prepared.
+func TestProbe(t *testing.T) {
+	if _, err := Probe(os.DevNull); err != nil && strings.Contains(err.Error(), "not found") {
+		t.Skip("blkid (util-linux) is not installed")
+	}
+	dir := t.TempDir()
+	for _, v := range []string{"0.90", "1.0", "1.1", "1.2"} {
+		p := filepath.Join(dir, "md"+v)
+		mdImage(t, p, v)
+		if got, err := Probe(p); err != nil || !strings.HasPrefix(got, "linux_raid_member (raid, "+v) {
+			t.Errorf("md %s: %q, %v", v, got, err)
 		}
+	}
+	blank := filepath.Join(dir, "blank")
+	if err := os.WriteFile(blank, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Probe(blank); got != "" || err != nil {
+		t.Errorf("blank device: %q, %v", got, err)
+	}
+	for tool, want := range map[string]string{"mkswap": "swap (other", "mkfs.ext4": "ext4 (filesystem"} {
+		bin, err := exec.LookPath(tool)
+		if err != nil {
+			if bin, err = exec.LookPath("/usr/sbin/" + tool); err != nil {
+				t.Logf("%s not installed: not probed", tool)
+				continue
+			}
+		}
+		img := filepath.Join(dir, tool)
+		if err := os.WriteFile(img, make([]byte, 8<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(bin, "-q", img).CombinedOutput(); err != nil {
+			if out2, err2 := exec.Command(bin, img).CombinedOutput(); err2 != nil {
+				t.Fatalf("%s: %v %s %s", tool, err2, out, out2)
+			}
+		}
+		if got, err := Probe(img); err != nil || !strings.HasPrefix(got, want) {
+			t.Errorf("%s image: %q, %v", tool, got, err)
+		}
+	}
+	if _, err := Probe(filepath.Join(dir, "missing")); err == nil {
+		t.Error("a device that cannot be opened probed as blank")
+	}
+	// Without blkid the agent cannot tell: the device is refused, not prepared.
+	saved := blkidPaths
+	blkidPaths = []string{filepath.Join(dir, "no-blkid")}
+	defer func() { blkidPaths = saved }()
+	if _, err := Probe(blank); err == nil || !strings.Contains(err.Error(), "blkid (util-linux) not found") {
+		t.Errorf("no blkid: %v", err)
 	}
 }

@@ -2,70 +2,91 @@ package nodeprep
 
 import (
 	"bytes"
-	"encoding/binary"
-	"io"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
-// probeBytes is how much of a device the signature probe reads (btrfs sits at 64 KiB).
-const probeBytes = 72 * 1024
+// blkidPaths are where util-linux blkid is looked for: PATH first, then where Debian and
+// the node agent's image put it (sbin is not on every PATH).
+var blkidPaths = []string{"blkid", "/usr/sbin/blkid", "/sbin/blkid"}
 
-// signature reads the start of root/dev/<name> and names the first partition table, RAID,
-// LVM or filesystem signature found, or "" when none (or the device cannot be read). It is
-// read-only and looks at fixed offsets like blkid, without claiming to know every format;
-// md metadata 0.90/1.0 (at the end of the device) is not probed.
-func (p *prep) signature(name string) string {
-	f, err := os.Open(filepath.Join(p.root, "dev", name))
+// probe is the signature probe Prepare uses (tests replace it to prove it fails closed).
+var probe = Probe
+
+// Probe reports the signatures on a block device or image the way wipefs sees them: util-linux
+// blkid in low-level mode (-p reads the superblocks and partition tables on the device itself,
+// no cache), so every format blkid knows counts, md RAID members with metadata 0.90/1.0 at
+// the end of the device included. It returns "" for a blank device and an error when it cannot
+// tell (then the device must not be prepared).
+func Probe(path string) (string, error) {
+	// blkid reports a device it cannot open as blank (exit 2): open it first.
+	f, err := os.Open(path)
 	if err != nil {
-		return ""
+		return "", fmt.Errorf("cannot open it to probe for signatures: %w", err)
 	}
-	defer f.Close()
-	buf := make([]byte, probeBytes)
-	n, _ := io.ReadFull(f, buf)
-	return Signature(buf[:n])
-}
-
-// Signature names the signature at the start of a device image, or "".
-func Signature(b []byte) string {
-	at := func(off int, magic string) bool {
-		return len(b) >= off+len(magic) && bytes.Equal(b[off:off+len(magic)], []byte(magic))
-	}
-	le32 := func(off int) uint32 {
-		if len(b) < off+4 {
-			return 0
+	f.Close()
+	bin := ""
+	for _, c := range blkidPaths {
+		if p, err := exec.LookPath(c); err == nil {
+			bin = p
+			break
 		}
-		return binary.LittleEndian.Uint32(b[off:])
 	}
-	const mdMagic = 0xa92b4efc
+	if bin == "" {
+		return "", fmt.Errorf("blkid (util-linux) not found: the agent cannot prove %s carries no signature", path)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "-p", "-o", "export", "--", path)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var exit *exec.ExitError
 	switch {
-	case at(512, "EFI PART") || at(4096, "EFI PART"):
-		return "GPT partition table"
-	case at(512, "LABELONE") || at(0, "LABELONE") || at(1024, "LABELONE") || at(1536, "LABELONE"):
-		return "LVM2 physical volume"
-	case le32(4096) == mdMagic || le32(0) == mdMagic:
-		return "Linux RAID (md)"
-	case at(0, "LUKS\xba\xbe"):
-		return "LUKS"
-	case at(0, "XFSB"):
-		return "XFS"
-	case at(1080, "\x53\xef"):
-		return "ext2/3/4"
-	case at(65600, "_BHRfS_M"):
-		return "btrfs"
-	case at(4086, "SWAPSPACE2") || at(4086, "SWAP-SPACE"):
-		return "swap"
-	case len(b) >= 512 && b[510] == 0x55 && b[511] == 0xaa && !allZero(b[446:510]):
-		return "MBR partition table"
+	case errors.As(err, &exit) && exit.ExitCode() == 2: // nothing found
+		return "", nil
+	case errors.As(err, &exit) && exit.ExitCode() == 8:
+		return "several conflicting signatures (blkid: ambivalent probe result)", nil
+	case err != nil:
+		return "", fmt.Errorf("blkid -p %s: %w: %s", path, err, strings.TrimSpace(stderr.String()))
 	}
-	return ""
+	return describe(out), nil
 }
 
-func allZero(b []byte) bool {
-	for _, x := range b {
-		if x != 0 {
-			return false
+// describe names what blkid's export output found, e.g. "linux_raid_member (raid, 1.0)" or
+// "gpt partition table".
+func describe(export []byte) string {
+	kv := map[string]string{}
+	for _, line := range strings.Split(string(export), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+			kv[k] = v
 		}
 	}
-	return true
+	var found []string
+	if t := kv["TYPE"]; t != "" {
+		detail := []string{}
+		for _, k := range []string{"USAGE", "VERSION"} {
+			if kv[k] != "" {
+				detail = append(detail, kv[k])
+			}
+		}
+		if len(detail) > 0 {
+			t += " (" + strings.Join(detail, ", ") + ")"
+		}
+		found = append(found, t)
+	}
+	if pt := kv["PTTYPE"]; pt != "" {
+		found = append(found, pt+" partition table")
+	}
+	if len(found) == 0 {
+		return "an unnamed signature (blkid found one)"
+	}
+	return strings.Join(found, " and ")
+}
+
+// signature probes root/dev/<name>.
+func (p *prep) signature(name string) (string, error) {
+	return probe(filepath.Join(p.root, "dev", name))
 }

@@ -64,3 +64,21 @@ func Golden(t testing.TB, path string, got []byte, update bool, pkg string) {
 		t.Errorf("%s differs from golden; run with -update and review the diff", path)
 	}
 }
+
+// BlankDevices creates root/dev/<name> as an empty 16 MiB sparse file for each name: a fixture
+// tree's block devices, blank, for the node agent's signature probe to open.
+func BlankDevices(t testing.TB, root string, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		dev := filepath.Join(root, "dev", name)
+		if err := os.MkdirAll(filepath.Dir(dev), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dev, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(dev, 16<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
