@@ -27,20 +27,14 @@ pub const STANDALONE_KEYS: [&str; 5] = ["sector_size", "porep_id", "api_version"
 pub const MAX_BATCH: usize = 128;
 
 /// A configuration error: which field, and what is wrong / how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid config field `{field}`: {message}")]
 pub struct ConfigError {
     /// JSON path of the field, e.g. `sectors[3].ticket`.
     pub field: String,
     /// What is wrong and how to fix it.
     pub message: String,
 }
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "invalid config field `{}`: {}", self.field, self.message)
-    }
-}
-impl std::error::Error for ConfigError {}
 
 fn err<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError { field: field.into(), message: message.into() })

@@ -38,14 +38,9 @@ impl GraphApi {
 }
 
 /// Error from graph construction or the cache file.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct GraphError(pub String);
-impl std::fmt::Display for GraphError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for GraphError {}
 
 /// The parent table of one graph, memory-mapped from the parent cache file.
 pub struct Parents {

@@ -42,19 +42,12 @@ pub enum Kernel {
 }
 
 /// Error returned when the fast kernel is required but unavailable.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "this CPU lacks the SHA extensions (sha_ni + sse4.1); the sealer's hot path needs them. \
+     Run on a CPU with SHA-NI, or pass --allow-portable-hash to accept a much slower software kernel"
+)]
 pub struct NoShaNi;
-
-impl std::fmt::Display for NoShaNi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "this CPU lacks the SHA extensions (sha_ni + sse4.1); the sealer's hot path needs them. \
-             Run on a CPU with SHA-NI, or pass --allow-portable-hash to accept a much slower software kernel"
-        )
-    }
-}
-impl std::error::Error for NoShaNi {}
 
 impl Kernel {
     /// True when the SHA-NI kernel can run on this CPU.

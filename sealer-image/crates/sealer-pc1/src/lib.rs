@@ -29,17 +29,22 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Errors of a PC1 run, grouped by what the operator should do about them.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Pc1Error {
     /// Bad input (config, layout vs this machine). Fix the input.
+    #[error("invalid input: {0}")]
     Input(String),
     /// The CPU lacks what the hot path needs (SHA-NI).
+    #[error("unsupported machine: {0}")]
     Unsupported(String),
     /// Storage or file-system failure.
+    #[error("storage error: {0}")]
     Io(String),
     /// Another thread failed first (internal; never returned from [`run_pc1`]).
+    #[error("aborted")]
     Aborted,
     /// A bug or unexpected state.
+    #[error("internal error: {0}")]
     Internal(String),
 }
 
@@ -54,19 +59,6 @@ impl Pc1Error {
         }
     }
 }
-
-impl std::fmt::Display for Pc1Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Pc1Error::Input(s) => write!(f, "invalid input: {s}"),
-            Pc1Error::Unsupported(s) => write!(f, "unsupported machine: {s}"),
-            Pc1Error::Io(s) => write!(f, "storage error: {s}"),
-            Pc1Error::Aborted => write!(f, "aborted"),
-            Pc1Error::Internal(s) => write!(f, "internal error: {s}"),
-        }
-    }
-}
-impl std::error::Error for Pc1Error {}
 
 impl From<sealer_config::ConfigError> for Pc1Error {
     fn from(e: sealer_config::ConfigError) -> Self {

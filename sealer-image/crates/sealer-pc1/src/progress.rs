@@ -16,8 +16,9 @@
 
 use crate::engine::LiveStats;
 use crate::Pc1Error;
+use prometheus::{CounterVec, Gauge, GaugeVec, IntCounter, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 use sealer_config::BatchConfig;
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -127,6 +128,7 @@ impl Progress {
 
 struct Shared {
     doc: serde_json::Value,
+    metrics: Metrics,
     stats: Option<Arc<LiveStats>>,
     /// PC1 sector-labels of this run (from the published progress; never decreases).
     labels_total: u64,
@@ -147,6 +149,7 @@ impl ProgressSink {
     pub fn new(cfg: &BatchConfig, bar: bool) -> Result<Self, Pc1Error> {
         let shared = Arc::new(Mutex::new(Shared {
             doc: serde_json::json!({"phase": "pc1", "state": "starting"}),
+            metrics: Metrics::new(),
             stats: None,
             labels_total: 0,
             cpus: None,
@@ -154,10 +157,12 @@ impl ProgressSink {
         if let Some(port) = cfg.metrics_port {
             let l = std::net::TcpListener::bind((cfg.metrics_address, port))
                 .map_err(|e| Pc1Error::Input(format!("metrics_port {port}: cannot listen: {e}")))?;
+            let server = tiny_http::Server::from_listener(l, None)
+                .map_err(|e| Pc1Error::Input(format!("metrics_port {port}: {e}")))?;
             let sh = shared.clone();
             std::thread::Builder::new()
                 .name("sealer-http".into())
-                .spawn(move || serve(l, sh))
+                .spawn(move || serve(server, sh))
                 .map_err(|e| Pc1Error::Internal(e.to_string()))?;
         }
         if let Some(p) = &cfg.progress_file {
@@ -223,116 +228,137 @@ impl ProgressSink {
     }
 }
 
-/// Prometheus text exposition: HELP and TYPE on every metric, ratios in 0..1, counters (named
-/// `_total`) for what accumulates, so rates are taken by `rate()` and not reported as gauges.
-fn metrics_text(sh: &Shared) -> String {
-    let d = &sh.doc;
-    let mut s = String::new();
-    let num = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
-    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
-        s += &format!("# HELP {name} {help}\n# TYPE {name} {kind}\n");
-        for (labels, v) in samples {
-            s += &format!("{name}{labels} {v}\n");
-        }
-    };
-    let one = |v: f64| [(String::new(), v)];
-    metric(
-        "sealer_phase_info",
-        "gauge",
-        "Current phase and state (labels); always 1.",
-        &[(
-            format!(
-                "{{phase=\"{}\",state=\"{}\"}}",
-                d["phase"].as_str().unwrap_or(""),
-                d["state"].as_str().unwrap_or("")
-            ),
-            1.0,
-        )],
-    );
-    metric(
-        "sealer_layer",
-        "gauge",
-        "Layer being labelled in PC1 (base tree being built in PC2), 1-based.",
-        &one(num(&d["layer"])),
-    );
-    metric("sealer_layers", "gauge", "Layers of the batch in PC1 (base trees in PC2).", &one(num(&d["layers"])));
-    metric(
-        "sealer_progress_ratio",
-        "gauge",
-        "Fraction of the current phase done, 0 to 1.",
-        &one((num(&d["percent"]) / 100.0).clamp(0.0, 1.0)),
-    );
-    metric(
-        "sealer_labels_total",
-        "counter",
-        "Sector-labels (one node of one sector) computed by PC1 in this run; rate() is the labelling rate.",
-        &one(sh.labels_total as f64),
-    );
-    metric(
-        "sealer_eta_seconds",
-        "gauge",
-        "Estimated seconds until the current phase ends.",
-        &one(num(&d["eta_seconds"])),
-    );
-    if let Some(st) = &sh.stats {
-        let pages_read = st.pages_read.load(Ordering::Relaxed) as f64;
-        metric("sealer_read_pages_total", "counter", "4 KiB pages read from the layer storage.", &one(pages_read));
-        metric("sealer_read_bytes_total", "counter", "Bytes read from the layer storage.", &one(pages_read * 4096.0));
-        metric(
-            "sealer_written_pages_total",
-            "counter",
-            "4 KiB pages written to the layer storage.",
-            &one(st.pages_written.load(Ordering::Relaxed) as f64),
-        );
-        metric(
-            "sealer_io_errors_total",
-            "counter",
-            "Layer storage I/O errors.",
-            &one(st.io_errors.load(Ordering::Relaxed) as f64),
-        );
-        let el = num(&d["elapsed_seconds"]).max(1e-9);
-        let busy = st.hasher_busy_ns.lock().unwrap().clone();
-        let threads = |f: &dyn Fn(u64) -> f64| -> Vec<(String, f64)> {
-            busy.iter().enumerate().map(|(i, b)| (format!("{{thread=\"{i}\"}}"), f(*b))).collect()
-        };
-        metric(
-            "sealer_hasher_busy_seconds_total",
-            "counter",
-            "Seconds each hasher thread spent hashing.",
-            &threads(&|b| b as f64 / 1e9),
-        );
-        metric(
-            "sealer_hasher_busy_ratio",
-            "gauge",
-            "Fraction of this run's wall time each hasher thread spent hashing, 0 to 1.",
-            &threads(&|b| (b as f64 / 1e9 / el).min(1.0)),
-        );
-    }
-    s
+/// The sealer's Prometheus metrics (classic text exposition): registered once, brought up to
+/// date from the progress document and the engine's live counters at every scrape. Ratios are
+/// 0..1, what accumulates is a counter named `_total` (rates come from `rate()`), and every
+/// metric has HELP.
+struct Metrics {
+    registry: Registry,
+    phase: IntGaugeVec,
+    layer: IntGauge,
+    layers: IntGauge,
+    progress: Gauge,
+    labels: IntCounter,
+    eta: Gauge,
+    read_pages: IntCounter,
+    read_bytes: IntCounter,
+    written_pages: IntCounter,
+    io_errors: IntCounter,
+    busy_seconds: CounterVec,
+    busy_ratio: GaugeVec,
 }
 
-fn serve(l: std::net::TcpListener, sh: Arc<Mutex<Shared>>) {
-    for conn in l.incoming() {
-        let Ok(mut c) = conn else { continue };
-        let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(2)));
-        let mut buf = [0u8; 2048];
-        let n = c.read(&mut buf).unwrap_or(0);
-        let req = String::from_utf8_lossy(&buf[..n]);
-        let path = req.split_whitespace().nth(1).unwrap_or("/");
+impl Metrics {
+    fn new() -> Metrics {
+        let registry = Registry::new();
+        fn reg<M: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: prometheus::Result<M>) -> M {
+            let m = m.expect("valid metric definition");
+            r.register(Box::new(m.clone())).expect("metric registered once");
+            m
+        }
+        let r = &registry;
+        Metrics {
+            phase: reg(
+                r,
+                IntGaugeVec::new(
+                    Opts::new("sealer_phase_info", "Current phase and state (labels); always 1."),
+                    &["phase", "state"],
+                ),
+            ),
+            layer: reg(
+                r,
+                IntGauge::new("sealer_layer", "Layer being labelled in PC1 (base tree being built in PC2), 1-based."),
+            ),
+            layers: reg(r, IntGauge::new("sealer_layers", "Layers of the batch in PC1 (base trees in PC2).")),
+            progress: reg(r, Gauge::new("sealer_progress_ratio", "Fraction of the current phase done, 0 to 1.")),
+            labels: reg(
+                r,
+                IntCounter::new(
+                    "sealer_labels_total",
+                    "Sector-labels (one node of one sector) computed by PC1 in this run; rate() is the labelling rate.",
+                ),
+            ),
+            eta: reg(r, Gauge::new("sealer_eta_seconds", "Estimated seconds until the current phase ends.")),
+            read_pages: reg(r, IntCounter::new("sealer_read_pages_total", "4 KiB pages read from the layer storage.")),
+            read_bytes: reg(r, IntCounter::new("sealer_read_bytes_total", "Bytes read from the layer storage.")),
+            written_pages: reg(
+                r,
+                IntCounter::new("sealer_written_pages_total", "4 KiB pages written to the layer storage."),
+            ),
+            io_errors: reg(r, IntCounter::new("sealer_io_errors_total", "Layer storage I/O errors.")),
+            busy_seconds: reg(
+                r,
+                CounterVec::new(
+                    Opts::new("sealer_hasher_busy_seconds_total", "Seconds each hasher thread spent hashing."),
+                    &["thread"],
+                ),
+            ),
+            busy_ratio: reg(
+                r,
+                GaugeVec::new(
+                    Opts::new(
+                        "sealer_hasher_busy_ratio",
+                        "Fraction of this run's wall time each hasher thread spent hashing, 0 to 1.",
+                    ),
+                    &["thread"],
+                ),
+            ),
+            registry,
+        }
+    }
+}
+
+/// Raise a counter to `total` (the sources are running totals that never decrease).
+fn raise(c: &IntCounter, total: u64) {
+    c.inc_by(total.saturating_sub(c.get()));
+}
+
+/// The text exposition of the current state.
+fn metrics_text(sh: &Shared) -> String {
+    let (d, m) = (&sh.doc, &sh.metrics);
+    let num = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
+    m.phase.reset();
+    m.phase.with_label_values(&[d["phase"].as_str().unwrap_or(""), d["state"].as_str().unwrap_or("")]).set(1);
+    m.layer.set(num(&d["layer"]) as i64);
+    m.layers.set(num(&d["layers"]) as i64);
+    m.progress.set((num(&d["percent"]) / 100.0).clamp(0.0, 1.0));
+    raise(&m.labels, sh.labels_total);
+    m.eta.set(num(&d["eta_seconds"]));
+    if let Some(st) = &sh.stats {
+        let pages_read = st.pages_read.load(Ordering::Relaxed);
+        raise(&m.read_pages, pages_read);
+        raise(&m.read_bytes, pages_read * 4096);
+        raise(&m.written_pages, st.pages_written.load(Ordering::Relaxed));
+        raise(&m.io_errors, st.io_errors.load(Ordering::Relaxed));
+        let el = num(&d["elapsed_seconds"]).max(1e-9);
+        for (i, &ns) in st.hasher_busy_ns.lock().unwrap().iter().enumerate() {
+            let thread = i.to_string();
+            let c = m.busy_seconds.with_label_values(&[&thread]);
+            let secs = ns as f64 / 1e9;
+            if secs > c.get() {
+                c.inc_by(secs - c.get());
+            }
+            m.busy_ratio.with_label_values(&[&thread]).set((secs / el).min(1.0));
+        }
+    }
+    TextEncoder::new().encode_to_string(&m.registry.gather()).unwrap_or_default()
+}
+
+/// Serve `/progress` (JSON), `/metrics` (Prometheus text) and `/healthz`.
+fn serve(server: tiny_http::Server, sh: Arc<Mutex<Shared>>) {
+    for req in server.incoming_requests() {
+        let path = req.url().split('?').next().unwrap_or("/").to_string();
         let (code, ctype, body) = {
             let g = sh.lock().unwrap();
-            match path {
-                "/progress" => ("200 OK", "application/json", g.doc.to_string()),
-                "/metrics" => ("200 OK", "text/plain; version=0.0.4", metrics_text(&g)),
-                "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
-                _ => ("404 Not Found", "text/plain", "try /progress or /metrics\n".to_string()),
+            match path.as_str() {
+                "/progress" => (200, "application/json", g.doc.to_string()),
+                "/metrics" => (200, prometheus::TEXT_FORMAT, metrics_text(&g)),
+                "/healthz" => (200, "text/plain", "ok\n".to_string()),
+                _ => (404, "text/plain", "try /progress or /metrics\n".to_string()),
             }
         };
-        let _ = write!(
-            c,
-            "HTTP/1.1 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
+        let header = tiny_http::Header::from_bytes("Content-Type", ctype).expect("valid header");
+        let _ = req.respond(tiny_http::Response::from_string(body).with_status_code(code).with_header(header));
     }
 }
 
@@ -349,6 +375,7 @@ mod tests {
         stats.pages_read.store(10, Ordering::Relaxed);
         *stats.hasher_busy_ns.lock().unwrap() = vec![2_000_000_000, 500_000_000];
         let sh = Shared {
+            metrics: Metrics::new(),
             doc: serde_json::json!({"phase": "pc1", "state": "running", "layer": 3, "layers": 11,
                 "percent": 22.5, "eta_seconds": 60.0, "elapsed_seconds": 4.0}),
             stats: Some(stats),

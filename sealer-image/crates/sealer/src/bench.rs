@@ -168,7 +168,7 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
     let size_idx =
         sealer_config::SECTOR_SIZES.iter().position(|s| s.0 == o.sector_size).ok_or("unsupported sector size")?;
     let proof_id = 5 + size_idx as u64; // V1_1
-    std::fs::create_dir_all(&o.dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&o.dir).map_err(|e| format!("{e:#}"))?;
     oracle::set_cache_env(&o.dir.join("fil-cache"));
     std::env::set_var("FIL_PROOFS_USE_MULTICORE_SDR", "1");
 
@@ -203,16 +203,16 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
 
     // Build the parent cache first so neither side pays for it in the timings.
     let probe = random_config(o.sector_size, proof_id, ApiVersion::V1_1_0, 1, 1, &o.dir, &o.dir.join("probe"));
-    sealer_pc1::open_parents(&probe).map_err(|e| e.to_string())?;
+    sealer_pc1::open_parents(&probe).map_err(|e| format!("{e:#}"))?;
 
     if !o.skip_baseline {
         let multicore = cfg!(feature = "oracle-multicore");
         log::info!("rust-fil-proofs PC1, one sector (multicore-sdr: {multicore})…");
         let work = o.dir.join("rfp");
-        std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&work).map_err(|e| format!("{e:#}"))?;
         let t0 = Instant::now();
         let r0 = cpu_now();
-        oracle::pc1_sector(&probe, &probe.sectors[0], &work, false).map_err(|e| e.to_string())?;
+        oracle::pc1_sector(&probe, &probe.sectors[0], &work, false).map_err(|e| format!("{e:#}"))?;
         let secs = t0.elapsed().as_secs_f64();
         let cpu = cpu_now() - r0;
         let labels = (o.sector_size / 32) as f64 * oracle::filecoin_proofs_layers(o.sector_size) as f64;
@@ -250,7 +250,7 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
             ..Default::default()
         };
         let r0 = cpu_now();
-        let rep = sealer_pc1::run_pc1(&cfg, &opts).map_err(|e| e.to_string())?;
+        let rep = sealer_pc1::run_pc1(&cfg, &opts).map_err(|e| format!("{e:#}"))?;
         let cpu = cpu_now() - r0;
         let cores = cores_of(&cfg.effective_layout());
         rows.push(Row {
@@ -311,22 +311,22 @@ pub fn run_pc2(sector_size: u64, n: usize, dir: &Path) -> Result<String, String>
     let size_idx =
         sealer_config::SECTOR_SIZES.iter().position(|s| s.0 == sector_size).ok_or("unsupported sector size")?;
     let proof_id = 5 + size_idx as u64;
-    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{e:#}"))?;
     oracle::set_cache_env(&dir.join("fil-cache"));
     let work = dir.join("pc2-rfp");
     let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&work).map_err(|e| format!("{e:#}"))?;
     log::info!("pc2: filecoin-proofs PC1+PC2 on one sector…");
     let out = dir.join(format!("pc2-sealer-n{n}"));
     let _ = std::fs::remove_dir_all(&out);
     let cfg = random_config(sector_size, proof_id, ApiVersion::V1_1_0, n, 77, &dir.join("pc2-sealer-layers"), &out);
-    let o = oracle::precommit_sector(&cfg, &cfg.sectors[0], &work).map_err(|e| e.to_string())?;
+    let o = oracle::precommit_sector(&cfg, &cfg.sectors[0], &work).map_err(|e| format!("{e:#}"))?;
     let _ = std::fs::remove_dir_all(&work);
     log::info!("pc2: sealer PC1 (untimed) then PC2 on N = {n}…");
-    sealer_pc1::run_pc1(&cfg, &Pc1Options { restart: true, ..Default::default() }).map_err(|e| e.to_string())?;
+    sealer_pc1::run_pc1(&cfg, &Pc1Options { restart: true, ..Default::default() }).map_err(|e| format!("{e:#}"))?;
     let t0 = Instant::now();
     let c1 = cpu_now();
-    sealer_pc2::run_pc2(&cfg, false).map_err(|e| e.to_string())?;
+    sealer_pc2::run_pc2(&cfg, false).map_err(|e| format!("{e:#}"))?;
     let secs = t0.elapsed().as_secs_f64();
     let cpu = cpu_now() - c1;
     let _ = std::fs::remove_dir_all(&out);

@@ -314,7 +314,7 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
-                    eprintln!("sealer oracle: {e}");
+                    eprintln!("sealer oracle: {e:#}");
                     ExitCode::from(1)
                 }
             }

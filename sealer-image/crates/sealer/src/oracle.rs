@@ -1,6 +1,7 @@
 //! rust-fil-proofs as an oracle and as the benchmark baseline: one CC sector through
 //! crates.io `filecoin-proofs` `seal_pre_commit_phase1`.
 
+use anyhow::Context;
 use filecoin_proofs::{seal_pre_commit_phase1, PoRepConfig, SealPreCommitPhase1Output, SectorShapeBase};
 use sealer_config::{ApiVersion, BatchConfig, Feature, SectorSpec};
 use std::path::Path;
@@ -33,18 +34,13 @@ pub struct OracleSector {
 
 /// Seal one CC sector's PC1 with filecoin-proofs in `work` and read back its layer files.
 /// Only the sizes whose shape is `SectorShapeBase` (2 KiB, 8 MiB, 512 MiB) are supported.
-pub fn pc1_sector(
-    cfg: &BatchConfig,
-    s: &SectorSpec,
-    work: &Path,
-    read_layers: bool,
-) -> anyhow_lite::Result<OracleSector> {
+pub fn pc1_sector(cfg: &BatchConfig, s: &SectorSpec, work: &Path, read_layers: bool) -> anyhow::Result<OracleSector> {
     let cache = work.join(format!("cache-{}", s.sector_id));
     let sealed = work.join(format!("sealed-{}", s.sector_id));
     let (_, out) = phase1(cfg, s, &cache, &sealed)?;
     let layers = if read_layers {
         (1..=filecoin_proofs_layers(cfg.sector_size))
-            .map(|l| std::fs::read(cache.join(format!("sc-02-data-layer-{l}.dat"))).map_err(anyhow_lite::wrap))
+            .map(|l| std::fs::read(cache.join(format!("sc-02-data-layer-{l}.dat"))))
             .collect::<Result<Vec<_>, _>>()?
     } else {
         vec![]
@@ -61,10 +57,10 @@ fn phase1(
     s: &SectorSpec,
     cache: &Path,
     sealed: &Path,
-) -> anyhow_lite::Result<(PoRepConfig, SealPreCommitPhase1Output<SectorShapeBase>)> {
+) -> anyhow::Result<(PoRepConfig, SealPreCommitPhase1Output<SectorShapeBase>)> {
     let pc = porep_config(cfg)?;
-    std::fs::create_dir_all(cache).map_err(anyhow_lite::wrap)?;
-    std::fs::File::create(sealed).map_err(anyhow_lite::wrap)?;
+    std::fs::create_dir_all(cache)?;
+    std::fs::File::create(sealed)?;
     let out = seal_pre_commit_phase1::<_, _, _, SectorShapeBase>(
         &pc,
         cache,
@@ -75,7 +71,7 @@ fn phase1(
         s.ticket,
         &[],
     )
-    .map_err(|e| anyhow_lite::Error(format!("seal_pre_commit_phase1: {e:#}")))?;
+    .context("seal_pre_commit_phase1")?;
     Ok((pc, out))
 }
 
@@ -85,7 +81,7 @@ pub fn filecoin_proofs_layers(sector_size: u64) -> usize {
 }
 
 /// The filecoin-proofs PoRepConfig of a batch (size, porep id, API version, features).
-pub fn porep_config(cfg: &BatchConfig) -> anyhow_lite::Result<PoRepConfig> {
+pub fn porep_config(cfg: &BatchConfig) -> anyhow::Result<PoRepConfig> {
     let api = match cfg.api_version {
         ApiVersion::V1_0_0 => SpApi::V1_0_0,
         ApiVersion::V1_1_0 => SpApi::V1_1_0,
@@ -99,27 +95,7 @@ pub fn porep_config(cfg: &BatchConfig) -> anyhow_lite::Result<PoRepConfig> {
             Feature::NonInteractivePoRep => ApiFeature::NonInteractivePoRep,
         })
         .collect();
-    PoRepConfig::new_groth16_with_features(cfg.sector_size, cfg.porep_id, api, feats)
-        .map_err(|e| anyhow_lite::Error(format!("PoRepConfig: {e:#}")))
-}
-
-/// A tiny error type so this crate does not need `anyhow` directly.
-pub mod anyhow_lite {
-    /// String error.
-    #[derive(Debug)]
-    pub struct Error(pub String);
-    impl std::fmt::Display for Error {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str(&self.0)
-        }
-    }
-    impl std::error::Error for Error {}
-    /// Result alias.
-    pub type Result<T> = std::result::Result<T, Error>;
-    /// Wrap any displayable error.
-    pub fn wrap(e: impl std::fmt::Display) -> Error {
-        Error(e.to_string())
-    }
+    PoRepConfig::new_groth16_with_features(cfg.sector_size, cfg.porep_id, api, feats).context("PoRepConfig")
 }
 
 /// Output of a full filecoin-proofs PC1 + PC2 on one CC sector (files kept in `work`).
@@ -139,15 +115,14 @@ pub struct OraclePreCommit {
 }
 
 /// filecoin-proofs seal_pre_commit_phase1 + phase2 for one CC sector; keeps its files.
-pub fn precommit_sector(cfg: &BatchConfig, s: &SectorSpec, work: &Path) -> anyhow_lite::Result<OraclePreCommit> {
+pub fn precommit_sector(cfg: &BatchConfig, s: &SectorSpec, work: &Path) -> anyhow::Result<OraclePreCommit> {
     let cache = work.join(format!("oracle-cache-{}", s.sector_id));
     let sealed = work.join(format!("oracle-sealed-{}", s.sector_id));
     let t0 = std::time::Instant::now();
     let (pc, p1) = phase1(cfg, s, &cache, &sealed)?;
     let pc1_seconds = t0.elapsed().as_secs_f64();
     let t1 = std::time::Instant::now();
-    let out = filecoin_proofs::seal_pre_commit_phase2(&pc, p1, &cache, &sealed)
-        .map_err(|e| anyhow_lite::Error(format!("seal_pre_commit_phase2: {e:#}")))?;
+    let out = filecoin_proofs::seal_pre_commit_phase2(&pc, p1, &cache, &sealed).context("seal_pre_commit_phase2")?;
     let pc2_seconds = t1.elapsed().as_secs_f64();
     Ok(OraclePreCommit { comm_r: out.comm_r, comm_d: out.comm_d, cache, sealed, pc1_seconds, pc2_seconds })
 }
@@ -163,7 +138,7 @@ pub fn commit_phase1(
     seed: [u8; 32],
     comm_r: [u8; 32],
     comm_d: [u8; 32],
-) -> anyhow_lite::Result<usize> {
+) -> anyhow::Result<usize> {
     let pc = porep_config(cfg)?;
     let out = filecoin_proofs::seal_commit_phase1::<_, SectorShapeBase>(
         &pc,
@@ -176,7 +151,7 @@ pub fn commit_phase1(
         filecoin_proofs::SealPreCommitOutput { comm_r, comm_d },
         &[],
     )
-    .map_err(|e| anyhow_lite::Error(format!("seal_commit_phase1: {e:#}")))?;
+    .context("seal_commit_phase1")?;
     Ok(out.vanilla_proofs.len())
 }
 
@@ -184,18 +159,18 @@ pub fn commit_phase1(
 /// sizes), as `{"sectors": [{"sector_id", "comm_d", "comm_r"}]}` with hex commitments in the
 /// byte order rust-fil-proofs returns them, like `results.json`. Each sector's files are
 /// removed once it is sealed; the parent cache under `work` is kept for the next run.
-pub fn precommit_batch(cfg: &BatchConfig, work: &Path) -> anyhow_lite::Result<serde_json::Value> {
+pub fn precommit_batch(cfg: &BatchConfig, work: &Path) -> anyhow::Result<serde_json::Value> {
     if cfg.sector_size > 512 << 20 {
-        return Err(anyhow_lite::Error(format!(
+        anyhow::bail!(
             "sector size {} is not a test size: the oracle seals 2KiB, 8MiB and 512MiB sectors",
             cfg.sector_size
-        )));
+        );
     }
     set_cache_env(&work.join("fil-proofs"));
     let mut out = Vec::with_capacity(cfg.sectors.len());
     for s in &cfg.sectors {
         let dir = work.join(format!("sector-{}", s.sector_id));
-        std::fs::create_dir_all(&dir).map_err(anyhow_lite::wrap)?;
+        std::fs::create_dir_all(&dir)?;
         let r = precommit_sector(cfg, s, &dir)?;
         out.push(serde_json::json!({
             "sector_id": s.sector_id,
