@@ -26,11 +26,7 @@ func copyFixture(t *testing.T, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range topo.NVMe {
-		for _, ns := range n.Namespaces {
-			testutil.BlankDevices(t, root, ns.Name)
-		}
-	}
+	testutil.BlankDevices(t, root, topo.NamespaceNames()...)
 	return root
 }
 

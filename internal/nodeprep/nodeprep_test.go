@@ -23,11 +23,7 @@ func setup(t *testing.T) (string, *topology.Topology) {
 	}
 	// Blank device nodes for the fixture's namespaces: the signature probe opens every
 	// namespace it would prepare.
-	for _, n := range topo.NVMe {
-		for _, ns := range n.Namespaces {
-			testutil.BlankDevices(t, root, ns.Name)
-		}
-	}
+	testutil.BlankDevices(t, root, topo.NamespaceNames()...)
 	return root, topo
 }
 

@@ -363,6 +363,17 @@ func (r reader) cpus(t *Topology) error {
 	return nil
 }
 
+// NamespaceNames lists the block device names (nvme0n1, …) of every NVMe namespace.
+func (t *Topology) NamespaceNames() []string {
+	var out []string
+	for _, n := range t.NVMe {
+		for _, ns := range n.Namespaces {
+			out = append(out, ns.Name)
+		}
+	}
+	return out
+}
+
 func (t *Topology) cpu(id int) CPU {
 	i := sort.Search(len(t.CPUs), func(i int) bool { return t.CPUs[i].ID >= id })
 	return t.CPUs[i]
