@@ -153,6 +153,7 @@ func (r *PlacementReconciler) commit(ctx context.Context, d *placement.Decision)
 		b.Status.Slot = &slot
 		b.Status.SlotRange = &d.Range
 		b.Status.Hugepages1Gi = d.Hugepages
+		b.Status.OutputBytes = d.OutputBytes
 		b.Status.Layout = lay.Record()
 		b.Status.CoreLayout = lay.Summary()
 		b.Status.CPUs = cpuset.Format(lay.CoreCPUs())

@@ -165,11 +165,12 @@ func (h *harness) addNode(name string, slots int32, hugepages int64, labels map[
 	cpu := testutil.CPU(4, 4, true) // 16 cores in 4 CCX, SMT on
 	caps := layout.Capabilities(layout.FromStatus(cpu), layout.Options{})
 	status := sealv1.SealerNodeStatus{
-		CPU:          cpu,
-		Capabilities: caps,
-		NUMANodes:    []sealv1.NUMANode{{ID: 0, CPUs: "0-31", Hugepages: []sealv1.Hugepages{{PageSize: "1Gi", Total: hugepages, Free: hugepages}}}},
-		LayerDevices: []sealv1.LayerDeviceStatus{{Path: "/var/lib/sealfleet/layers.img", CapacityBytes: int64(slots) * 64 << 20, Ready: true, NUMANode: 0}},
-		Conditions:   []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Discovered", Message: "ok", LastTransitionTime: metav1.Now()}},
+		CPU:           cpu,
+		Capabilities:  caps,
+		NUMANodes:     []sealv1.NUMANode{{ID: 0, CPUs: "0-31", Hugepages: []sealv1.Hugepages{{PageSize: "1Gi", Total: hugepages, Free: hugepages}}}},
+		LayerDevices:  []sealv1.LayerDeviceStatus{{Path: "/var/lib/sealfleet/layers.img", CapacityBytes: int64(slots) * 64 << 20, Ready: true, NUMANode: 0}},
+		OutputVolumes: []sealv1.OutputVolume{{Path: sealv1.DefaultOutputHostPath, CapacityBytes: 1 << 40, AvailableBytes: 1 << 40}},
+		Conditions:    []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Discovered", Message: "ok", LastTransitionTime: metav1.Now()}},
 	}
 	// Play the node agent, the status's only writer.
 	if err := h.c.Get(ctx, client.ObjectKeyFromObject(sn), sn); err != nil {

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"path"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -121,6 +123,21 @@ type SectorSpec struct {
 	// +optional
 	CommD string `json:"commD,omitempty"`
 }
+
+// OutputHostPath is the host directory the batch's outputs go to on its node (spec.output's
+// hostPath, or the default), or "" for a PersistentVolumeClaim output.
+func (s *SealBatchSpec) OutputHostPath() string {
+	switch {
+	case s.Output != nil && s.Output.PersistentVolumeClaim != nil:
+		return ""
+	case s.Output != nil && s.Output.HostPath != nil:
+		return path.Clean(s.Output.HostPath.Path)
+	}
+	return DefaultOutputHostPath
+}
+
+// DefaultOutputHostPath is where a batch without spec.output writes, on its node.
+const DefaultOutputHostPath = "/var/lib/sealfleet/output"
 
 // Retries is spec.maxRetries with its default (3) when unset.
 func (s *SealBatchSpec) Retries() int32 {
@@ -287,6 +304,11 @@ type SealBatchStatus struct {
 	// physical cores its layout occupies (what the pod's cpuset contains).
 	// +optional
 	CPUs string `json:"cpus,omitempty"`
+
+	// outputBytes is the output space the batch booked at placement on its node's output
+	// volume (0 for a PersistentVolumeClaim output, which has its own size).
+	// +optional
+	OutputBytes int64 `json:"outputBytes,omitempty"`
 
 	// runningCPUs is where the sealer runs, as it reports: with the kubelet's CPU manager
 	// policy static the kubelet picks the container's CPUs, and the sealer moves its layout

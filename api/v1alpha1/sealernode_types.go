@@ -63,6 +63,18 @@ type SealerNodeSpec struct {
 	// +optional
 	SlotBytes *resource.Quantity `json:"slotBytes,omitempty"`
 
+	// outputPaths are the host directories sealer pods write outputs to (a batch's
+	// spec.output.hostPath, or the operator's default /var/lib/sealfleet/output). The agent
+	// reports each one's file system, and placement books every batch's output bytes against
+	// it; a batch writing to a host path not listed here is not placed on this node.
+	// +kubebuilder:default={"/var/lib/sealfleet/output"}
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Pattern=`^/[^\x00]*$`
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +listType=set
+	// +optional
+	OutputPaths []string `json:"outputPaths,omitempty"`
+
 	// cordon stops new batches from being placed here; running batches finish.
 	// +optional
 	Cordon bool `json:"cordon,omitempty"`
@@ -158,9 +170,29 @@ type SealerNodeStatus struct {
 	// +optional
 	Hugepages1GiFree int32 `json:"hugepages1GiFree"`
 
+	// outputVolumes is the file system under each spec.outputPaths entry: what it holds and
+	// what is still free (placement subtracts what running batches booked).
+	// +listType=map
+	// +listMapKey=path
+	// +optional
+	OutputVolumes []OutputVolume `json:"outputVolumes,omitempty"`
+
 	// lastScanTime is when the agent last read the machine.
 	// +optional
 	LastScanTime *metav1.Time `json:"lastScanTime,omitempty"`
+}
+
+// OutputVolume is the file system holding one output path.
+type OutputVolume struct {
+	// path is the spec.outputPaths entry.
+	Path string `json:"path"`
+	// capacityBytes is the file system's size.
+	CapacityBytes int64 `json:"capacityBytes"`
+	// availableBytes is what unprivileged writers may still use.
+	AvailableBytes int64 `json:"availableBytes"`
+	// reason says why the path could not be measured (then both sizes are 0).
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // CPUTopology describes the processors.

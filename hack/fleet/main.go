@@ -75,8 +75,10 @@ type MachineType struct {
 	LayerDevices   int               `json:"layerDevices"`
 	DeviceCapacity resource.Quantity `json:"deviceCapacity"`
 	Pipelines      int32             `json:"pipelines,omitempty"`
-	Labels         map[string]string `json:"labels,omitempty"`
-	Taints         []corev1.Taint    `json:"taints,omitempty"`
+	// OutputCapacity is the size of the output volume (default 1Pi: outputs never bind).
+	OutputCapacity *resource.Quantity `json:"outputCapacity,omitempty"`
+	Labels         map[string]string  `json:"labels,omitempty"`
+	Taints         []corev1.Taint     `json:"taints,omitempty"`
 	// NotReady publishes the SealerNode with Ready=False (e.g. to exercise explanations).
 	NotReady string `json:"notReady,omitempty"`
 }
@@ -340,6 +342,11 @@ func SealerNode(f *Fleet, m machine, now time.Time) *sealv1.SealerNode {
 			Namespaces: []sealv1.NVMeNamespace{{Name: fmt.Sprintf("nvme%dn1", i), CapacityBytes: capBytes, LBABytes: 4096}}})
 		st.LayerDevices = append(st.LayerDevices, sealv1.LayerDeviceStatus{Path: path, CapacityBytes: capBytes, NUMANode: numaOf(i, t.LayerDevices), Ready: true})
 	}
+	out := int64(1) << 50
+	if t.OutputCapacity != nil {
+		out = t.OutputCapacity.Value()
+	}
+	st.OutputVolumes = []sealv1.OutputVolume{{Path: sealv1.DefaultOutputHostPath, CapacityBytes: out, AvailableBytes: out}}
 	st.GPUs = nil
 	for i := 0; i < t.GPUs; i++ {
 		model := t.GPUModel

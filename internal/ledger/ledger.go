@@ -107,6 +107,11 @@ type Claim struct {
 	Hugepages    int32
 	CPUs         []int
 	GPU          bool
+	// OutputPath is the host directory the outputs go to ("" for a claim volume) and
+	// OutputBytes what the batch booked there; held until the sealer is done (its files are
+	// then on the volume, where the agent's free-space report counts them).
+	OutputPath  string
+	OutputBytes int64
 }
 
 // ClaimOf reads the claim a batch's status records; ok is false when it holds nothing (not
@@ -134,6 +139,7 @@ func ClaimOf(b *sealv1.SealBatch, geometry func(node string) Geometry) (Claim, b
 		if cpus, err := cpuset.Parse(st.CPUs); err == nil {
 			c.CPUs = cpus
 		}
+		c.OutputPath, c.OutputBytes = b.Spec.OutputHostPath(), st.OutputBytes
 	}
 	return c, true
 }
@@ -145,6 +151,17 @@ type Usage struct {
 
 // Add records a claim.
 func (u *Usage) Add(c Claim) { u.Claims = append(u.Claims, c) }
+
+// OutputBytes is the output space running batches booked under host path p.
+func (u *Usage) OutputBytes(p string) int64 {
+	var n int64
+	for _, c := range u.Claims {
+		if c.OutputPath == p {
+			n += c.OutputBytes
+		}
+	}
+	return n
+}
 
 // Slots is the number of held slots.
 func (u *Usage) Slots() int { return len(u.Claims) }

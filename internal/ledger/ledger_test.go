@@ -50,7 +50,7 @@ func TestGeometry(t *testing.T) {
 // CPUs 0-3 with 36 hugepages.
 func placed(name, node string, slot int32, phase sealv1.SealBatchPhase) sealv1.SealBatch {
 	return *testutil.Batch("ns", name, sealv1.SectorSize32GiB, 1, testutil.Placed(node, slot, phase), func(b *sealv1.SealBatch) {
-		b.Status.Hugepages1Gi, b.Status.CPUs = 36, "0-3"
+		b.Status.Hugepages1Gi, b.Status.CPUs, b.Status.OutputBytes = 36, "0-3", 100
 	})
 }
 
@@ -71,6 +71,11 @@ func TestClaimsDerivedFromBatchStatus(t *testing.T) {
 	u := bk.Of("n")
 	if u.Slots() != 2 || u.PC1() != 1 || u.Hugepages() != 36 || len(u.BusyCPUs()) != 4 {
 		t.Errorf("usage of n: slots %d pc1 %d hugepages %d cpus %v", u.Slots(), u.PC1(), u.Hugepages(), u.BusyCPUs())
+	}
+	// Output space is booked while the sealer may still write (the finished batch's files are
+	// on the volume, where the agent's report counts them).
+	if got := u.OutputBytes(sealv1.DefaultOutputHostPath); got != 100 {
+		t.Errorf("output bytes booked on n: %d, want 100 (pc1 only)", got)
 	}
 	if got := u.FreeSlot(GeometryOf(n)); got != 2 {
 		t.Errorf("free slot %d, want 2 (0 and 1 held, 3 released)", got)

@@ -277,6 +277,7 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, node *corev1.Node, topo *topo
 		st.Capabilities = caps
 	}
 	st.FreeCores = int32(freeCores(lt, opts.ReservedCPUs, batches))
+	st.OutputVolumes = outputVolumes(a.Root, sn.Spec.OutputPaths)
 	kubeletShort := ""
 	if oerr == nil {
 		kubeletShort = kubeletReservesMore(node, lt, opts.ReservedCPUs)

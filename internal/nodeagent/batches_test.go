@@ -2,6 +2,8 @@ package nodeagent
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -105,5 +107,31 @@ func TestKubeletReservesMore(t *testing.T) {
 	}
 	if msg := kubeletReservesMore(&corev1.Node{}, lt, nil); msg != "" {
 		t.Errorf("a node without allocatable (not yet reported) flagged: %q", msg)
+	}
+}
+
+// TestOutputVolumes: each output path reports its file system, a path not created yet the
+// disk it will be created on, and the default path stands in for an empty list.
+func TestOutputVolumes(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "srv", "sealed"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	vs := outputVolumes(root, []string{"/srv/sealed", "/srv/not/yet"})
+	if len(vs) != 2 {
+		t.Fatalf("%+v", vs)
+	}
+	for _, v := range vs {
+		if v.Reason != "" || v.CapacityBytes <= 0 || v.AvailableBytes <= 0 || v.AvailableBytes > v.CapacityBytes || v.CapacityBytes%(1<<20) != 0 {
+			t.Errorf("%+v", v)
+		}
+	}
+	if vs[1].Path != "/srv/not/yet" || vs[0].CapacityBytes != vs[1].CapacityBytes {
+		t.Errorf("a path not created yet measures its parent's file system: %+v", vs)
+	}
+	// Under a root other than "/", a path whose only existing ancestor is the root itself was
+	// not mounted into the agent: unusable, not the agent's own disk.
+	if d := outputVolumes(root, nil); len(d) != 1 || d[0].Path != sealv1.DefaultOutputHostPath || d[0].CapacityBytes != 0 || !strings.Contains(d[0].Reason, "nodeAgent.outputPaths") {
+		t.Errorf("default path, not mounted: %+v", d)
 	}
 }

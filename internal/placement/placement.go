@@ -84,6 +84,8 @@ type Decision struct {
 	Range     sealv1.SlotRange
 	Hugepages int32
 	Layout    *layout.Layout
+	// OutputBytes is the output space booked on the node's volume for the batch's host path.
+	OutputBytes int64
 }
 
 // Claim is what the decision makes the batch hold.
@@ -91,7 +93,8 @@ func (d *Decision) Claim() ledger.Claim {
 	return ledger.Claim{
 		UID: d.Batch.UID, Batch: ledger.BatchKey(d.Batch), Node: d.Node, Slot: d.Slot, Range: d.Range,
 		Running: true, PC1: true, Hugepages: d.Hugepages, CPUs: d.Layout.CoreCPUs(),
-		GPU: d.Batch.Spec.PC2Engine == sealv1.PC2EngineGPU,
+		GPU:        d.Batch.Spec.PC2Engine == sealv1.PC2EngineGPU,
+		OutputPath: d.Batch.Spec.OutputHostPath(), OutputBytes: d.OutputBytes,
 	}
 }
 
@@ -142,6 +145,10 @@ type Need struct {
 	NodeName   string
 	Tolerate   []corev1.Toleration
 	SectorSize sealv1.SectorSize
+	// OutputPath is the host directory the outputs go to ("" for a claim: not booked) and
+	// OutputBytes their size.
+	OutputPath  string
+	OutputBytes int64
 }
 
 // NeedOf derives what a batch needs.
@@ -154,6 +161,10 @@ func NeedOf(b *sealv1.SealBatch) Need {
 		GPU:        b.Spec.PC2Engine == sealv1.PC2EngineGPU,
 		Selector:   labels.Everything(),
 		SectorSize: b.Spec.SectorSize,
+		OutputPath: b.Spec.OutputHostPath(),
+	}
+	if n.OutputPath != "" {
+		n.OutputBytes = OutputBytesFor(b.Spec.SectorSize, len(b.Spec.Sectors))
 	}
 	if p := b.Spec.Placement; p != nil {
 		n.NodeName = p.NodeName
@@ -168,6 +179,70 @@ func NeedOf(b *sealv1.SealBatch) Need {
 // SlotBytesFor is the layer space a batch needs: layers × sector size × sectors.
 func SlotBytesFor(size sealv1.SectorSize, sectors int) int64 {
 	return int64(size.Layers()) * int64(size.Bytes()) * int64(sectors)
+}
+
+// OutputBytesFor is the output space a batch books: per sector, what the sealer leaves in the
+// output directory (OutputBytesPerSector).
+func OutputBytesFor(size sealv1.SectorSize, sectors int) int64 {
+	return OutputBytesPerSector(size) * int64(sectors)
+}
+
+// OutputBytesPerSector is what the sealer writes for one sector: the replica (the sector
+// size), tree-d (a binary tree over the sector's 32-byte nodes), tree-c (one arity-8 tree per
+// base tree: 1, or 8 for 32 GiB, 16 for 64 GiB), tree-r-last (the same trees with the lowest
+// rows discarded, as rust-fil-proofs keeps them), the layer files PC2 copies for C1, and 4 KiB
+// for p_aux and t_aux. The sealer's tests compare it with the files it writes.
+func OutputBytesPerSector(size sealv1.SectorSize) int64 {
+	s := int64(size.Bytes())
+	nodes := s / 32
+	trees := int64(1)
+	switch size.Bytes() {
+	case 32 << 30:
+		trees = 8
+	case 64 << 30:
+		trees = 16
+	}
+	leaves := nodes / trees
+	var levels []int64 // arity-8 tree levels, leaves first
+	for n := leaves; ; n /= 8 {
+		levels = append(levels, n)
+		if n <= 1 {
+			break
+		}
+	}
+	sum := func(from int) int64 {
+		var t int64
+		for _, n := range levels[min(from, len(levels)):] {
+			t += n
+		}
+		return t * 32
+	}
+	treeC := trees * sum(0)
+	treeRLast := trees * sum(rowsToDiscard(len(levels))+1)
+	treeD := (2*nodes - 1) * 32
+	return s + treeD + treeC + treeRLast + int64(size.Layers())*s + 4096
+}
+
+// outputVolume is the node's report for host path p.
+func outputVolume(sn *sealv1.SealerNode, p string) *sealv1.OutputVolume {
+	for i := range sn.Status.OutputVolumes {
+		if sn.Status.OutputVolumes[i].Path == p {
+			return &sn.Status.OutputVolumes[i]
+		}
+	}
+	return nil
+}
+
+// rowsToDiscard is rust-fil-proofs' default for tree-r-last (FIL_PROOFS_ROWS_TO_DISCARD 2),
+// for a tree with the given number of rows.
+func rowsToDiscard(rows int) int {
+	switch {
+	case rows <= 2:
+		return 0
+	case rows == 3:
+		return 1
+	}
+	return min(rows-2, 2)
 }
 
 // HugepagesFor is the number of 1 GiB hugepages a sealer pod asks for: the 36 SupraSeal-class
@@ -253,6 +328,20 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 	}
 	if need.GPU && u.GPUs() >= len(sn.Status.GPUs) {
 		return "all GPUs busy", true
+	}
+	if need.OutputPath != "" {
+		v := outputVolume(sn, need.OutputPath)
+		switch {
+		case v == nil:
+			return fmt.Sprintf("output path %s is not in its spec.outputPaths", need.OutputPath), false
+		case v.Reason != "":
+			return fmt.Sprintf("output path %s unusable: %s", need.OutputPath, v.Reason), false
+		case v.CapacityBytes < need.OutputBytes:
+			return fmt.Sprintf("output volume %s too small (%s < %s)", need.OutputPath, human(v.CapacityBytes), human(need.OutputBytes)), false
+		}
+		if free := v.AvailableBytes - u.OutputBytes(need.OutputPath); free < need.OutputBytes {
+			return fmt.Sprintf("output volume %s: %s free after running batches, %s needed", need.OutputPath, human(max(free, 0)), human(need.OutputBytes)), true
+		}
 	}
 	if _, err := n.Layout(need.BatchSize); err != nil {
 		if len(u.BusyCPUs()) > 0 {
@@ -412,7 +501,7 @@ func Schedule(nodes []*Node, pending []*sealv1.SealBatch) ([]Decision, map[*seal
 		}
 		lay, _ := best.Layout(need.BatchSize) // check() proved it exists
 		slot := best.usage().FreeSlot(best.Geometry)
-		d := Decision{Batch: b, Node: best.Sealer.Name, Slot: slot, Range: best.Geometry.Range(slot), Hugepages: need.Hugepages, Layout: lay}
+		d := Decision{Batch: b, Node: best.Sealer.Name, Slot: slot, Range: best.Geometry.Range(slot), Hugepages: need.Hugepages, Layout: lay, OutputBytes: need.OutputBytes}
 		decisions = append(decisions, d)
 		best.usage().Add(d.Claim())
 		best.layouts = nil

@@ -1,7 +1,10 @@
 package placement
 
 import (
+	"encoding/json"
+	"flag"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,11 +24,12 @@ type nodeOpt func(*Node)
 func node(name string, slots int32, hugepages int64, opts ...nodeOpt) *Node {
 	sn := &sealv1.SealerNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: sealv1.SealerNodeSpec{Pipelines: 1}}
 	sn.Status = sealv1.SealerNodeStatus{
-		CPU:          testutil.CPU(8, 8, true), // a 64-core Zen3: 8 CCX × 8 cores, SMT on
-		Capabilities: &sealv1.Capabilities{BatchSizes: []int32{1, 2, 4, 8, 16, 32, 64, 128}},
-		NUMANodes:    []sealv1.NUMANode{{ID: 0, Hugepages: []sealv1.Hugepages{{PageSize: "1Gi", Total: hugepages, Free: hugepages}}}},
-		Conditions:   []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}},
-		LayerDevices: []sealv1.LayerDeviceStatus{{Path: "/dev/nvme1n1", Ready: true}},
+		CPU:           testutil.CPU(8, 8, true), // a 64-core Zen3: 8 CCX × 8 cores, SMT on
+		Capabilities:  &sealv1.Capabilities{BatchSizes: []int32{1, 2, 4, 8, 16, 32, 64, 128}},
+		NUMANodes:     []sealv1.NUMANode{{ID: 0, Hugepages: []sealv1.Hugepages{{PageSize: "1Gi", Total: hugepages, Free: hugepages}}}},
+		Conditions:    []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}},
+		LayerDevices:  []sealv1.LayerDeviceStatus{{Path: "/dev/nvme1n1", Ready: true}},
+		OutputVolumes: []sealv1.OutputVolume{{Path: sealv1.DefaultOutputHostPath, CapacityBytes: 1 << 50, AvailableBytes: 1 << 50}},
 	}
 	n := &Node{Sealer: sn, Labels: map[string]string{"kubernetes.io/hostname": name},
 		Geometry: ledger.Geometry{SlotBytes: 11 << 40, PerDevice: 11 << 40, Count: slots, Devices: 1}}
@@ -46,6 +50,11 @@ func withLabels(kv ...string) nodeOpt {
 func taint(key string) nodeOpt {
 	return func(n *Node) {
 		n.Taints = append(n.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
+	}
+}
+func outputFree(capacity, avail int64) nodeOpt {
+	return func(n *Node) {
+		n.Sealer.Status.OutputVolumes = []sealv1.OutputVolume{{Path: sealv1.DefaultOutputHostPath, CapacityBytes: capacity, AvailableBytes: avail}}
 	}
 }
 func noSHA(n *Node)    { n.Sealer.Status.CPU.SHANI = false }
@@ -149,6 +158,48 @@ func TestGPUEngineNeedsAGPUBuildAndAGPU(t *testing.T) {
 	dec, _ = Schedule([]*Node{node("a", 1, 100, gpu, gpuBuild)}, []*sealv1.SealBatch{g})
 	if len(dec) != 1 || !dec[0].Claim().GPU {
 		t.Errorf("gpu batch on a GPU build with a GPU: %+v", dec)
+	}
+}
+
+// TestOutputVolumeIsBooked: a batch books its outputs on the node's volume for its host path;
+// a full volume is a reason to wait, a volume too small for the batch or a host path the node
+// does not report is not; claim outputs are not the node's to book.
+func TestOutputVolumeIsBooked(t *testing.T) {
+	per := OutputBytesPerSector(sealv1.SectorSize8MiB)
+	mk := func(name string, mutate ...func(*sealv1.SealBatch)) *sealv1.SealBatch {
+		return batch(name, sealv1.SectorSize8MiB, 4, 0, mutate...)
+	}
+	// Room for one 4-sector batch, not two.
+	n := node("a", 2, 100, pipelines(2), outputFree(1<<40, 6*per))
+	first, second := mk("first"), batch("second", sealv1.SectorSize8MiB, 4, time.Second)
+	dec, failed := Schedule([]*Node{n}, []*sealv1.SealBatch{first, second})
+	if len(dec) != 1 || dec[0].Batch != first || dec[0].OutputBytes != 4*per || dec[0].Claim().OutputPath != sealv1.DefaultOutputHostPath {
+		t.Fatalf("decisions %+v", dec)
+	}
+	want := fmt.Sprintf("0/1 nodes fit: 1 node: output volume %s: %s free after running batches, %s needed",
+		sealv1.DefaultOutputHostPath, human(2*per), human(4*per))
+	if failed[second] == nil || failed[second].Error() != want {
+		t.Errorf("second batch: got %v\nwant %s", failed[second], want)
+	}
+	for name, c := range map[string]struct {
+		n      *Node
+		b      *sealv1.SealBatch
+		reason string
+	}{
+		"too small": {node("a", 1, 100, outputFree(per, per)), mk("b"), "output volume /var/lib/sealfleet/output too small"},
+		"unknown path": {node("a", 1, 100), mk("b", func(b *sealv1.SealBatch) {
+			b.Spec.Output = &sealv1.OutputSpec{HostPath: &sealv1.HostPathOutput{Path: "/srv/sealed/"}}
+		}), "output path /srv/sealed is not in its spec.outputPaths"},
+	} {
+		if dec, failed := Schedule([]*Node{c.n}, []*sealv1.SealBatch{c.b}); len(dec) != 0 || !strings.Contains(failed[c.b].Error(), c.reason) {
+			t.Errorf("%s: %+v %v", name, dec, failed[c.b])
+		}
+	}
+	claim := mk("pvc", func(b *sealv1.SealBatch) {
+		b.Spec.Output = &sealv1.OutputSpec{PersistentVolumeClaim: &sealv1.PVCOutput{ClaimName: "out"}}
+	})
+	if dec, _ := Schedule([]*Node{node("a", 1, 100, outputFree(per, 0))}, []*sealv1.SealBatch{claim}); len(dec) != 1 || dec[0].OutputBytes != 0 {
+		t.Errorf("a claim output is not booked on the node: %+v", dec)
 	}
 }
 
@@ -259,7 +310,30 @@ func TestNeeds(t *testing.T) {
 	if HugepagesFor(sealv1.SectorSize64GiB, 1) != 36 || HugepagesFor(sealv1.SectorSize2KiB, 128) != 1 {
 		t.Error("hugepage sizing")
 	}
+	// 32 GiB: replica 32 GiB, tree-d 64 GiB - 32 B, tree-c 8 × (8^10-1)/7 × 32 B, tree-r-last
+	// 8 × (8^7-1)/7 × 32 B (rows below 2^18 leaves' level 3 discarded), 11 layers, 4 KiB aux.
+	const g = int64(1) << 30
+	want := 32*g + (64*g - 32) + 8*(1<<30-1)/7*32 + 8*(1<<21-1)/7*32 + 11*32*g + 4096
+	if got := OutputBytesPerSector(sealv1.SectorSize32GiB); got != want {
+		t.Errorf("32GiB output per sector %d, want %d", got, want)
+	}
 }
+
+// TestOutputBytesGolden writes the per-sector output bytes of every size for the sealer's
+// tests, which compare them with the files PC2 writes (sealer-image/crates/sealer/tests/pc2.rs).
+func TestOutputBytesGolden(t *testing.T) {
+	sizes := map[string]int64{}
+	for _, s := range []sealv1.SectorSize{sealv1.SectorSize2KiB, sealv1.SectorSize8MiB, sealv1.SectorSize512MiB, sealv1.SectorSize32GiB, sealv1.SectorSize64GiB} {
+		sizes[fmt.Sprint(s.Bytes())] = OutputBytesPerSector(s)
+	}
+	got, err := json.MarshalIndent(sizes, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Golden(t, filepath.Join("testdata", "output-bytes.golden.json"), append(got, '\n'), *update, "./internal/placement")
+}
+
+var update = flag.Bool("update", false, "rewrite golden files")
 
 // BenchmarkSchedule1000x5000 measures one scheduling cycle of 5,000 pending batches over
 // 1,000 nodes; the reported ns/decision is the cost per batch considered.

@@ -267,10 +267,8 @@ func outputVolume(b *sealv1.SealBatch) corev1.Volume {
 	switch {
 	case b.Spec.Output != nil && b.Spec.Output.PersistentVolumeClaim != nil:
 		v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: b.Spec.Output.PersistentVolumeClaim.ClaimName}
-	case b.Spec.Output != nil && b.Spec.Output.HostPath != nil:
-		v.HostPath = &corev1.HostPathVolumeSource{Path: b.Spec.Output.HostPath.Path, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}
 	default:
-		v.HostPath = &corev1.HostPathVolumeSource{Path: "/var/lib/sealfleet/output", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}
+		v.HostPath = &corev1.HostPathVolumeSource{Path: b.Spec.OutputHostPath(), Type: ptr.To(corev1.HostPathDirectoryOrCreate)}
 	}
 	return v
 }

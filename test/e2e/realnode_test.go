@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/placement"
 )
 
 // demo runs one hack/demo.sh step (the same steps `make demo` runs) and returns its output.
@@ -87,6 +88,14 @@ func checkLotusStore(t *testing.T, batch string) {
 	var b sealv1.SealBatch
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "sealfleet-batches", Name: batch}, &b); err != nil {
 		t.Fatal(err)
+	}
+	if want := placement.OutputBytesFor(b.Spec.SectorSize, len(b.Spec.Sectors)); b.Status.OutputBytes != want {
+		t.Errorf("batch booked %d output bytes, want %d", b.Status.OutputBytes, want)
+	}
+	var sn sealv1.SealerNode
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: b.Status.Node}, &sn); err != nil || len(sn.Status.OutputVolumes) != 1 ||
+		sn.Status.OutputVolumes[0].CapacityBytes <= 0 || sn.Status.OutputVolumes[0].Reason != "" {
+		t.Errorf("SealerNode %s output volumes: %+v %v", b.Status.Node, sn.Status.OutputVolumes, err)
 	}
 	dir := filepath.Join("/var/lib/sealfleet/output", b.Namespace, b.Name)
 	var store struct {

@@ -214,6 +214,19 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("agent tolerations %v", ps["tolerations"])
 	}
 	ac := container(t, ds)
+	// The default output path is visible to the agent (read-only) so it can report free space.
+	var outMount, outVolume bool
+	for _, m := range ac["volumeMounts"].([]any) {
+		m := m.(obj)
+		outMount = outMount || (m["mountPath"] == "/host/var/lib/sealfleet/output" && m["readOnly"] == true)
+	}
+	for _, v := range ps["volumes"].([]any) {
+		hp, _ := v.(obj)["hostPath"].(obj)
+		outVolume = outVolume || (hp != nil && hp["path"] == "/var/lib/sealfleet/output" && hp["type"] == "DirectoryOrCreate")
+	}
+	if !outMount || !outVolume {
+		t.Errorf("default output path not mounted read-only into the agent: %v %v", ac["volumeMounts"], ps["volumes"])
+	}
 	aargs := strs(ac["args"])
 	for _, want := range []string{"run", "--node-name=$(NODE_NAME)", "--root=/host", "--metrics-bind-address=:8090"} {
 		if !hasArg(aargs, want) {

@@ -67,6 +67,25 @@ fn pc2_case_with(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_se
             assert!(a == b, "{f} of sector {i} differs ({} vs {} bytes)", a.len(), b.len());
         }
         assert!(std::fs::read(&ours.sealed).unwrap() == std::fs::read(&o.sealed).unwrap(), "replica of sector {i}");
+        if c1 {
+            // The operator books this many output bytes per sector (internal/placement's
+            // golden); the files PC2 wrote (replica, trees, layers, p_aux, t_aux) must fit it,
+            // with at most the 4 KiB it allows for p_aux and t_aux unused.
+            let golden: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(
+                    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("../../../internal/placement/testdata/output-bytes.golden.json"),
+                )
+                .unwrap(),
+            )
+            .unwrap();
+            let booked = golden[cfg.sector_size.to_string()].as_u64().unwrap();
+            let mut written = std::fs::metadata(&ours.sealed).unwrap().len();
+            for e in std::fs::read_dir(&ours.cache).unwrap() {
+                written += e.unwrap().metadata().unwrap().len();
+            }
+            assert!(written <= booked && booked - written <= 4096, "sector {i}: wrote {written} bytes, booked {booked}");
+        }
         let oabs = std::fs::canonicalize(oc).unwrap();
         assert_eq!(
             sealer_pc2::t_aux_bytes(&oabs, cfg.nodes(), cfg.num_layers(), cfg.sector_size),
