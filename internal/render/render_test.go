@@ -88,6 +88,7 @@ func TestConfig(t *testing.T) {
 	}
 	b := testBatch()
 	b.Spec.Output = &sealv1.OutputSpec{HostPath: &sealv1.HostPathOutput{Path: "/srv/sealed"}, Layout: sealv1.OutputLayoutLotus}
+	b.Status.Hugepages1Gi = 36
 	cfg, err := Config(ConfigInput{Batch: b, LayerPaths: []string{"/dev/nvme1n1", "/dev/nvme2n1"}, SlotOffset: 1 << 40, OutputDir: "/output/ns/b",
 		Layout: lj, MetricsPort: 9465, MetricsAddress: "127.0.0.1"})
 	if err != nil {

@@ -32,6 +32,8 @@ type SealerConfig struct {
 	MetricsAddress string `json:"metrics_address,omitempty"`
 	// Lotus makes the output directory a lotus/Curio storage path (spec.output.layout Lotus).
 	Lotus *SealerLotus `json:"lotus,omitempty"`
+	// Hugepages1Gi is how many 1 GiB hugepages the pod holds: the sealer maps its buffers there.
+	Hugepages1Gi int32 `json:"hugepages_1gi"`
 }
 
 // SealerLotus names the storage path: the miner whose sector files it holds and the id in
@@ -149,6 +151,7 @@ func Config(in ConfigInput) (*SealerConfig, error) {
 		Layout:          in.Layout,
 		MetricsPort:     in.MetricsPort,
 		MetricsAddress:  in.MetricsAddress,
+		Hugepages1Gi:    b.Status.Hugepages1Gi,
 	}
 	if o := b.Spec.Output; o != nil && o.Layout == sealv1.OutputLayoutLotus {
 		miner, _ := ActorID(b.Spec.MinerID) // ProverID parsed it

@@ -197,6 +197,8 @@ pub struct BatchConfig {
     pub metrics_address: std::net::IpAddr,
     /// Write the outputs as a lotus/Curio storage path instead of one directory per sector.
     pub lotus: Option<LotusStore>,
+    /// 1 GiB hugepages the process may map for its buffers (the pod's `hugepages-1Gi`).
+    pub hugepages_1gi: usize,
 }
 
 /// A lotus/Curio storage path as the output directory: `sectorstore.json`,
@@ -264,6 +266,7 @@ struct RawConfig {
     metrics_port: Option<serde_json::Value>,
     metrics_address: Option<serde_json::Value>,
     lotus: Option<serde_json::Value>,
+    hugepages_1gi: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -611,6 +614,14 @@ impl BatchConfig {
             }
         };
 
+        let hugepages_1gi = match &raw.hugepages_1gi {
+            None | Some(serde_json::Value::Null) => 0,
+            Some(v) => match as_u64("hugepages_1gi", v)? {
+                n if n <= 4096 => n as usize,
+                n => return err("hugepages_1gi", format!("{n} is more 1 GiB pages than any node has; give 0..4096")),
+            },
+        };
+
         Ok(BatchConfig {
             sector_size,
             porep_id,
@@ -624,6 +635,7 @@ impl BatchConfig {
             metrics_port,
             metrics_address,
             lotus,
+            hugepages_1gi,
         })
     }
 
@@ -673,6 +685,9 @@ impl BatchConfig {
         if let Some(p) = self.metrics_port {
             v["metrics_port"] = p.into();
             v["metrics_address"] = self.metrics_address.to_string().into();
+        }
+        if self.hugepages_1gi > 0 {
+            v["hugepages_1gi"] = self.hugepages_1gi.into();
         }
         if let Some(l) = &self.lotus {
             v["lotus"] = serde_json::json!({"miner": l.miner, "storage_id": l.storage_id});

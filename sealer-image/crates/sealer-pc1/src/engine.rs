@@ -19,7 +19,7 @@ use crate::sync::{Aborted, Counter};
 use crate::Pc1Error;
 use sealer_graph::Parents;
 use sealer_hash::{LabelHasher, DEGREE};
-use sealer_storage::{coalesce, AlignedBuf, PageBackend, PageIo, Stripe, PAGE};
+use sealer_storage::{coalesce, AlignedBuf, HugeArena, PageBackend, PageIo, Stripe, PAGE};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -161,18 +161,34 @@ unsafe impl Send for Buffers {}
 unsafe impl Sync for Buffers {}
 
 impl Buffers {
-    /// Allocate for `g` and `plan`.
-    pub fn new(g: &Geometry, plan: &ThreadPlan) -> Buffers {
+    /// Bytes of the large buffers for `g` and `plan`: node-cache rings, read slots, gather
+    /// buffers (what [`Buffers::new`] puts on hugepages when it can).
+    pub fn bytes(g: &Geometry, plan: &ThreadPlan) -> usize {
+        let k = g.chunk as usize;
+        let nrings = if g.keep_prev_layer { 2 } else { 1 };
+        let gather: usize = plan.groups.iter().map(|gr| k * gr.count * PB).sum();
+        nrings * (g.ring as usize * g.row).next_multiple_of(PAGE) + g.depth as usize * (k * DEGREE * PAGE + gather)
+    }
+
+    /// Allocate for `g` and `plan`, from `arena` (1 GiB hugepages) while it has room, the
+    /// node-cache rings first (the largest and most randomly read), then the heap.
+    pub fn new(g: &Geometry, plan: &ThreadPlan, arena: Option<&HugeArena>) -> Buffers {
         let k = g.chunk as usize;
         let max_pages = k * DEGREE;
         let nrings = if g.keep_prev_layer { 2 } else { 1 };
-        let rings = (0..nrings).map(|_| AlignedBuf::new(g.ring as usize * g.row)).collect();
-        let slot_pages = (0..g.depth).map(|_| AlignedBuf::new(max_pages * PAGE)).collect();
+        let buf = |len: usize| AlignedBuf::new_in(arena, len);
+        let rings = (0..nrings).map(|_| buf(g.ring as usize * g.row)).collect();
+        let slot_pages = (0..g.depth).map(|_| buf(max_pages * PAGE)).collect();
         let slot_tables: Vec<Mutex<Vec<u32>>> = (0..g.depth).map(|_| Mutex::new(vec![0u32; k * DEGREE])).collect();
         let tables_ptr = slot_tables.iter().map(|m| m.lock().unwrap().as_mut_ptr()).collect();
-        let gather =
-            plan.groups.iter().map(|gr| (0..g.depth).map(|_| AlignedBuf::new(k * gr.count * PB)).collect()).collect();
+        let gather = plan.groups.iter().map(|gr| (0..g.depth).map(|_| buf(k * gr.count * PB)).collect()).collect();
         Buffers { rings, slot_pages, _slot_tables: slot_tables, tables_ptr, gather, max_pages }
+    }
+
+    /// Bytes of the large buffers on hugepages and on ordinary pages.
+    pub fn backing(&self) -> (usize, usize) {
+        let all = self.rings.iter().chain(&self.slot_pages).chain(self.gather.iter().flatten());
+        all.fold((0, 0), |(h, o), b| if b.on_hugepages() { (h + b.len(), o) } else { (h, o + b.len()) })
     }
 
     /// Regions worth registering with the backend (ring and read slots).

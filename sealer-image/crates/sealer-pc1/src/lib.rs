@@ -23,7 +23,7 @@ pub use progress::{Progress, ProgressSink};
 use sealer_config::{ApiVersion, BatchConfig};
 use sealer_graph::{GraphApi, Parents};
 use sealer_hash::{Kernel, LabelHasher};
-use sealer_storage::{AlignedBuf, Devices, PageBackend, PageIo, Stripe, UringBackend, PAGE};
+use sealer_storage::{AlignedBuf, Devices, HugeArena, PageBackend, PageIo, Stripe, UringBackend, HUGEPAGE, PAGE};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -124,6 +124,8 @@ pub struct Pc1Report {
     pub hasher_threads: usize,
     /// The CPUs the threads were pinned to (None when not pinned).
     pub cpus: Option<sealer_config::CpuFit>,
+    /// Where the buffers lived (None when no labelling ran).
+    pub buffers: Option<BufferBacking>,
 }
 
 /// comm_d and replica_id of every sector.
@@ -235,6 +237,7 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
             geometry: g,
             hasher_threads: plan.groups.iter().map(|g| g.hashers.len()).sum(),
             cpus,
+            buffers: None,
         });
     }
     if done > 0 {
@@ -244,7 +247,16 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
     let devs = Devices::open(&cfg.layers.paths, stripe.bytes_per_device(layers))
         .map_err(|e| io_err("opening layer storage", e))?;
     let parents = open_parents(cfg)?;
-    let bufs = Buffers::new(&g, &plan);
+    let arena = map_hugepages(cfg.hugepages_1gi, Buffers::bytes(&g, &plan));
+    let bufs = Buffers::new(&g, &plan, arena.as_ref());
+    let (huge, heap) = bufs.backing();
+    let buffers = BufferBacking {
+        hugepages_mapped: arena.as_ref().map_or(0, |a| a.mapped() / HUGEPAGE),
+        hugepage_bytes: huge,
+        heap_bytes: heap,
+    };
+    log::info!("{}", buffers.describe());
+    sink.set_buffers(&buffers);
     let mut be_r = UringBackend::new(devs.clone(), opts.queue_depth).map_err(|e| io_err("creating io_uring", e))?;
     let mut be_w = UringBackend::new(devs.clone(), opts.queue_depth).map_err(|e| io_err("creating io_uring", e))?;
     let regions = bufs.io_regions();
@@ -295,7 +307,52 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
         geometry: g,
         hasher_threads: plan.groups.iter().map(|g| g.hashers.len()).sum(),
         cpus,
+        buffers: Some(buffers),
     })
+}
+
+/// Where the run's large buffers live.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BufferBacking {
+    /// 1 GiB hugepages mapped.
+    pub hugepages_mapped: usize,
+    /// Buffer bytes on those hugepages.
+    pub hugepage_bytes: usize,
+    /// Buffer bytes on ordinary pages.
+    pub heap_bytes: usize,
+}
+
+impl BufferBacking {
+    /// One line for the log.
+    pub fn describe(&self) -> String {
+        let mib = |b: usize| b as f64 / (1 << 20) as f64;
+        format!(
+            "buffers: {:.1} MiB on {} x 1 GiB hugepages, {:.1} MiB on ordinary pages",
+            mib(self.hugepage_bytes),
+            self.hugepages_mapped,
+            mib(self.heap_bytes)
+        )
+    }
+}
+
+/// Map the 1 GiB hugepages the buffers need, at most `allowed` (the pod's share). None, with
+/// a warning when some were allowed, when the node's pool cannot give them: the run then uses
+/// ordinary pages, slower but correct.
+fn map_hugepages(allowed: usize, bytes: usize) -> Option<HugeArena> {
+    if allowed == 0 {
+        log::info!("no 1 GiB hugepages given (hugepages_1gi = 0): buffers on ordinary pages");
+        return None;
+    }
+    let pages = allowed.min(bytes.div_ceil(HUGEPAGE).max(1));
+    match HugeArena::map(pages) {
+        Ok(a) => Some(a),
+        Err(e) => {
+            log::warn!(
+                "cannot map {pages} x 1 GiB hugepages ({e}): falling back to ordinary pages; reserve them                  (hugepagesz=1G hugepages=N, or the node agent's spec.hugepages1GiPerNUMANode)"
+            );
+            None
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

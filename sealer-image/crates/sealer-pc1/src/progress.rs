@@ -134,6 +134,8 @@ struct Shared {
     labels_total: u64,
     /// The CPUs the run is pinned to (`cpus` in the document).
     cpus: Option<serde_json::Value>,
+    /// Where the buffers live (`buffers` in the document, `sealer_buffer_bytes`).
+    buffers: Option<crate::BufferBacking>,
 }
 
 /// Where progress goes: file, HTTP endpoint, terminal.
@@ -153,6 +155,7 @@ impl ProgressSink {
             stats: None,
             labels_total: 0,
             cpus: None,
+            buffers: None,
         }));
         if let Some(port) = cfg.metrics_port {
             let l = std::net::TcpListener::bind((cfg.metrics_address, port))
@@ -183,11 +186,22 @@ impl ProgressSink {
         self.shared.lock().unwrap().cpus = serde_json::to_value(fit).ok();
     }
 
+    /// Report where the buffers live in every later document (`buffers`) and on `/metrics`.
+    pub fn set_buffers(&self, b: &crate::BufferBacking) {
+        self.shared.lock().unwrap().buffers = Some(b.clone());
+    }
+
     /// Publish a progress snapshot.
     pub fn publish(&self, p: &Progress) {
         let mut doc = p.to_json();
-        if let Some(c) = self.shared.lock().unwrap().cpus.clone() {
-            doc["cpus"] = c;
+        {
+            let sh = self.shared.lock().unwrap();
+            if let Some(c) = sh.cpus.clone() {
+                doc["cpus"] = c;
+            }
+            if let Some(b) = &sh.buffers {
+                doc["buffers"] = serde_json::json!(b);
+            }
         }
         if let Some(path) = &self.file {
             let tmp = path.with_extension("tmp");
@@ -246,6 +260,7 @@ struct Metrics {
     io_errors: IntCounter,
     busy_seconds: CounterVec,
     busy_ratio: GaugeVec,
+    buffer_bytes: IntGaugeVec,
 }
 
 impl Metrics {
@@ -293,6 +308,16 @@ impl Metrics {
                     &["thread"],
                 ),
             ),
+            buffer_bytes: reg(
+                r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "sealer_buffer_bytes",
+                        "Bytes of the PC1 buffers (node cache, read slots, gather) by backing: hugetlb (1 GiB hugepages) or heap (ordinary pages).",
+                    ),
+                    &["backing"],
+                ),
+            ),
             busy_ratio: reg(
                 r,
                 GaugeVec::new(
@@ -324,6 +349,10 @@ fn metrics_text(sh: &Shared) -> String {
     m.progress.set((num(&d["percent"]) / 100.0).clamp(0.0, 1.0));
     raise(&m.labels, sh.labels_total);
     m.eta.set(num(&d["eta_seconds"]));
+    if let Some(b) = &sh.buffers {
+        m.buffer_bytes.with_label_values(&["hugetlb"]).set(b.hugepage_bytes as i64);
+        m.buffer_bytes.with_label_values(&["heap"]).set(b.heap_bytes as i64);
+    }
     if let Some(st) = &sh.stats {
         let pages_read = st.pages_read.load(Ordering::Relaxed);
         raise(&m.read_pages, pages_read);
@@ -381,6 +410,7 @@ mod tests {
             stats: Some(stats),
             labels_total: 1234,
             cpus: None,
+            buffers: Some(crate::BufferBacking { hugepages_mapped: 1, hugepage_bytes: 3 << 20, heap_bytes: 4096 }),
         };
         let text = metrics_text(&sh);
         for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
@@ -394,6 +424,7 @@ mod tests {
         assert!(text.contains("sealer_labels_total 1234\n"), "{text}");
         assert!(text.contains("sealer_hasher_busy_ratio{thread=\"0\"} 0.5\n"), "{text}");
         assert!(text.contains("sealer_read_bytes_total 40960\n"), "{text}");
+        assert!(text.contains("sealer_buffer_bytes{backing=\"hugetlb\"} 3145728\n"), "{text}");
     }
 
     #[test]

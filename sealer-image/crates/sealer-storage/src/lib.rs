@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod aligned;
-pub use aligned::AlignedBuf;
+pub use aligned::{AlignedBuf, HugeArena, HUGEPAGE};
 
 /// The I/O unit: one 4 KiB page.
 pub const PAGE: usize = 4096;

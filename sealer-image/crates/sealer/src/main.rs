@@ -181,6 +181,9 @@ fn pc2_and_report(
             if let Some(cpus) = pc1.and_then(|r| r.cpus.as_ref()) {
                 v["cpus"] = serde_json::json!(cpus);
             }
+            if let Some(b) = pc1.and_then(|r| r.buffers.as_ref()) {
+                v["buffers"] = serde_json::json!(b);
+            }
             println!("{}", serde_json::to_string_pretty(&v).unwrap());
             // One line the operator finds in the log when the termination message (4 KiB)
             // cannot hold a large batch's results (stderr, so stdout stays one JSON document).
@@ -231,6 +234,7 @@ fn main() -> ExitCode {
                         "kernel": format!("{:?}", r.kernel),
                         "backend": r.backend,
                         "cpus": r.cpus,
+                        "buffers": r.buffers,
                         "sectors": cfg.sectors.iter().zip(r.replica_ids.iter().zip(r.comm_ds.iter())).map(|(s, (rid, cd))| serde_json::json!({
                             "sector_id": s.sector_id, "replica_id": hex::encode(rid), "comm_d": hex::encode(cd)
                         })).collect::<Vec<_>>(),

@@ -223,6 +223,43 @@ fn layout_on_cpus_not_granted_runs_on_the_granted_ones() {
 }
 
 #[test]
+fn buffers_on_the_hugepages_given_or_ordinary_pages_with_a_warning() {
+    let work = tempfile::tempdir().unwrap();
+    let (_, mut json) = common::config(2048, 5, 4, 11, work.path(), 1);
+    json["hugepages_1gi"] = 1.into();
+    let run = |json: &serde_json::Value| {
+        let out = ConfigFile::write(work.path().join("huge.json"), json).seal("pc1").arg("--restart").output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{err}");
+        (serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(), err)
+    };
+    // A real 1 GiB page where this test may reserve one (root, memory to spare).
+    match common::Hugepage1G::reserve() {
+        Some(_page) => {
+            let (v, err) = run(&json);
+            let b = &v["buffers"];
+            assert_eq!(b["hugepages_mapped"], 1, "{v}\n{err}");
+            assert!(b["hugepage_bytes"].as_u64().unwrap() > 0 && b["heap_bytes"] == 0, "{v}");
+            assert!(err.contains("on 1 x 1 GiB hugepages"), "{err}");
+        }
+        None => eprintln!("no 1 GiB hugepage could be reserved (not root?): hugepage-backed run not exercised"),
+    }
+    // Asking for more pages than the pool holds: ordinary pages, and a warning says so.
+    json["hugepages_1gi"] = 4096.into();
+    let free = std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages").unwrap_or_default();
+    if free.trim() == "0" || free.is_empty() {
+        let (v, err) = run(&json);
+        assert_eq!(v["buffers"]["hugepage_bytes"], 0, "{v}");
+        assert!(err.contains("falling back to ordinary pages"), "{err}");
+    }
+    // None given: ordinary pages, said at info level.
+    json["hugepages_1gi"] = 0.into();
+    let (v, err) = run(&json);
+    assert!(v["buffers"]["hugepage_bytes"] == 0 && v["buffers"]["heap_bytes"].as_u64().unwrap() > 0, "{v}");
+    assert!(err.contains("hugepages_1gi = 0"), "{err}");
+}
+
+#[test]
 fn calc_prints_a_layout_the_config_accepts() {
     let out = bin().args(["calc", "--batch-size", "8"]).output().unwrap();
     assert!(out.status.success());

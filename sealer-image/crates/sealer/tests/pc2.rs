@@ -84,7 +84,10 @@ fn pc2_case_with(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_se
             for e in std::fs::read_dir(&ours.cache).unwrap() {
                 written += e.unwrap().metadata().unwrap().len();
             }
-            assert!(written <= booked && booked - written <= 4096, "sector {i}: wrote {written} bytes, booked {booked}");
+            assert!(
+                written <= booked && booked - written <= 4096,
+                "sector {i}: wrote {written} bytes, booked {booked}"
+            );
         }
         let oabs = std::fs::canonicalize(oc).unwrap();
         assert_eq!(

@@ -102,3 +102,31 @@ pub fn compare_with_oracle(
         }
     }
 }
+
+const HUGEPAGES_1G: &str = "/sys/kernel/mm/hugepages/hugepages-1048576kB";
+
+fn hugepages_1g(file: &str) -> Option<usize> {
+    std::fs::read_to_string(format!("{HUGEPAGES_1G}/{file}")).ok()?.trim().parse().ok()
+}
+
+/// One more 1 GiB hugepage reserved in the kernel's pool for as long as it lives; the pool is
+/// given back as it was on drop.
+pub struct Hugepage1G {
+    before: usize,
+}
+
+impl Hugepage1G {
+    /// Reserve one (root only; None when the kernel cannot find 1 GiB of contiguous memory).
+    pub fn reserve() -> Option<Hugepage1G> {
+        let before = hugepages_1g("nr_hugepages")?;
+        std::fs::write(format!("{HUGEPAGES_1G}/nr_hugepages"), (before + 1).to_string()).ok()?;
+        let guard = Hugepage1G { before };
+        (hugepages_1g("free_hugepages")? >= 1).then_some(guard)
+    }
+}
+
+impl Drop for Hugepage1G {
+    fn drop(&mut self) {
+        let _ = std::fs::write(format!("{HUGEPAGES_1G}/nr_hugepages"), self.before.to_string());
+    }
+}
