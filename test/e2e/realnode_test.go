@@ -158,6 +158,7 @@ func TestRealNode(t *testing.T) {
 		mu      sync.Mutex
 		samples []float64
 		alerts  []string
+		huge    float64 // largest sealer_buffer_bytes{backing="hugetlb"} seen
 	)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -166,7 +167,13 @@ func TestRealNode(t *testing.T) {
 		for ctx.Err() == nil {
 			_, vs, err := promQuery(`sealfleet_node_cpu_busy_ratio{role="hasher",node="127.0.0.1"}`)
 			ls, _, err2 := promQuery(`ALERTS{alertname=~"Sealfleet(CCX)?HasherUtilisationLow",alertstate="firing"}`)
+			_, hb, err3 := promQuery(`sealer_buffer_bytes{backing="hugetlb"}`)
 			mu.Lock()
+			for _, v := range hb {
+				if err3 == nil && v > huge {
+					huge = v
+				}
+			}
 			if err == nil {
 				samples = append(samples, vs...)
 			}
@@ -207,6 +214,10 @@ func TestRealNode(t *testing.T) {
 	}
 	if len(alerts) > 0 {
 		t.Errorf("hasher-utilisation alert firing on a healthy run: %v", alerts)
+	}
+	// The pod's 1 GiB hugepage holds the sealer's buffers (a scrape of its /metrics says so).
+	if huge <= 0 {
+		t.Errorf("sealer_buffer_bytes{backing=\"hugetlb\"} never above 0 during the run")
 	}
 	t.Logf("BENCH realnode seal_seconds=%.1f total_seconds=%.1f hasher_busy %s",
 		sealDur.Seconds(), time.Since(start).Seconds(), summary(samples))

@@ -23,6 +23,9 @@ pub struct BenchOptions {
     pub sha_seconds: f64,
     /// Node-cache budget of the sealer runs, bytes.
     pub cache_bytes: u64,
+    /// When > 0, run every N twice: buffers on ordinary pages, then on up to this many 1 GiB
+    /// hugepages (the node's pool must hold them free).
+    pub hugepages: usize,
 }
 
 /// One row of the result table.
@@ -231,7 +234,8 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
         let _ = std::fs::remove_dir_all(&work);
     }
 
-    for &n in &o.batches {
+    let backings: &[usize] = if o.hugepages > 0 { &[0, o.hugepages] } else { &[0] };
+    for (&n, &huge) in o.batches.iter().flat_map(|n| backings.iter().map(move |h| (n, h))) {
         log::info!("sealer PC1, N = {n}…");
         let out = o.dir.join(format!("sealer-n{n}"));
         let _ = std::fs::remove_dir_all(&out);
@@ -244,6 +248,8 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
             &o.dir.join(format!("sealer-n{n}-layers")),
             &out,
         );
+        let mut cfg = cfg;
+        cfg.hugepages_1gi = huge;
         let opts = Pc1Options {
             tuning: Tuning { ring_bytes: o.cache_bytes, ..Tuning::default() },
             restart: true,
@@ -253,9 +259,16 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
         let rep = sealer_pc1::run_pc1(&cfg, &opts).map_err(|e| format!("{e:#}"))?;
         let cpu = cpu_now() - r0;
         let cores = cores_of(&cfg.effective_layout());
+        let pages = match &rep.buffers {
+            Some(b) if o.hugepages > 0 && b.hugepage_bytes > 0 => {
+                format!(", buffers on {} x 1 GiB hugepages", b.hugepages_mapped)
+            }
+            _ if o.hugepages > 0 => ", buffers on 4 KiB pages".to_string(),
+            _ => String::new(),
+        };
         rows.push(Row {
             name: format!(
-                "sealer PC1, N = {n} ({} hasher threads, {:?}, {}, expanders from {})",
+                "sealer PC1, N = {n} ({} hasher threads, {:?}, {}, expanders from {}{pages})",
                 rep.hasher_threads,
                 rep.kernel,
                 rep.backend,

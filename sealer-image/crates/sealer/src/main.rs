@@ -156,6 +156,10 @@ enum BenchCmd {
         /// previous layer in memory).
         #[arg(long, default_value_t = 1024)]
         cache_mib: u64,
+        /// Also run every N with its buffers on up to this many 1 GiB hugepages (free in the
+        /// node's pool), for a row on ordinary pages and one on hugepages.
+        #[arg(long, default_value_t = 0)]
+        hugepages: usize,
     },
 }
 
@@ -362,7 +366,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Bench { what: BenchCmd::Pc1 { sector_size, batches, dir, skip_baseline, sha_seconds, cache_mib } } => {
+        Cmd::Bench { what: BenchCmd::Pc1 { sector_size, batches, dir, skip_baseline, sha_seconds, cache_mib, hugepages } } => {
             let size = match sealer_config::SECTOR_SIZES
                 .iter()
                 .find(|s| s.1.eq_ignore_ascii_case(&sector_size) || s.0.to_string() == sector_size)
@@ -385,6 +389,7 @@ fn main() -> ExitCode {
                 skip_baseline,
                 sha_seconds,
                 cache_bytes: cache_mib << 20,
+                hugepages,
             };
             match sealer::bench::run(&o) {
                 Ok(rows) => {
