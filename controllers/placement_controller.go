@@ -54,6 +54,9 @@ type PlacementReconciler struct {
 	Recorder Recorder
 	// PC2Engines are the sealer image's PC2 engines (nil: cpu only).
 	PC2Engines []sealv1.PC2Engine
+	// Caches builds the parent caches batches wait for (nil: no node caches; sealers build
+	// their own).
+	Caches *ParentCaches
 
 	assumed *ledger.Assumed
 	explain *explainer
@@ -93,9 +96,25 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 		pending = append(pending, b)
 	}
 	metricPending.Set(float64(len(pending)))
+	if r.Caches == nil {
+		for _, n := range fleet {
+			n.IgnoreCaches = true
+		}
+	}
 	decisions, failed := placement.Schedule(fleet, pending)
 	metricPendingNoFit.Set(float64(len(failed)))
 	exportSlotMetrics(fleet)
+	if r.Caches != nil {
+		wanted := map[string]map[string]bool{}
+		for _, n := range fleet {
+			if len(n.WantedCaches) > 0 {
+				wanted[n.Sealer.Name] = n.WantedCaches
+			}
+		}
+		if err := r.Caches.Sync(ctx, sealerNodes.Items, wanted); err != nil {
+			log.FromContext(ctx).Error(err, "parent caches")
+		}
+	}
 
 	// Every decision is assumed before its write goes out, so the next cycle counts it even
 	// if the cache has not caught up; a write that does not land is forgotten.
@@ -157,7 +176,7 @@ func (r *PlacementReconciler) commit(ctx context.Context, d *placement.Decision)
 		b.Status.Layout = lay.Record()
 		b.Status.CoreLayout = lay.Summary()
 		b.Status.CPUs = cpuset.Format(lay.CoreCPUs())
-		b.Status.RegisteredProof = sealv1.RegisteredProof(b.Spec.SectorSize, b.Spec.ProofType)
+		b.Status.RegisteredProof = sealv1.RegisteredProof(b.Spec.SectorSize, b.Spec.ProofTypeOrDefault())
 		b.Status.Phase = sealv1.PhasePlaced
 		b.Status.PlacedTime = &now
 		b.Status.Message = fmt.Sprintf("placed on %s, slot %d", node, slot)

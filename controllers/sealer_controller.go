@@ -36,6 +36,9 @@ type SealerReconciler struct {
 	Progress         ProgressSource
 	Results          ResultsSource
 	ProgressInterval time.Duration
+	// Caches has nodes' parent caches built; sealer pods read the verified one read-only
+	// (nil: the sealer builds its own in the pod, the standalone behaviour).
+	Caches *ParentCaches
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
@@ -101,11 +104,63 @@ func (r *SealerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{}, r.complete(ctx, &b, &pod)
 	case corev1.PodFailed:
 		reason, msg, retriable := podFailure(&pod)
+		if err := r.rebuildCacheAfter(ctx, &b, at.sn, &pod); err != nil {
+			return reconcile.Result{}, err
+		}
 		return r.failOrRetry(ctx, &b, at, reason, msg, retriable)
 	case corev1.PodRunning:
 		return reconcile.Result{RequeueAfter: r.ProgressInterval}, r.track(ctx, &b, &pod)
 	}
 	return reconcile.Result{RequeueAfter: r.ProgressInterval}, nil
+}
+
+// waitAttempt says, once, why the next attempt waits (status message and an event) and looks
+// again after `again`.
+func (r *SealerReconciler) waitAttempt(ctx context.Context, b *sealv1.SealBatch, msg, event string, again time.Duration) (reconcile.Result, error) {
+	if b.Status.Message == msg {
+		return reconcile.Result{RequeueAfter: again}, nil
+	}
+	return reconcile.Result{RequeueAfter: again}, updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
+		b.Status.Message = msg
+	}, func(b *sealv1.SealBatch) {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, event, "Seal", "%s", msg)
+	})
+}
+
+// exitParentCache is the sealer's exit code for a missing, unverified or corrupt parent cache.
+const exitParentCache = 6
+
+// rebuildCacheAfter has the node's parent cache rebuilt when the sealer found it unusable,
+// once per failed pod; the next attempt waits for the rebuild (startAttempt).
+func (r *SealerReconciler) rebuildCacheAfter(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode, pod *corev1.Pod) error {
+	if r.Caches == nil || sn == nil || exitCode(pod) != exitParentCache {
+		return nil
+	}
+	return r.Caches.Rebuild(ctx, sn, b.Status.RegisteredProof, pod.UID)
+}
+
+// exitCode is the sealer container's exit code (0 when it has none).
+func exitCode(pod *corev1.Pod) int32 {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil {
+			return t.ExitCode
+		}
+	}
+	return 0
+}
+
+func (r *SealerReconciler) parentCacheDir() string {
+	if r.Caches == nil {
+		return ""
+	}
+	return render.ParentCacheMount
+}
+
+func (r *SealerReconciler) parentCachePath(sn *sealv1.SealerNode) string {
+	if r.Caches == nil || sn == nil {
+		return ""
+	}
+	return sn.Spec.CachePath()
 }
 
 // metricsPort is the sealer's HTTP port: with host networking each slot gets its own.
@@ -132,6 +187,7 @@ func (r *SealerReconciler) ensureConfig(ctx context.Context, b *sealv1.SealBatch
 		OutputDir:      render.OutputDir(b),
 		MetricsPort:    r.metricsPort(b),
 		MetricsAddress: r.Pod.MetricsAddress,
+		ParentCacheDir: r.parentCacheDir(),
 	})
 	if err != nil {
 		return r.fail(ctx, b, ReasonInvalidSpec, err.Error())
@@ -163,6 +219,10 @@ type attemptTarget struct {
 // waitForUncordon is how often a batch whose node is cordoned looks again.
 const waitForUncordon = 30 * time.Second
 
+// waitForCache is how often an attempt waiting for its node's parent cache looks again (the
+// builder pod is not the batch's, so its end wakes nothing).
+const waitForCache = 5 * time.Second
+
 // startAttempt creates the sealer pod of an attempt (and the disruption budget that keeps a
 // drain from evicting it) and records it. Creating first and recording second is safe: a
 // crash in between finds the pod by name on the next reconcile.
@@ -173,14 +233,16 @@ const waitForUncordon = 30 * time.Second
 func (r *SealerReconciler) startAttempt(ctx context.Context, b *sealv1.SealBatch, at attemptTarget, attempt int32) (reconcile.Result, error) {
 	if at.cordoned {
 		msg := fmt.Sprintf("node %s is cordoned: attempt %d waits for it to be uncordoned (the batch's layers are there)", b.Status.Node, attempt)
-		if b.Status.Message == msg {
-			return reconcile.Result{RequeueAfter: waitForUncordon}, nil
+		return r.waitAttempt(ctx, b, msg, "WaitingForUncordon", waitForUncordon)
+	}
+	if r.Caches != nil {
+		msg, err := r.Caches.Wait(ctx, at.sn, b.Status.RegisteredProof)
+		if err != nil {
+			return reconcile.Result{}, err
 		}
-		return reconcile.Result{RequeueAfter: waitForUncordon}, updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
-			b.Status.Message = msg
-		}, func(b *sealv1.SealBatch) {
-			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "WaitingForUncordon", "Seal", "%s", msg)
-		})
+		if msg != "" {
+			return r.waitAttempt(ctx, b, fmt.Sprintf("attempt %d waits: %s", attempt, msg), "WaitingForParentCache", waitForCache)
+		}
 	}
 	cpus, err := cpuset.Parse(b.Status.CPUs)
 	if err != nil {
@@ -196,6 +258,7 @@ func (r *SealerReconciler) startAttempt(ctx context.Context, b *sealv1.SealBatch
 	pod := render.Pod(render.PodInput{
 		Batch: b, Node: b.Status.Node, Attempt: attempt, CPUs: len(cpus),
 		Hugepages: b.Status.Hugepages1Gi, Devices: at.sn.Status.LayerDevices, DeviceMode: at.sn.Spec.DeviceMode,
+		ParentCachePath: r.parentCachePath(at.sn),
 	}, r.podOptionsFor(b))
 	if err := controllerutil.SetControllerReference(b, pod, r.Scheme()); err != nil {
 		return reconcile.Result{}, err
@@ -365,6 +428,8 @@ func exitMeaning(code int32) string {
 		return "device or I/O failure"
 	case 4:
 		return "CPU without SHA-NI"
+	case exitParentCache:
+		return "parent cache missing or corrupt: rebuilding it"
 	case 137:
 		return "killed"
 	}

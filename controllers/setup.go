@@ -46,6 +46,9 @@ type Options struct {
 	MemoryPerSector     string
 	ProgressInterval    time.Duration
 	ReleaseTimeout      time.Duration
+	// ParentCacheNamespace holds the pods that build nodes' parent caches; empty: no node
+	// caches (each sealer pod builds its own, as a standalone sealer does).
+	ParentCacheNamespace string
 
 	// Progress reads a running sealer's progress; nil uses HTTP to the pod's /progress.
 	Progress ProgressSource
@@ -69,6 +72,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MemoryBase, "sealer-memory-base", "2Gi", "memory (besides hugepages) of every sealer pod")
 	fs.StringVar(&o.MemoryPerSector, "sealer-memory-per-sector", "256Mi", "memory added per sector of the batch")
 	fs.DurationVar(&o.ProgressInterval, "progress-interval", 10*time.Second, "how often a running sealer's progress is read")
+	fs.StringVar(&o.ParentCacheNamespace, "parent-cache-namespace", "sealfleet-batches", "namespace of the pods that build each node's parent caches (it must be served: see --watch-namespaces); empty: every sealer pod builds its own cache")
 	fs.DurationVar(&o.ReleaseTimeout, "release-timeout", 10*time.Minute, "after this long a release waiting on its pod or scrub is reported stuck")
 }
 
@@ -199,11 +203,15 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		o.Results = rs
 	}
 	rec := func(name string) Recorder { return mgr.GetEventRecorder(name) }
-	if err := (&PlacementReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-placement"), PC2Engines: engines}).SetupWithManager(mgr); err != nil {
+	var caches *ParentCaches
+	if o.ParentCacheNamespace != "" {
+		caches = &ParentCaches{Client: mgr.GetClient(), Namespace: o.ParentCacheNamespace, Pod: po}
+	}
+	if err := (&PlacementReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-placement"), PC2Engines: engines, Caches: caches}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&SealerReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-sealer"), Pod: po,
-		Progress: o.Progress, Results: o.Results, ProgressInterval: o.ProgressInterval}).SetupWithManager(mgr); err != nil {
+		Progress: o.Progress, Results: o.Results, ProgressInterval: o.ProgressInterval, Caches: caches}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&ReleaseReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec("sealfleet-release"),

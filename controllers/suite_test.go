@@ -58,14 +58,22 @@ type harness struct {
 	done     chan struct{}
 	// watch is the operator's --watch-namespaces ("" = all).
 	watch string
+	// cacheNS is the operator's --parent-cache-namespace ("" = no node caches).
+	cacheNS string
 }
 
 func newHarness(t *testing.T) *harness { return newHarnessWatching(t, "") }
 
 // newHarnessWatching runs the operator with --watch-namespaces=watch.
 func newHarnessWatching(t *testing.T, watch string) *harness {
+	return newHarnessWith(t, func(h *harness) { h.watch = watch })
+}
+
+// newHarnessWith runs the operator with the options set sets.
+func newHarnessWith(t *testing.T, set func(*harness)) *harness {
 	env := testenv.Start(t)
-	h := &harness{t: t, env: env, c: env.Client, progress: &fakeProgress{}, watch: watch}
+	h := &harness{t: t, env: env, c: env.Client, progress: &fakeProgress{}}
+	set(h)
 	h.startOperator()
 	t.Cleanup(h.stopOperator)
 	return h
@@ -74,7 +82,7 @@ func newHarnessWatching(t *testing.T, watch string) *harness {
 func (h *harness) startOperator() {
 	opts := controllers.Options{
 		Progress: h.progress, Results: noResults{}, ProgressInterval: 200 * time.Millisecond,
-		ReleaseTimeout: time.Hour, WatchNamespaces: h.watch,
+		ReleaseTimeout: time.Hour, WatchNamespaces: h.watch, ParentCacheNamespace: h.cacheNS,
 	}
 	mgr, err := ctrl.NewManager(h.env.Config, ctrl.Options{
 		Scheme: h.env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
@@ -170,6 +178,7 @@ func (h *harness) addNode(name string, slots int32, hugepages int64, labels map[
 		NUMANodes:     []sealv1.NUMANode{{ID: 0, CPUs: "0-31", Hugepages: []sealv1.Hugepages{{PageSize: "1Gi", Total: hugepages, Free: hugepages}}}},
 		LayerDevices:  []sealv1.LayerDeviceStatus{{Path: "/var/lib/sealfleet/layers.img", CapacityBytes: int64(slots) * 64 << 20, Ready: true, NUMANode: 0}},
 		OutputVolumes: []sealv1.OutputVolume{{Path: sealv1.DefaultOutputHostPath, CapacityBytes: 1 << 40, AvailableBytes: 1 << 40}},
+		ParentCaches:  testutil.VerifiedCaches(),
 		Conditions:    []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Discovered", Message: "ok", LastTransitionTime: metav1.Now()}},
 	}
 	// Play the node agent, the status's only writer.

@@ -27,6 +27,7 @@ eval "$(hack/cluster.sh env)"
 NS=sealfleet-system
 BATCH_NS=sealfleet-batches
 OUTPUT_DIR=${OUTPUT_DIR:-/var/lib/sealfleet/output}
+PROOF=StackedDrg8MiBV1_1  # the demo's batches: 8 MiB, V1_1
 NODE=127.0.0.1
 LAYER_FILE=${DEMO_LAYER_FILE:-/var/lib/sealfleet/demo/layers.img}
 SEALER=$root/sealer-image/target/release/sealer
@@ -110,7 +111,8 @@ node() {
   # It keeps the highest CPU, the kubelet (CPU manager static, hack/cluster.sh) CPU 0: the
   # kubelet then grants the sealer another CPU than its layout names, and the sealer moves.
   local keep=$(( $(nproc --all) - 1 ))
-  kc patch sealernode "$NODE" --type merge -p "{\"spec\":{\"layerDevices\":[{\"path\":\"$LAYER_FILE\",\"capacity\":\"256Mi\"}],\"pipelines\":1,\"reservedCPUs\":\"$keep\",\"sharedCores\":true}}" >/dev/null
+  # The node is set up to seal 8 MiB V1_1 sectors: its parent cache is built ahead, once.
+  kc patch sealernode "$NODE" --type merge -p "{\"spec\":{\"layerDevices\":[{\"path\":\"$LAYER_FILE\",\"capacity\":\"256Mi\"}],\"pipelines\":1,\"reservedCPUs\":\"$keep\",\"sharedCores\":true,\"parentCache\":{\"proofs\":[\"$PROOF\"]}}}" >/dev/null
   say "waiting for SealerNode $NODE to be Ready with its layer file"
   local ready=""
   for i in $(seq 90); do
@@ -120,6 +122,15 @@ node() {
   done
   [[ "$ready" == True* ]] || { kc get sealernode "$NODE" -o yaml | sed -n '/^status:/,$p' | head -60 >&2; die "SealerNode $NODE is not Ready: $ready"; }
   say "SealerNode $NODE Ready: $(kc get sealernode "$NODE" -o jsonpath='{.status.layerDevices[0].path} ready={.status.layerDevices[0].ready} {.status.layerDevices[0].capacityBytes} bytes; batch sizes {.status.capabilities.batchSizes}')"
+  say "waiting for the node's parent cache for $PROOF (built once by a builder pod, then verified)"
+  local cache=""
+  for i in $(seq 180); do
+    cache=$(kc get sealernode "$NODE" -o jsonpath="{.status.parentCaches[?(@.proof==\"$PROOF\")].verified}" 2>/dev/null || true)
+    [ "$cache" = true ] && break
+    sleep 1
+  done
+  [ "$cache" = true ] || { kc -n "$BATCH_NS" get pods -l app.kubernetes.io/component=parent-cache >&2 || true; die "parent cache for $PROOF not verified after 180 s"; }
+  say "parent cache for $PROOF verified: $(kc get sealernode "$NODE" -o jsonpath="{.status.parentCaches[?(@.proof==\"$PROOF\")].bytes}") bytes in ${PARENT_CACHE_DIR:-/var/lib/sealfleet/parent-cache}"
 }
 
 # ---- seal on the real node ------------------------------------------------------------------

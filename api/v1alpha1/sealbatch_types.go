@@ -124,6 +124,14 @@ type SectorSpec struct {
 	CommD string `json:"commD,omitempty"`
 }
 
+// ProofTypeOrDefault is spec.proofType, V1_1 when unset.
+func (s *SealBatchSpec) ProofTypeOrDefault() ProofType {
+	if s.ProofType == "" {
+		return ProofTypeV1_1
+	}
+	return s.ProofType
+}
+
 // OutputHostPath is the host directory the batch's outputs go to on its node (spec.output's
 // hostPath, or the default), or "" for a PersistentVolumeClaim output.
 func (s *SealBatchSpec) OutputHostPath() string {

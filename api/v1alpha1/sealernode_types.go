@@ -75,6 +75,12 @@ type SealerNodeSpec struct {
 	// +optional
 	OutputPaths []string `json:"outputPaths,omitempty"`
 
+	// parentCache is where the node keeps the stacked-DRG parent caches its sealers read (one
+	// file per graph, built once per node by a builder pod, verified by digest) and which ones
+	// are built before any batch asks; the others are built when a batch needs them.
+	// +optional
+	ParentCache *ParentCacheSpec `json:"parentCache,omitempty"`
+
 	// cordon stops new batches from being placed here; running batches finish.
 	// +optional
 	Cordon bool `json:"cordon,omitempty"`
@@ -170,6 +176,13 @@ type SealerNodeStatus struct {
 	// +optional
 	Hugepages1GiFree int32 `json:"hugepages1GiFree"`
 
+	// parentCaches are the caches in the node's parent-cache directory, as their manifests
+	// and files say.
+	// +listType=map
+	// +listMapKey=proof
+	// +optional
+	ParentCaches []ParentCacheStatus `json:"parentCaches,omitempty"`
+
 	// outputVolumes is the file system under each spec.outputPaths entry: what it holds and
 	// what is still free (placement subtracts what running batches booked).
 	// +listType=map
@@ -180,6 +193,55 @@ type SealerNodeStatus struct {
 	// lastScanTime is when the agent last read the machine.
 	// +optional
 	LastScanTime *metav1.Time `json:"lastScanTime,omitempty"`
+}
+
+// ParentCacheSpec is the node's parent-cache directory.
+type ParentCacheSpec struct {
+	// path is the host directory (default /var/lib/sealfleet/parent-cache). A 32 GiB graph's
+	// cache is 56 GiB, a 64 GiB one 112 GiB.
+	// +kubebuilder:validation:Pattern=`^/[^\x00]*$`
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// proofs are registered proofs (e.g. StackedDrg32GiBV1_1) whose caches are built as soon
+	// as the node is Ready, so the first batch does not wait for one.
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:Pattern=`^StackedDrg(2KiB|8MiB|512MiB|32GiB|64GiB)(V1|V1_1|V1_1_Feat_SyntheticPoRep|V1_2_Feat_NonInteractivePoRep)$`
+	// +listType=set
+	// +optional
+	Proofs []string `json:"proofs,omitempty"`
+}
+
+// DefaultParentCachePath is a node's parent-cache directory when its spec names none.
+const DefaultParentCachePath = "/var/lib/sealfleet/parent-cache"
+
+// CachePath is the node's parent-cache directory.
+func (s *SealerNodeSpec) CachePath() string {
+	if s.ParentCache == nil || s.ParentCache.Path == "" {
+		return DefaultParentCachePath
+	}
+	return s.ParentCache.Path
+}
+
+// ParentCacheStatus is one cache in the node's parent-cache directory.
+type ParentCacheStatus struct {
+	// proof is the registered proof whose graph it is.
+	Proof string `json:"proof"`
+	// bytes is the cache file's size.
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
+	// verified is true when the file was built and its digest recorded, and it still has the
+	// recorded size (sealers check the digest itself before use).
+	Verified bool `json:"verified"`
+	// building is true while a builder writes it; percent is how far it got.
+	// +optional
+	Building bool `json:"building,omitempty"`
+	// +optional
+	Percent int32 `json:"percent,omitempty"`
+	// reason says why an unverified cache cannot be used.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // OutputVolume is the file system holding one output path.

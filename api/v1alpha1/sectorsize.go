@@ -69,3 +69,14 @@ func BatchSizeSupported(n int) bool {
 	}
 	return false
 }
+
+// AllRegisteredProofs lists every registered proof name sealfleet seals, by size then type.
+func AllRegisteredProofs() []string {
+	var out []string
+	for _, s := range []SectorSize{SectorSize2KiB, SectorSize8MiB, SectorSize512MiB, SectorSize32GiB, SectorSize64GiB} {
+		for _, p := range []ProofType{ProofTypeV1, ProofTypeV1_1, ProofTypeSyntheticPoRep, ProofTypeNIPoRep} {
+			out = append(out, RegisteredProof(s, p))
+		}
+	}
+	return out
+}

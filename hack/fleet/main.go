@@ -347,6 +347,11 @@ func SealerNode(f *Fleet, m machine, now time.Time) *sealv1.SealerNode {
 		out = t.OutputCapacity.Value()
 	}
 	st.OutputVolumes = []sealv1.OutputVolume{{Path: sealv1.DefaultOutputHostPath, CapacityBytes: out, AvailableBytes: out}}
+	// Simulated nodes run no builder: every graph's cache is there.
+	st.ParentCaches = nil
+	for _, p := range sealv1.AllRegisteredProofs() {
+		st.ParentCaches = append(st.ParentCaches, sealv1.ParentCacheStatus{Proof: p, Verified: true})
+	}
 	st.GPUs = nil
 	for i := 0; i < t.GPUs; i++ {
 		model := t.GPUModel

@@ -278,6 +278,7 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, node *corev1.Node, topo *topo
 	}
 	st.FreeCores = int32(freeCores(lt, opts.ReservedCPUs, batches))
 	st.OutputVolumes = outputVolumes(a.Root, sn.Spec.OutputPaths)
+	st.ParentCaches = parentCaches(a.Root, sn.Spec.CachePath())
 	kubeletShort := ""
 	if oerr == nil {
 		kubeletShort = kubeletReservesMore(node, lt, opts.ReservedCPUs)

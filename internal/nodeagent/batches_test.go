@@ -135,3 +135,45 @@ func TestOutputVolumes(t *testing.T) {
 		t.Errorf("default path, not mounted: %+v", d)
 	}
 }
+
+// TestParentCaches: the agent reports each manifest in the cache directory: verified while
+// the file keeps its recorded size, building with its percent, and why anything else is not
+// usable.
+func TestParentCaches(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "var", "cache")
+	write := func(name, content string) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.cache", strings.Repeat("x", 56))
+	write("StackedDrg2KiBV1_1.json", `{"name":"StackedDrg2KiBV1_1","file":"a.cache","bytes":56,"verified":true}`)
+	write("b.cache", strings.Repeat("x", 10))
+	write("StackedDrg8MiBV1_1.json", `{"name":"StackedDrg8MiBV1_1","file":"b.cache","bytes":56,"verified":true}`)
+	write("StackedDrg32GiBV1_1.json", `{"name":"StackedDrg32GiBV1_1","building":true,"percent":41.7}`)
+	write("StackedDrg64GiBV1_1.json", `{"name":"StackedDrg64GiBV1_1","file":"c.cache"}`)
+	got := parentCaches(root, "/var/cache")
+	want := map[string]func(sealv1.ParentCacheStatus) bool{
+		"StackedDrg2KiBV1_1":  func(s sealv1.ParentCacheStatus) bool { return s.Verified && s.Bytes == 56 },
+		"StackedDrg8MiBV1_1":  func(s sealv1.ParentCacheStatus) bool { return !s.Verified && strings.Contains(s.Reason, "truncated") },
+		"StackedDrg32GiBV1_1": func(s sealv1.ParentCacheStatus) bool { return s.Building && s.Percent == 41 && !s.Verified },
+		"StackedDrg64GiBV1_1": func(s sealv1.ParentCacheStatus) bool {
+			return !s.Verified && strings.Contains(s.Reason, "did not finish")
+		},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%+v", got)
+	}
+	for _, s := range got {
+		if ok := want[s.Proof]; ok == nil || !ok(s) {
+			t.Errorf("%+v", s)
+		}
+	}
+	if got := parentCaches(root, "/nowhere"); len(got) != 0 {
+		t.Errorf("no directory: %+v", got)
+	}
+}

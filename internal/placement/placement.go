@@ -36,6 +36,11 @@ type Node struct {
 	// PC2Engines are the PC2 engines of the sealer build that would run here (nil: cpu only,
 	// what every build has). A batch asking for another engine does not fit.
 	PC2Engines []sealv1.PC2Engine
+	// WantedCaches are the parent caches (registered proofs) Schedule found batches waiting
+	// for here: the caller has them built.
+	WantedCaches map[string]bool
+	// IgnoreCaches: sealers build their own parent caches (no node cache directory in use).
+	IgnoreCaches bool
 
 	layouts map[int]layoutResult // per batch size, for the current usage
 }
@@ -149,6 +154,8 @@ type Need struct {
 	// OutputBytes their size.
 	OutputPath  string
 	OutputBytes int64
+	// Proof is the registered proof: its graph's parent cache must be verified on the node.
+	Proof string
 }
 
 // NeedOf derives what a batch needs.
@@ -162,6 +169,7 @@ func NeedOf(b *sealv1.SealBatch) Need {
 		Selector:   labels.Everything(),
 		SectorSize: b.Spec.SectorSize,
 		OutputPath: b.Spec.OutputHostPath(),
+		Proof:      sealv1.RegisteredProof(b.Spec.SectorSize, b.Spec.ProofTypeOrDefault()),
 	}
 	if n.OutputPath != "" {
 		n.OutputBytes = OutputBytesFor(b.Spec.SectorSize, len(b.Spec.Sectors))
@@ -221,6 +229,31 @@ func OutputBytesPerSector(size sealv1.SectorSize) int64 {
 	treeRLast := trees * sum(rowsToDiscard(len(levels))+1)
 	treeD := (2*nodes - 1) * 32
 	return s + treeD + treeC + treeRLast + int64(size.Layers())*s + 4096
+}
+
+// cacheReason is why the node's parent cache for proof is not usable yet ("" when it is
+// verified); the cache is then marked wanted, so it gets built.
+func (n *Node) cacheReason(proof string) string {
+	var c *sealv1.ParentCacheStatus
+	for i := range n.Sealer.Status.ParentCaches {
+		if n.Sealer.Status.ParentCaches[i].Proof == proof {
+			c = &n.Sealer.Status.ParentCaches[i]
+		}
+	}
+	if c != nil && c.Verified {
+		return ""
+	}
+	if n.WantedCaches == nil {
+		n.WantedCaches = map[string]bool{}
+	}
+	n.WantedCaches[proof] = true
+	switch {
+	case c != nil && c.Building:
+		return fmt.Sprintf("parent cache for %s building: %d%%", proof, c.Percent)
+	case c != nil && c.Reason != "":
+		return fmt.Sprintf("parent cache for %s unusable (%s): rebuilding", proof, c.Reason)
+	}
+	return fmt.Sprintf("parent cache for %s not built yet: building", proof)
 }
 
 // outputVolume is the node's report for host path p.
@@ -310,6 +343,11 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 	}
 	if need.GPU && len(sn.Status.GPUs) == 0 {
 		return "no GPU for pc2Engine gpu", false
+	}
+	if !n.IgnoreCaches {
+		if reason := n.cacheReason(need.Proof); reason != "" {
+			return reason, true
+		}
 	}
 	if avail, total := hugepagesAvailable(n); total < int64(need.Hugepages) {
 		return fmt.Sprintf("hugepages-1Gi %d total < %d needed", total, need.Hugepages), false

@@ -30,6 +30,7 @@ func node(name string, slots int32, hugepages int64, opts ...nodeOpt) *Node {
 		Conditions:    []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}},
 		LayerDevices:  []sealv1.LayerDeviceStatus{{Path: "/dev/nvme1n1", Ready: true}},
 		OutputVolumes: []sealv1.OutputVolume{{Path: sealv1.DefaultOutputHostPath, CapacityBytes: 1 << 50, AvailableBytes: 1 << 50}},
+		ParentCaches:  testutil.VerifiedCaches(),
 	}
 	n := &Node{Sealer: sn, Labels: map[string]string{"kubernetes.io/hostname": name},
 		Geometry: ledger.Geometry{SlotBytes: 11 << 40, PerDevice: 11 << 40, Count: slots, Devices: 1}}
@@ -200,6 +201,40 @@ func TestOutputVolumeIsBooked(t *testing.T) {
 	})
 	if dec, _ := Schedule([]*Node{node("a", 1, 100, outputFree(per, 0))}, []*sealv1.SealBatch{claim}); len(dec) != 1 || dec[0].OutputBytes != 0 {
 		t.Errorf("a claim output is not booked on the node: %+v", dec)
+	}
+}
+
+// TestParentCacheIsWaitedFor: a batch waits for its graph's verified parent cache on the node
+// (a reason that says building and how far, or why the cache is unusable) and marks it wanted,
+// so the caller builds it; nodes that fail for other reasons want nothing.
+func TestParentCacheIsWaitedFor(t *testing.T) {
+	caches := func(c ...sealv1.ParentCacheStatus) nodeOpt {
+		return func(n *Node) { n.Sealer.Status.ParentCaches = c }
+	}
+	const proof = "StackedDrg8MiBV1_1"
+	b := batch("b", sealv1.SectorSize8MiB, 4, 0)
+	for name, c := range map[string]struct {
+		opt    nodeOpt
+		reason string
+	}{
+		"missing":  {caches(), "parent cache for StackedDrg8MiBV1_1 not built yet: building"},
+		"building": {caches(sealv1.ParentCacheStatus{Proof: proof, Building: true, Percent: 41}), "parent cache for StackedDrg8MiBV1_1 building: 41%"},
+		"corrupt":  {caches(sealv1.ParentCacheStatus{Proof: proof, Reason: "cache file has 3 bytes"}), "parent cache for StackedDrg8MiBV1_1 unusable (cache file has 3 bytes): rebuilding"},
+		"other graph": {caches(sealv1.ParentCacheStatus{Proof: "StackedDrg8MiBV1", Verified: true}),
+			"parent cache for StackedDrg8MiBV1_1 not built yet"},
+	} {
+		n, noSHANode := node("a", 1, 100, c.opt), node("z", 1, 100, c.opt, noSHA)
+		dec, failed := Schedule([]*Node{n, noSHANode}, []*sealv1.SealBatch{b})
+		if len(dec) != 0 || failed[b] == nil || !strings.Contains(failed[b].Error(), c.reason) {
+			t.Errorf("%s: %+v %v", name, dec, failed[b])
+		}
+		if !n.WantedCaches[proof] || len(noSHANode.WantedCaches) != 0 {
+			t.Errorf("%s: wanted %v on a, %v on the node without SHA-NI", name, n.WantedCaches, noSHANode.WantedCaches)
+		}
+	}
+	n := node("a", 1, 100, caches(sealv1.ParentCacheStatus{Proof: proof, Verified: true}))
+	if dec, _ := Schedule([]*Node{n}, []*sealv1.SealBatch{b}); len(dec) != 1 || len(n.WantedCaches) != 0 {
+		t.Errorf("verified cache: %+v, wanted %v", dec, n.WantedCaches)
 	}
 }
 

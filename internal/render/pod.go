@@ -83,6 +83,8 @@ type PodInput struct {
 	Hugepages  int32
 	Devices    []sealv1.LayerDeviceStatus
 	DeviceMode sealv1.DeviceMode
+	// ParentCachePath is the node's parent-cache directory, mounted read-only.
+	ParentCachePath string
 }
 
 // OutputDir is where a batch writes inside the pod: <mount>/<namespace>/<name> for host paths
@@ -144,6 +146,10 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 	mounts := []corev1.VolumeMount{
 		{Name: "config", MountPath: ConfigDir, ReadOnly: true},
 		{Name: "output", MountPath: OutputMount},
+	}
+	if in.ParentCachePath != "" {
+		volumes = append(volumes, hostPathVolume("parent-cache", in.ParentCachePath, corev1.HostPathDirectory))
+		mounts = append(mounts, corev1.VolumeMount{Name: "parent-cache", MountPath: ParentCacheMount, ReadOnly: true})
 	}
 	if in.Hugepages > 0 {
 		volumes = append(volumes, corev1.Volume{Name: "hugepages", VolumeSource: corev1.VolumeSource{

@@ -90,7 +90,7 @@ func TestConfig(t *testing.T) {
 	b.Spec.Output = &sealv1.OutputSpec{HostPath: &sealv1.HostPathOutput{Path: "/srv/sealed"}, Layout: sealv1.OutputLayoutLotus}
 	b.Status.Hugepages1Gi = 36
 	cfg, err := Config(ConfigInput{Batch: b, LayerPaths: []string{"/dev/nvme1n1", "/dev/nvme2n1"}, SlotOffset: 1 << 40, OutputDir: "/output/ns/b",
-		Layout: lj, MetricsPort: 9465, MetricsAddress: "127.0.0.1"})
+		Layout: lj, MetricsPort: 9465, MetricsAddress: "127.0.0.1", ParentCacheDir: ParentCacheMount})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,5 +221,27 @@ func TestScrubPodCoversOnlyTheSlot(t *testing.T) {
 	}
 	if p.Spec.NodeName != "n1" || p.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("scrub pod spec %+v", p.Spec)
+	}
+}
+
+func TestParentCacheBuilderAndMount(t *testing.T) {
+	p := ParentCacheBuilder(ParentCacheInput{Node: "n1.example", Proof: "StackedDrg32GiBV1_1", HostPath: "/srv/cache", Namespace: "ns"}, podOpts())
+	if p.Name != "parent-cache-n1-example-stackeddrg32gibv1-1" || p.Spec.NodeName != "n1.example" || p.Namespace != "ns" {
+		t.Errorf("builder %s/%s on %s", p.Namespace, p.Name, p.Spec.NodeName)
+	}
+	c := p.Spec.Containers[0]
+	if strings.Join(c.Command, " ") != "/sealer parent-cache --proof StackedDrg32GiBV1_1 --dir /parent-cache" || c.VolumeMounts[0].ReadOnly {
+		t.Errorf("builder container %+v", c)
+	}
+	if hp := p.Spec.Volumes[0].HostPath; hp == nil || hp.Path != "/srv/cache" || p.Annotations[AnnotationCacheProof] != "StackedDrg32GiBV1_1" {
+		t.Errorf("builder volume %+v annotations %v", p.Spec.Volumes, p.Annotations)
+	}
+	pod := Pod(PodInput{Batch: testBatch(), Node: "n1", Attempt: 1, CPUs: 4, ParentCachePath: "/srv/cache"}, podOpts())
+	var mounted bool
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		mounted = mounted || (m.MountPath == ParentCacheMount && m.ReadOnly)
+	}
+	if !mounted {
+		t.Errorf("sealer pod does not mount the parent cache read-only: %+v", pod.Spec.Containers[0].VolumeMounts)
 	}
 }

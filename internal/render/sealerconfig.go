@@ -34,6 +34,9 @@ type SealerConfig struct {
 	Lotus *SealerLotus `json:"lotus,omitempty"`
 	// Hugepages1Gi is how many 1 GiB hugepages the pod holds: the sealer maps its buffers there.
 	Hugepages1Gi int32 `json:"hugepages_1gi"`
+	// ParentCacheDir is the node's parent-cache directory in the pod (read-only): the sealer
+	// takes the verified cache from there and never builds one.
+	ParentCacheDir string `json:"parent_cache_dir,omitempty"`
 }
 
 // SealerLotus names the storage path: the miner whose sector files it holds and the id in
@@ -125,6 +128,9 @@ type ConfigInput struct {
 	MetricsPort int
 	// MetricsAddress is the sealer's listen address ("" = all addresses of the pod).
 	MetricsAddress string
+	// ParentCacheDir is where the pod sees the node's parent caches ("" = the sealer builds
+	// its own, standalone behaviour).
+	ParentCacheDir string
 }
 
 // Config renders the sealer config for a placed batch.
@@ -136,10 +142,7 @@ func Config(in ConfigInput) (*SealerConfig, error) {
 	if !b.Spec.SectorSize.Valid() {
 		return nil, fmt.Errorf("spec.sectorSize %q is not supported", b.Spec.SectorSize)
 	}
-	proof := b.Spec.ProofType
-	if proof == "" {
-		proof = sealv1.ProofTypeV1_1
-	}
+	proof := b.Spec.ProofTypeOrDefault()
 	prover, err := ProverID(b.Spec.MinerID)
 	if err != nil {
 		return nil, err
@@ -152,6 +155,7 @@ func Config(in ConfigInput) (*SealerConfig, error) {
 		MetricsPort:     in.MetricsPort,
 		MetricsAddress:  in.MetricsAddress,
 		Hugepages1Gi:    b.Status.Hugepages1Gi,
+		ParentCacheDir:  in.ParentCacheDir,
 	}
 	if o := b.Spec.Output; o != nil && o.Layout == sealv1.OutputLayoutLotus {
 		miner, _ := ActorID(b.Spec.MinerID) // ProverID parsed it

@@ -60,6 +60,47 @@ func promQuery(q string) ([]map[string]string, []float64, error) {
 	return ls, vs, nil
 }
 
+// corruptCacheRun flips one byte of the node's parent cache (same size: the agent's cheap
+// check still says verified): the next batch's sealer refuses it (exit 6) before touching its
+// slot, the operator has it rebuilt, and the second attempt seals.
+func corruptCacheRun(t *testing.T, step func(env []string, args ...string) string, manifest string) {
+	var m struct {
+		File   string `json:"file"`
+		Digest string `json:"digest"`
+	}
+	raw, err := os.ReadFile(manifest)
+	if err != nil || json.Unmarshal(raw, &m) != nil || m.File == "" {
+		t.Fatalf("manifest %s: %v %s", manifest, err, raw)
+	}
+	file := filepath.Join(filepath.Dir(manifest), m.File)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const batch = "e2e-cache"
+	step(nil, "seal", batch, "2")
+	var b sealv1.SealBatch
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "sealfleet-batches", Name: batch}, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Status.Phase != sealv1.PhaseCompleted || b.Status.Attempts != 2 {
+		t.Errorf("batch %s: phase %s after %d attempts, want Completed after 2 (the first refusing the corrupt cache)", batch, b.Status.Phase, b.Status.Attempts)
+	}
+	raw, _ = os.ReadFile(manifest)
+	var after struct {
+		Digest   string `json:"digest"`
+		Verified bool   `json:"verified"`
+	}
+	if json.Unmarshal(raw, &after) != nil || !after.Verified || after.Digest != m.Digest {
+		t.Errorf("rebuilt cache manifest %s, want verified with digest %s", raw, m.Digest)
+	}
+	step(nil, "release", batch)
+}
+
 // checkCPUManager: under the kubelet's static CPU manager (hack/cluster.sh's default) the
 // kubelet grants the sealer another CPU than the layout's, and the sealer reports its move;
 // under none the layout runs as placed.
@@ -148,6 +189,12 @@ func TestRealNode(t *testing.T) {
 	}
 	step(nil, "install")
 	step(nil, "node")
+	// The node step waited for the parent cache its SealerNode asks for: built once, here.
+	cacheManifest := filepath.Join("/var/lib/sealfleet/parent-cache", "StackedDrg8MiBV1_1.json")
+	built, err := os.Stat(cacheManifest)
+	if err != nil {
+		t.Fatalf("no parent-cache manifest after the node step: %v", err)
+	}
 	// Rules as the chart renders them, with the hasher alert tightened (no grace, a 1-minute
 	// window, 1 minute below the threshold) so that the starved run fires within this test.
 	step([]string{"PROM_HELM_ARGS=--set monitoring.rules.hasherUtilisation.graceMinutes=0" +
@@ -224,6 +271,10 @@ func TestRealNode(t *testing.T) {
 	mu.Unlock()
 
 	t.Run("StarvedHashersAlert", func(t *testing.T) { starvedRun(t, step) })
+	if fi, err := os.Stat(cacheManifest); err != nil || !fi.ModTime().Equal(built.ModTime()) {
+		t.Errorf("the parent cache was rebuilt by later batches (manifest %v, %v)", fi, err)
+	}
+	t.Run("CorruptParentCacheRebuilt", func(t *testing.T) { corruptCacheRun(t, step, cacheManifest) })
 }
 
 // starvedRun seals a second batch whose sealer pod's block I/O is throttled to 128 KiB/s on

@@ -125,6 +125,14 @@ pub struct RegisteredProof {
 }
 
 impl RegisteredProof {
+    /// The name of proof id `id` (0..=19), e.g. 3 → `StackedDrg32GiBV1`.
+    pub fn name_of(id: u64) -> Option<String> {
+        let (size, variant) = (id % 5, id / 5);
+        let label = SECTOR_SIZES.get(size as usize)?.1;
+        let v = ["V1", "V1_1", "V1_1_Feat_SyntheticPoRep", "V1_2_Feat_NonInteractivePoRep"].get(variant as usize)?;
+        Some(format!("StackedDrg{label}{v}"))
+    }
+
     /// Parse names like `StackedDrg32GiBV1_1`, `StackedDrg2KiBV1`,
     /// `StackedDrg8MiBV1_1_Feat_SyntheticPoRep`, `StackedDrg64GiBV1_2_Feat_NonInteractivePoRep`.
     pub fn parse(name: &str) -> Option<Self> {
@@ -199,6 +207,9 @@ pub struct BatchConfig {
     pub lotus: Option<LotusStore>,
     /// 1 GiB hugepages the process may map for its buffers (the pod's `hugepages-1Gi`).
     pub hugepages_1gi: usize,
+    /// The node's parent-cache directory (read-only): the verified cache is taken from there
+    /// and never built. None: build or reuse it under `FIL_PROOFS_PARENT_CACHE` (standalone).
+    pub parent_cache_dir: Option<PathBuf>,
 }
 
 /// A lotus/Curio storage path as the output directory: `sectorstore.json`,
@@ -267,6 +278,7 @@ struct RawConfig {
     metrics_address: Option<serde_json::Value>,
     lotus: Option<serde_json::Value>,
     hugepages_1gi: Option<serde_json::Value>,
+    parent_cache_dir: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -622,6 +634,14 @@ impl BatchConfig {
             },
         };
 
+        let parent_cache_dir = match &raw.parent_cache_dir {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => match as_str("parent_cache_dir", v)? {
+                p if p.starts_with('/') => Some(PathBuf::from(p)),
+                p => return err("parent_cache_dir", format!("{p:?} is not an absolute path")),
+            },
+        };
+
         Ok(BatchConfig {
             sector_size,
             porep_id,
@@ -636,7 +656,15 @@ impl BatchConfig {
             metrics_address,
             lotus,
             hugepages_1gi,
+            parent_cache_dir,
         })
+    }
+
+    /// The registered proof this config seals, e.g. `StackedDrg8MiBV1_1` (from the porep id's
+    /// proof id); it names the graph's parent cache in a node's cache directory.
+    pub fn proof_name(&self) -> String {
+        let id = u64::from_le_bytes(self.porep_id[..8].try_into().expect("8 bytes"));
+        RegisteredProof::name_of(id).unwrap_or_else(|| format!("proof-{id}"))
     }
 
     /// Number of SDR layers for this sector size.
@@ -685,6 +713,9 @@ impl BatchConfig {
         if let Some(p) = self.metrics_port {
             v["metrics_port"] = p.into();
             v["metrics_address"] = self.metrics_address.to_string().into();
+        }
+        if let Some(p) = &self.parent_cache_dir {
+            v["parent_cache_dir"] = p.display().to_string().into();
         }
         if self.hugepages_1gi > 0 {
             v["hugepages_1gi"] = self.hugepages_1gi.into();

@@ -13,6 +13,8 @@ use storage_proofs_core::api_version::ApiVersion as SpApi;
 use storage_proofs_core::drgraph::BASE_DEGREE;
 use storage_proofs_porep::stacked::{StackedBucketGraph, EXP_DEGREE};
 
+pub mod store;
+
 /// Parents per node (6 base + 8 expander).
 pub const DEGREE: usize = 14;
 

@@ -40,6 +40,9 @@ pub enum Pc1Error {
     /// Storage or file-system failure.
     #[error("storage error: {0}")]
     Io(String),
+    /// The node's parent cache is missing, unverified or corrupt: rebuild it, then retry.
+    #[error("parent cache: {0}")]
+    ParentCache(String),
     /// Another thread failed first (internal; never returned from [`run_pc1`]).
     #[error("aborted")]
     Aborted,
@@ -49,12 +52,14 @@ pub enum Pc1Error {
 }
 
 impl Pc1Error {
-    /// Process exit code for this error class: 2 input, 3 I/O, 4 unsupported CPU, 1 internal.
+    /// Process exit code for this error class: 2 input, 3 I/O, 4 unsupported CPU, 6 parent
+    /// cache missing or corrupt, 1 internal.
     pub fn exit_code(&self) -> i32 {
         match self {
             Pc1Error::Input(_) => 2,
             Pc1Error::Io(_) => 3,
             Pc1Error::Unsupported(_) => 4,
+            Pc1Error::ParentCache(_) => 6,
             Pc1Error::Aborted | Pc1Error::Internal(_) => 1,
         }
     }
@@ -150,9 +155,15 @@ pub fn graph_api(a: ApiVersion) -> GraphApi {
     }
 }
 
-/// Open (building if needed) the parent graph of a config.
+/// The parent graph of a config: the node's verified cache when the config names the node's
+/// cache directory (never built here), else built or reused under `FIL_PROOFS_PARENT_CACHE`.
 pub fn open_parents(cfg: &BatchConfig) -> Result<Parents, Pc1Error> {
-    Parents::open(cfg.nodes(), cfg.porep_id, graph_api(cfg.api_version)).map_err(|e| Pc1Error::Io(e.to_string()))
+    match &cfg.parent_cache_dir {
+        Some(dir) => sealer_graph::store::open_verified(dir, &cfg.proof_name(), cfg.nodes())
+            .map_err(|e| Pc1Error::ParentCache(e.to_string())),
+        None => Parents::open(cfg.nodes(), cfg.porep_id, graph_api(cfg.api_version))
+            .map_err(|e| Pc1Error::Io(e.to_string())),
+    }
 }
 
 /// Geometry for a config.
@@ -244,9 +255,10 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
         log::info!("resuming batch at layer {} of {layers}", done + 1);
     }
 
+    // The parent cache is checked before any storage is touched.
+    let parents = open_parents(cfg)?;
     let devs = Devices::open(&cfg.layers.paths, stripe.bytes_per_device(layers))
         .map_err(|e| io_err("opening layer storage", e))?;
-    let parents = open_parents(cfg)?;
     let arena = map_hugepages(cfg.hugepages_1gi, Buffers::bytes(&g, &plan));
     let bufs = Buffers::new(&g, &plan, arena.as_ref());
     let (huge, heap) = bufs.backing();

@@ -2,7 +2,7 @@
 //!
 //! Exit codes: 0 success, 1 internal error, 2 invalid input (config/flags), 3 storage / I/O
 //! failure, 4 unsupported CPU (no SHA-NI without `--allow-portable-hash`), 5 verification
-//! found mismatching labels.
+//! found mismatching labels, 6 the node's parent cache is missing, unverified or corrupt.
 
 use clap::{Parser, Subcommand};
 use sealer_config::{BatchConfig, Layout};
@@ -93,6 +93,17 @@ enum Cmd {
         /// Output directory.
         #[arg(long)]
         out: PathBuf,
+    },
+    /// Build (or check) a graph's parent cache in a node's cache directory: keep it when its
+    /// file matches its manifest's digest, else build it with storage-proofs-porep and record
+    /// the digest. Sealer pods given that directory (`parent_cache_dir`) only read it.
+    ParentCache {
+        /// The registered proof whose graph it is, e.g. StackedDrg32GiBV1_1.
+        #[arg(long)]
+        proof: String,
+        /// The node's cache directory.
+        #[arg(long)]
+        dir: PathBuf,
     },
     /// Print the CPU layout the sealer would use on this machine (calculator JSON).
     Calc {
@@ -327,6 +338,43 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Cmd::ParentCache { proof, dir } => {
+            let Some(p) = sealer_config::RegisteredProof::parse(&proof) else {
+                eprintln!("sealer: --proof {proof:?} is not a registered proof name (e.g. StackedDrg32GiBV1_1)");
+                return ExitCode::from(2);
+            };
+            // storage-proofs-porep reads these once per process: the node's directory, and its
+            // own manifest check for the graphs it knows.
+            std::env::set_var("FIL_PROOFS_PARENT_CACHE", &dir);
+            std::env::set_var("FIL_PROOFS_VERIFY_CACHE", "1");
+            let nodes = p.sector_size / 32;
+            let porep_id = sealer_config::porep_id_for(p.proof_id);
+            match sealer_graph::store::build_or_verify(
+                &dir,
+                &proof,
+                nodes,
+                porep_id,
+                sealer_pc1::graph_api(p.api_version),
+            ) {
+                Ok((m, outcome)) => {
+                    match &outcome {
+                        sealer_graph::store::CacheOutcome::Verified => log::info!("parent cache for {proof} verified"),
+                        sealer_graph::store::CacheOutcome::Built(None) => {
+                            log::info!("parent cache for {proof} built in {:.1} s", m.build_seconds)
+                        }
+                        sealer_graph::store::CacheOutcome::Built(Some(why)) => {
+                            log::warn!("parent cache for {proof} rebuilt ({why})")
+                        }
+                    }
+                    println!("{}", serde_json::to_string_pretty(&m).unwrap());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("sealer: parent cache for {proof}: {e}");
+                    ExitCode::from(3)
+                }
+            }
+        }
         Cmd::Calc { batch_size, config } => {
             let layout = match config {
                 Some(p) => match load(&p) {
@@ -366,7 +414,9 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Bench { what: BenchCmd::Pc1 { sector_size, batches, dir, skip_baseline, sha_seconds, cache_mib, hugepages } } => {
+        Cmd::Bench {
+            what: BenchCmd::Pc1 { sector_size, batches, dir, skip_baseline, sha_seconds, cache_mib, hugepages },
+        } => {
             let size = match sealer_config::SECTOR_SIZES
                 .iter()
                 .find(|s| s.1.eq_ignore_ascii_case(&sector_size) || s.0.to_string() == sector_size)

@@ -246,7 +246,8 @@ fn buffers_on_the_hugepages_given_or_ordinary_pages_with_a_warning() {
     }
     // Asking for more pages than the pool holds: ordinary pages, and a warning says so.
     json["hugepages_1gi"] = 4096.into();
-    let free = std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages").unwrap_or_default();
+    let free =
+        std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages").unwrap_or_default();
     if free.trim() == "0" || free.is_empty() {
         let (v, err) = run(&json);
         assert_eq!(v["buffers"]["hugepage_bytes"], 0, "{v}");
@@ -257,6 +258,57 @@ fn buffers_on_the_hugepages_given_or_ordinary_pages_with_a_warning() {
     let (v, err) = run(&json);
     assert!(v["buffers"]["hugepage_bytes"] == 0 && v["buffers"]["heap_bytes"].as_u64().unwrap() > 0, "{v}");
     assert!(err.contains("hugepages_1gi = 0"), "{err}");
+}
+
+/// `sealer parent-cache` builds a node's cache once, keeps a verified one, rebuilds a truncated
+/// or corrupt one; a batch given the directory uses the verified cache read-only and refuses
+/// (exit 6, before any storage is touched) a missing or corrupt one.
+#[test]
+fn node_parent_cache_is_built_once_verified_and_never_used_corrupt() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("parent-cache");
+    let build = || {
+        let out = bin().args(["parent-cache", "--proof", "StackedDrg2KiBV1_1", "--dir"]).arg(&dir).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{err}");
+        (serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(), err)
+    };
+    let (_, mut json) = common::config(2048, 5, 2, 13, work.path(), 1);
+    json["parent_cache_dir"] = dir.display().to_string().into();
+    let cfg = ConfigFile::write(work.path().join("cached.json"), &json);
+    let seal = || cfg.seal("pc1").arg("--restart").output().unwrap();
+
+    // No cache yet: refused before any storage is touched.
+    let out = seal();
+    assert_eq!(out.status.code(), Some(6), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!work.path().join("dev0.img").exists(), "no storage may be touched");
+
+    let (m, err) = build();
+    assert!(m["verified"] == true && m["bytes"] == 64 * 14 * 4, "{m}");
+    assert!(err.contains("built"), "{err}");
+    let file = dir.join(m["file"].as_str().unwrap());
+    let digest = m["digest"].as_str().unwrap().to_string();
+    let (again, err) = build();
+    assert_eq!(again["digest"], digest.as_str());
+    assert!(err.contains("verified"), "a verified cache is kept, not rebuilt: {err}");
+    let out = seal();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Same size, one byte changed: the batch refuses it; the builder rebuilds it.
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[100] ^= 0xff;
+    std::fs::write(&file, &bytes).unwrap();
+    let out = seal();
+    assert_eq!(out.status.code(), Some(6));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("corrupt"), "{}", String::from_utf8_lossy(&out.stderr));
+    let (m, err) = build();
+    assert!(err.contains("rebuilt") && m["digest"] == digest.as_str(), "{err}\n{m}");
+
+    // Truncated: rebuilt too.
+    std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(100).unwrap();
+    let (m, err) = build();
+    assert!(err.contains("rebuilt") && m["digest"] == digest.as_str(), "{err}\n{m}");
+    assert!(seal().status.success());
 }
 
 #[test]
