@@ -191,6 +191,7 @@ fn pc2_and_report(
     sink: Option<&sealer_pc1::ProgressSink>,
 ) -> ExitCode {
     match sealer_pc2::run_pc2_with(cfg, layer_files, sink) {
+        Ok(res) if sealer::synth::enabled(cfg) && !synth_proofs(cfg, &res) => ExitCode::from(3),
         Ok(res) => {
             let mut v = serde_json::json!({ "sectors": res });
             if let Some(cpus) = pc1.and_then(|r| r.cpus.as_ref()) {
@@ -214,6 +215,41 @@ fn pc2_and_report(
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),
+    }
+}
+
+/// SyntheticPoRep: every sector's vanilla proofs from its PC2 outputs, then its layers go.
+fn synth_proofs(cfg: &BatchConfig, res: &[sealer_pc2::SectorResult]) -> bool {
+    let hex32 = |s: &str| -> [u8; 32] {
+        let mut out = [0u8; 32];
+        out.copy_from_slice(&hex::decode(s).expect("PC2 wrote hex"));
+        out
+    };
+    for (i, r) in res.iter().enumerate() {
+        let p = sealer_pc2::sector_paths(cfg, r.sector_id);
+        if let Err(e) = sealer::synth::write_sector(cfg, i, &p.cache, &p.sealed, hex32(&r.comm_r), hex32(&r.comm_d)) {
+            eprintln!("sealer: synthetic proofs: {e:#}");
+            return false;
+        }
+    }
+    log::info!("synthetic proofs written for {} sectors; their layer files removed", res.len());
+    true
+}
+
+/// Refuse, before any work, a SyntheticPoRep batch told to keep no layer files: its proofs are
+/// made from them after PC2.
+fn synth_needs_layers(cfg: &BatchConfig, layer_files: bool) -> Option<ExitCode> {
+    (sealer::synth::enabled(cfg) && !layer_files).then(|| {
+        eprintln!("sealer: SyntheticPoRep proofs are made from the layer files after PC2: drop --no-layer-files");
+        ExitCode::from(2)
+    })
+}
+
+/// Point storage-proofs at the node's verified parent cache (read-only) for what it builds from
+/// the graph after PC1 (synthetic proofs). Before anything reads its settings.
+fn use_node_parent_cache(cfg: &BatchConfig) {
+    if let Some(dir) = &cfg.parent_cache_dir {
+        std::env::set_var("FIL_PROOFS_PARENT_CACHE", dir);
     }
 }
 
@@ -265,6 +301,10 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return fail(e),
             };
+            if let Some(code) = synth_needs_layers(&cfg, !no_layer_files) {
+                return code;
+            }
+            use_node_parent_cache(&cfg);
             pc2_and_report(&cfg, !no_layer_files, termination_log, None, None)
         }
         Cmd::Batch { config, allow_portable_hash, no_pin, quiet, no_layer_files, termination_log } => {
@@ -272,6 +312,10 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return fail(e),
             };
+            if let Some(code) = synth_needs_layers(&cfg, !no_layer_files) {
+                return code;
+            }
+            use_node_parent_cache(&cfg);
             let opts =
                 Pc1Options { allow_portable_hash, pin_threads: !no_pin, progress_bar: !quiet, ..Default::default() };
             let sink = match sealer_pc1::ProgressSink::new(&cfg, !quiet) {

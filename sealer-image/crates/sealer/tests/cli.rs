@@ -311,6 +311,25 @@ fn node_parent_cache_is_built_once_verified_and_never_used_corrupt() {
     assert!(seal().status.success());
 }
 
+/// `batch` of SyntheticPoRep sectors ends with each sector's synthetic proofs and no layer
+/// files; told to keep no layer files it refuses before any work.
+#[test]
+fn synthetic_porep_batch_writes_its_proofs_and_drops_the_layers() {
+    let work = tempfile::tempdir().unwrap();
+    let (cfg, json) = common::config(2048, 10, 2, 17, work.path(), 1);
+    let file = ConfigFile::write(work.path().join("synth.json"), &json);
+    let out = file.cmd("batch", &["--quiet", "--allow-portable-hash", "--no-layer-files"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!work.path().join("dev0.img").exists(), "no storage may be touched");
+    let out = file.seal("batch").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for s in &cfg.sectors {
+        let cache = sealer_pc2::sector_paths(&cfg, s.sector_id).cache;
+        assert!(cache.join(sealer::synth::SYNTH_PROOFS_FILE).metadata().unwrap().len() > 0);
+        assert!(!cache.join("sc-02-data-layer-1.dat").exists() && cache.join("p_aux").exists());
+    }
+}
+
 #[test]
 fn calc_prints_a_layout_the_config_accepts() {
     let out = bin().args(["calc", "--batch-size", "8"]).output().unwrap();

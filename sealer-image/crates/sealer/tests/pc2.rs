@@ -95,6 +95,19 @@ fn pc2_case_with(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_se
             std::fs::read(oc.join("t_aux")).unwrap(),
             "t_aux format"
         );
+        if c1 && sealer::synth::enabled(&cfg) {
+            // SyntheticPoRep: our proofs file equals filecoin-proofs' own, made on its outputs.
+            let hex32 = |h: &str| -> [u8; 32] { hex::decode(h).unwrap().try_into().unwrap() };
+            let (cr, cd) = (hex32(&res[i].comm_r), hex32(&res[i].comm_d));
+            sealer::synth::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).expect("synthetic proofs");
+            sealer::synth::write_sector(&cfg, i, oc, &o.sealed, cr, cd).expect("filecoin-proofs' synthetic proofs");
+            let f = sealer::synth::SYNTH_PROOFS_FILE;
+            let (a, b) = (std::fs::read(ours.cache.join(f)).unwrap(), std::fs::read(oc.join(f)).unwrap());
+            assert!(!a.is_empty() && a == b, "{f} of sector {i} differs ({} vs {} bytes)", a.len(), b.len());
+            assert!(!ours.cache.join("sc-02-data-layer-1.dat").exists(), "layer files left after synthetic proofs");
+            // A second call (a resumed batch) finds it done.
+            sealer::synth::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).unwrap();
+        }
         if c1 {
             let seed_bytes: [u8; 32] = rng.gen();
             let mut cr = [0u8; 32];
@@ -121,6 +134,21 @@ fn pc2_kib2_v1_1_n4_lotus_storage_path_with_c1() {
 #[test]
 fn pc2_kib2_synth_n4() {
     pc2_case(2048, 10, 4, 602, 4, false);
+}
+
+/// SyntheticPoRep: vanilla proofs bit-identical to filecoin-proofs', layers gone, and
+/// filecoin-proofs' C1 (which verifies the stored proofs) accepts the output directory.
+#[test]
+fn pc2_kib2_synth_n2_proofs_and_c1() {
+    pc2_case(2048, 10, 2, 606, 2, true);
+}
+
+/// 8 MiB: 2^18 synthetic challenges per sector (every node), minutes of proving on a 2-core
+/// machine for ours and filecoin-proofs' file each; in the slow tier with 512 MiB.
+#[test]
+#[ignore]
+fn pc2_mib8_synth_n2_proofs_and_c1() {
+    pc2_case(8 << 20, 11, 2, 607, 1, true);
 }
 
 #[test]
