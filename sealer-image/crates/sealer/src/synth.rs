@@ -4,9 +4,10 @@
 //! SyntheticPoRep sector reads the stored proofs, not the labels, and the slot can go.
 
 use anyhow::Context;
-use filecoin_proofs::{SectorShape32GiB, SectorShape64GiB, SectorShapeBase};
+use filecoin_proofs::{with_shape, PoRepConfig, SealPreCommitOutput};
 use sealer_config::{BatchConfig, Feature};
 use std::path::Path;
+use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::sector::SectorId;
 
 /// The file filecoin-proofs writes in a sector's cache directory.
@@ -44,42 +45,25 @@ pub fn write_sector(
     let pc = crate::oracle::porep_config(cfg)?;
     let pre = filecoin_proofs::SealPreCommitOutput { comm_r, comm_d };
     let id = SectorId::from(s.sector_id);
-    match cfg.sector_size {
-        n if n == 32 << 30 => filecoin_proofs::generate_synth_proofs::<_, SectorShape32GiB>(
-            &pc,
-            cache,
-            sealed,
-            s.prover_id,
-            id,
-            s.ticket,
-            pre,
-            &[],
-        ),
-        n if n == 64 << 30 => filecoin_proofs::generate_synth_proofs::<_, SectorShape64GiB>(
-            &pc,
-            cache,
-            sealed,
-            s.prover_id,
-            id,
-            s.ticket,
-            pre,
-            &[],
-        ),
-        _ => filecoin_proofs::generate_synth_proofs::<_, SectorShapeBase>(
-            &pc,
-            cache,
-            sealed,
-            s.prover_id,
-            id,
-            s.ticket,
-            pre,
-            &[],
-        ),
-    }
-    .with_context(|| format!("sector {}: generate_synth_proofs", s.sector_id))?;
+    // The tree shape of the sector size, as filecoin-proofs picks it.
+    with_shape!(cfg.sector_size, generate, &pc, cache, sealed, s.prover_id, id, s.ticket, pre)
+        .with_context(|| format!("sector {}: generate_synth_proofs", s.sector_id))?;
     anyhow::ensure!(proofs.exists(), "sector {}: filecoin-proofs wrote no {SYNTH_PROOFS_FILE}", s.sector_id);
     for l in &layers {
         std::fs::remove_file(l).with_context(|| format!("removing {}", l.display()))?;
     }
     Ok(())
+}
+
+/// `generate_synth_proofs` for one tree shape (CC sectors: no pieces).
+fn generate<Tree: 'static + MerkleTreeTrait>(
+    pc: &PoRepConfig,
+    cache: &Path,
+    sealed: &Path,
+    prover_id: [u8; 32],
+    id: SectorId,
+    ticket: [u8; 32],
+    pre: SealPreCommitOutput,
+) -> anyhow::Result<()> {
+    filecoin_proofs::generate_synth_proofs::<_, Tree>(pc, cache, sealed, prover_id, id, ticket, pre, &[])
 }
