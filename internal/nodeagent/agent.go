@@ -279,6 +279,7 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, node *corev1.Node, topo *topo
 	st.FreeCores = int32(freeCores(lt, opts.ReservedCPUs, batches))
 	st.OutputVolumes = outputVolumes(a.Root, sn.Spec.OutputPaths)
 	st.ParentCaches = parentCaches(a.Root, sn.Spec.CachePath())
+	cacheDirHidden := parentCacheDirHidden(a.Root, sn.Spec.CachePath())
 	kubeletShort := ""
 	if oerr == nil {
 		kubeletShort = kubeletReservesMore(node, lt, opts.ReservedCPUs)
@@ -326,6 +327,8 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, node *corev1.Node, topo *topo
 		set(CondDegraded, true, ReasonBadSpec, oerr.Error())
 	case perr != nil:
 		set(CondDegraded, true, ReasonPrepareFailed, perr.Error())
+	case cacheDirHidden != "":
+		set(CondDegraded, true, sealv1.ReasonParentCacheDirNotVisible, cacheDirHidden)
 	case kubeletShort != "":
 		set(CondDegraded, true, ReasonKubeletReservesCPU, kubeletShort)
 	default:

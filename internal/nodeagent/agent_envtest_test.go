@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"github.com/sealfleet/sealfleet/internal/testutil"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,6 +28,10 @@ func copyFixture(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	testutil.BlankDevices(t, root, topo.NamespaceNames()...)
+	// The parent-cache directory as the chart mounts it (the agent must see it).
+	if err := os.MkdirAll(filepath.Join(root, sealv1.DefaultParentCachePath), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return root
 }
 

@@ -176,4 +176,15 @@ func TestParentCaches(t *testing.T) {
 	if got := parentCaches(root, "/nowhere"); len(got) != 0 {
 		t.Errorf("no directory: %+v", got)
 	}
+	// A directory the agent's pod was not given is named with the fix; on the host itself a
+	// missing directory only holds no cache yet.
+	if why := parentCacheDirHidden(root, "/nowhere"); !strings.Contains(why, "/nowhere") || !strings.Contains(why, "nodeAgent.parentCachePath") {
+		t.Errorf("hidden directory: %q", why)
+	}
+	if why := parentCacheDirHidden(root, "/var/cache"); why != "" {
+		t.Errorf("visible directory reported hidden: %q", why)
+	}
+	if why := parentCacheDirHidden("/", "/nowhere-on-this-host"); why != "" {
+		t.Errorf("on the host: %q", why)
+	}
 }

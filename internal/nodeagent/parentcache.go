@@ -22,6 +22,19 @@ type cacheManifest struct {
 	Percent  float64 `json:"percent"`
 }
 
+// parentCacheDirHidden says why the agent cannot see the node's cache directory ("" when it
+// can): under a root other than "/" (the agent's pod mounts parts of the host under /host) a
+// missing directory was not mounted (the chart mounts it with DirectoryOrCreate).
+func parentCacheDirHidden(root, dir string) string {
+	if filepath.Clean(root) == "/" {
+		return "" // the host itself: a missing directory just holds no cache yet
+	}
+	if _, err := os.Stat(filepath.Join(root, dir)); err != nil {
+		return fmt.Sprintf("parent-cache directory %s (spec.parentCache.path) is not visible to the node agent: set the chart's nodeAgent.parentCachePath to it", dir)
+	}
+	return ""
+}
+
 // parentCaches reports the caches in the node's parent-cache directory (under root). A cache
 // counts as verified only while its file still has the size its manifest recorded: a cheap
 // check every scan catches truncation; the sealer checks the digest before each use.

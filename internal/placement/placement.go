@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
@@ -232,8 +233,13 @@ func OutputBytesPerSector(size sealv1.SectorSize) int64 {
 }
 
 // cacheReason is why the node's parent cache for proof is not usable yet ("" when it is
-// verified); the cache is then marked wanted, so it gets built.
-func (n *Node) cacheReason(proof string) string {
+// verified); the cache is then marked wanted, so it gets built. transient is false when the
+// node agent cannot see the node's cache directory: no build would ever be reported.
+func (n *Node) cacheReason(proof string) (reason string, transient bool) {
+	if c := meta.FindStatusCondition(n.Sealer.Status.Conditions, "Degraded"); c != nil &&
+		c.Status == metav1.ConditionTrue && c.Reason == sealv1.ReasonParentCacheDirNotVisible {
+		return "parent-cache directory not visible to its node agent (see its Degraded condition)", false
+	}
 	var c *sealv1.ParentCacheStatus
 	for i := range n.Sealer.Status.ParentCaches {
 		if n.Sealer.Status.ParentCaches[i].Proof == proof {
@@ -241,7 +247,7 @@ func (n *Node) cacheReason(proof string) string {
 		}
 	}
 	if c != nil && c.Verified {
-		return ""
+		return "", false
 	}
 	if n.WantedCaches == nil {
 		n.WantedCaches = map[string]bool{}
@@ -249,11 +255,11 @@ func (n *Node) cacheReason(proof string) string {
 	n.WantedCaches[proof] = true
 	switch {
 	case c != nil && c.Building:
-		return fmt.Sprintf("parent cache for %s building: %d%%", proof, c.Percent)
+		return fmt.Sprintf("parent cache for %s building: %d%%", proof, c.Percent), true
 	case c != nil && c.Reason != "":
-		return fmt.Sprintf("parent cache for %s unusable (%s): rebuilding", proof, c.Reason)
+		return fmt.Sprintf("parent cache for %s unusable (%s): rebuilding", proof, c.Reason), true
 	}
-	return fmt.Sprintf("parent cache for %s not built yet: building", proof)
+	return fmt.Sprintf("parent cache for %s not built yet: building", proof), true
 }
 
 // outputVolume is the node's report for host path p.
@@ -345,8 +351,8 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 		return "no GPU for pc2Engine gpu", false
 	}
 	if !n.IgnoreCaches {
-		if reason := n.cacheReason(need.Proof); reason != "" {
-			return reason, true
+		if reason, transient := n.cacheReason(need.Proof); reason != "" {
+			return reason, transient
 		}
 	}
 	if avail, total := hugepagesAvailable(n); total < int64(need.Hugepages) {

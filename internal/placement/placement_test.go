@@ -236,6 +236,16 @@ func TestParentCacheIsWaitedFor(t *testing.T) {
 	if dec, _ := Schedule([]*Node{n}, []*sealv1.SealBatch{b}); len(dec) != 1 || len(n.WantedCaches) != 0 {
 		t.Errorf("verified cache: %+v, wanted %v", dec, n.WantedCaches)
 	}
+	// The agent cannot see the cache directory: no build is wanted (none would be seen), and
+	// the reason points at the node's condition.
+	hidden := node("a", 1, 100, caches(), func(n *Node) {
+		n.Sealer.Status.Conditions = append(n.Sealer.Status.Conditions, metav1.Condition{Type: "Degraded",
+			Status: metav1.ConditionTrue, Reason: sealv1.ReasonParentCacheDirNotVisible})
+	})
+	dec, failed := Schedule([]*Node{hidden}, []*sealv1.SealBatch{b})
+	if len(dec) != 0 || failed[b] == nil || !strings.Contains(failed[b].Error(), "parent-cache directory not visible") || len(hidden.WantedCaches) != 0 {
+		t.Errorf("hidden cache directory: %+v %v, wanted %v", dec, failed[b], hidden.WantedCaches)
+	}
 }
 
 func TestScheduleNeverDoubleBooks(t *testing.T) {
