@@ -126,6 +126,16 @@ func (o *Options) podOptions() (render.PodOptions, error) {
 	}, nil
 }
 
+// checkParentCacheNamespace refuses a builder namespace the operator does not serve: its
+// cache would never show the builder pods, and no cache would ever be built.
+func (o *Options) checkParentCacheNamespace() error {
+	nss := commaList(o.WatchNamespaces)
+	if o.ParentCacheNamespace == "" || len(nss) == 0 || slices.Contains(nss, o.ParentCacheNamespace) {
+		return nil
+	}
+	return fmt.Errorf("--parent-cache-namespace %q is not one of --watch-namespaces %v: add it there (chart: operator.watchNamespaces) or pick one of those", o.ParentCacheNamespace, nss)
+}
+
 // pullSecrets parses --image-pull-secrets.
 func (o *Options) pullSecrets() []string { return commaList(o.ImagePullSecrets) }
 
@@ -203,6 +213,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		o.Results = rs
 	}
 	rec := func(name string) Recorder { return mgr.GetEventRecorder(name) }
+	if err := o.checkParentCacheNamespace(); err != nil {
+		return err
+	}
 	var caches *ParentCaches
 	if o.ParentCacheNamespace != "" {
 		caches = &ParentCaches{Client: mgr.GetClient(), Namespace: o.ParentCacheNamespace, Pod: po}

@@ -66,3 +66,18 @@ app.kubernetes.io/component: {{ .component }}
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
+
+{{/*
+Namespace of the parent-cache builder pods: operator.parentCacheNamespace, else the batch
+namespace when the operator serves it, else the first namespace it serves.
+*/}}
+{{- define "sealfleet.parentCacheNamespace" -}}
+{{- $watch := .Values.operator.watchNamespaces -}}
+{{- if .Values.operator.parentCacheNamespace -}}
+{{- .Values.operator.parentCacheNamespace -}}
+{{- else if or (not $watch) (has .Values.batchNamespace.name $watch) -}}
+{{- .Values.batchNamespace.name -}}
+{{- else -}}
+{{- first $watch -}}
+{{- end -}}
+{{- end }}

@@ -289,6 +289,10 @@ func TestOperatorClusterRoleMatchesGenerated(t *testing.T) {
 	// Namespace-scoped: the ClusterRole keeps the cluster-scoped resources, a Role in each
 	// watched namespace the rest; together they grant exactly what the markers ask for.
 	objs := render(t, "--set", "operator.watchNamespaces={team-a,team-b}", "--set", "batchNamespace.create=false")
+	// The parent-cache builders go to a served namespace (the batch namespace is not one here).
+	if args := strs(container(t, find(objs, "Deployment", ""))["args"]); !hasArg(args, "--parent-cache-namespace=team-a") {
+		t.Errorf("operator args %v: want the builders in the first served namespace", args)
+	}
 	cr = find(objs, "ClusterRole", "sf-sealfleet-operator")
 	for _, g := range grants(cr["rules"]) {
 		if !strings.HasPrefix(g, "/nodes:") && !strings.HasPrefix(g, "sealfleet.io/sealernodes") &&
@@ -638,6 +642,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"image.pullPolicy=Sometimes", "pullPolicy"},
 		{"sealerImage.digest=latest", "digest"},
 		{"operator.watchNamespaces={team-a}", "leaves out the chart's batch namespace sealfleet-batches"},
+		{"operator.watchNamespaces={sealfleet-batches},operator.parentCacheNamespace=builders", "leaves out the parent-cache builders' namespace builders"},
 		{"sealerImage.pc2Engines[0]=fpga", "pc2Engines"},
 		{"operator.sealerHostNetwork=maybe", "sealerHostNetwork"},
 		{"operator.sealerHostNetwrk=true", "sealerHostNetwrk"},
