@@ -17,14 +17,17 @@ type Reason string
 
 // Reasons.
 const (
-	ReasonPlaced         Reason = "Placed"
-	ReasonUnschedulable  Reason = "Unschedulable"
-	ReasonInvalidSpec    Reason = "InvalidSpec"
-	ReasonLabelling      Reason = "Labelling"
-	ReasonLayersWritten  Reason = "LayersWritten"
-	ReasonTreesBuilding  Reason = "TreesBuilding"
-	ReasonCommitted      Reason = "CommitmentsComputed"
-	ReasonSealerFailed   Reason = "SealerFailed"
+	ReasonPlaced        Reason = "Placed"
+	ReasonUnschedulable Reason = "Unschedulable"
+	ReasonInvalidSpec   Reason = "InvalidSpec"
+	ReasonLabelling     Reason = "Labelling"
+	ReasonLayersWritten Reason = "LayersWritten"
+	ReasonTreesBuilding Reason = "TreesBuilding"
+	ReasonCommitted     Reason = "CommitmentsComputed"
+	ReasonSealerFailed  Reason = "SealerFailed"
+	// ReasonDataMismatch: a data sector's staged file or commD does not match its pieces
+	// (the message names the sector and both commitments); never retried.
+	ReasonDataMismatch   Reason = "DataMismatch"
 	ReasonPodEvicted     Reason = "PodEvicted"
 	ReasonPodDisappeared Reason = "PodDisappeared"
 	ReasonNodeLost       Reason = "NodeLost"

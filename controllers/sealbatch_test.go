@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -280,6 +281,59 @@ func TestSealerFailureRetriesThenFails(t *testing.T) {
 	// OnOutputsTaken keeps the failed batch's slot (its layers) until it is deleted.
 	if l := h.held("node-f"); len(l) != 1 {
 		t.Errorf("failed batch released its slot early: %+v", l)
+	}
+}
+
+// TestDataBatchMountsItsDataAndFailsOnAMismatch: a data sector's batch mounts its data source
+// read-only and hands the sealer the file and pieces; the sealer's data-mismatch exit fails
+// the batch with DataMismatch at once (the same data would fail every retry).
+func TestDataBatchMountsItsDataAndFailsOnAMismatch(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	ns := h.namespace("data")
+	h.addNode("node-d", 1, 8, nil)
+	h.newBatch(ns, "d", 2, func(b *sealv1.SealBatch) {
+		b.Spec.DataSource = &sealv1.DataSource{HostPath: &sealv1.HostPathData{Path: "/srv/deals"}}
+		b.Spec.Sectors[1].Data = &sealv1.SectorData{File: "staged/s-2", Pieces: []sealv1.Piece{
+			{CID: "baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq", Size: 8 << 20}}}
+	})
+	pod := h.waitPod(ns, "d-sealer-1")
+	var mount *corev1.VolumeMount
+	for i, m := range pod.Spec.Containers[0].VolumeMounts {
+		if m.Name == "data" {
+			mount = &pod.Spec.Containers[0].VolumeMounts[i]
+		}
+	}
+	if mount == nil || !mount.ReadOnly || mount.MountPath != "/data" {
+		t.Errorf("data mount: %+v", mount)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == "data" && (v.HostPath == nil || v.HostPath.Path != "/srv/deals") {
+			t.Errorf("data volume: %+v", v.VolumeSource)
+		}
+	}
+	var cm corev1.ConfigMap
+	if err := h.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "d-sealer-config"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	var cfg render.SealerConfig
+	if err := json.Unmarshal([]byte(cm.Data[render.ConfigKey]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if d := cfg.Sectors[1].Data; cfg.Sectors[0].Data != nil || d == nil || d.Path != "/data/staged/s-2" ||
+		len(d.Pieces) != 1 || !strings.HasPrefix(d.Pieces[0].CommP, "077e5fde") || d.Pieces[0].Size != 8<<20 {
+		t.Errorf("sealer config sectors: %+v", cfg.Sectors)
+	}
+
+	h.setPod(pod, corev1.PodFailed, 7, "sealer: data mismatch: sector 2: its data /data/staged/s-2 has comm_d 11… (tree-d root) but its pieces make 077e…")
+	got := h.waitPhase(ns, "d", sealv1.PhaseFailed)
+	c := condition(got, controllers.CondFailed)
+	if c == nil || c.Reason != string(controllers.ReasonDataMismatch) || !strings.Contains(c.Message, "sector 2") ||
+		!strings.Contains(c.Message, "does not match its pieces") || !strings.Contains(c.Message, "not retried") {
+		t.Errorf("failure condition: %+v", c)
+	}
+	if h.pod(ns, "d-sealer-2") != nil {
+		t.Error("a data mismatch was retried")
 	}
 }
 

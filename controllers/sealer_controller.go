@@ -402,7 +402,11 @@ func podFailure(pod *corev1.Pod) (reason Reason, msg string, retriable bool) {
 			if msg == "" {
 				msg = t.Reason
 			}
-			return ReasonSealerFailed, fmt.Sprintf("sealer exited %d (%s): %s", t.ExitCode, exitMeaning(t.ExitCode), truncate(msg, 1024)),
+			reason := ReasonSealerFailed
+			if t.ExitCode == exitDataMismatch {
+				reason = ReasonDataMismatch
+			}
+			return reason, fmt.Sprintf("sealer exited %d (%s): %s", t.ExitCode, exitMeaning(t.ExitCode), truncate(msg, 1024)),
 				!deterministicExit(t.ExitCode)
 		}
 	}
@@ -413,9 +417,12 @@ func podFailure(pod *corev1.Pod) (reason Reason, msg string, retriable bool) {
 	return ReasonSealerFailed, "sealer pod failed: " + msg, true
 }
 
-// deterministicExit: the sealer's bad-input (2) and no-SHA-NI (4) exits repeat on every
-// attempt with the same config on the same node.
-func deterministicExit(code int32) bool { return code == 2 || code == 4 }
+// deterministicExit: the sealer's bad-input (2), no-SHA-NI (4) and data-mismatch (7) exits
+// repeat on every attempt with the same config on the same node.
+func deterministicExit(code int32) bool { return code == 2 || code == 4 || code == exitDataMismatch }
+
+// exitDataMismatch is the sealer's exit when a data sector's file or commD does not match its pieces.
+const exitDataMismatch = 7
 
 // exitMeaning names the sealer's exit codes (sealer-image/README.md).
 func exitMeaning(code int32) string {
@@ -430,6 +437,8 @@ func exitMeaning(code int32) string {
 		return "CPU without SHA-NI"
 	case exitParentCache:
 		return "parent cache missing or corrupt: rebuilding it"
+	case exitDataMismatch:
+		return "sector data does not match its pieces"
 	case 137:
 		return "killed"
 	}

@@ -7,8 +7,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// SealBatchSpec is what the user asks for: N committed-capacity sectors of one size and proof
-// type, sealed together by one sealer pod on one node.
+// SealBatchSpec is what the user asks for: N sectors of one size and proof type (committed
+// capacity, or holding deal data), sealed together by one sealer pod on one node.
+// +kubebuilder:validation:XValidation:rule="has(self.dataSource) || !self.sectors.exists(s, has(s.data))",fieldPath=".dataSource",message="spec.dataSource: sectors with data read their staged files from it; give a hostPath or persistentVolumeClaim holding them"
+// +kubebuilder:validation:XValidation:rule="!has(self.dataSource) || self.sectors.exists(s, has(s.data))",fieldPath=".dataSource",message="spec.dataSource is only read for sectors with data; remove it, or give sectors their data"
+// +kubebuilder:validation:XValidation:rule="self.sectors.all(s, !has(s.data) || s.data.pieces.map(p, p.size).sum() <= {'2KiB': 2048, '8MiB': 8388608, '512MiB': 536870912, '32GiB': 34359738368, '64GiB': 68719476736}[self.sectorSize])",fieldPath=".sectors",message="spec.sectors[].data.pieces: the pieces of a sector are larger than spec.sectorSize; move pieces to another sector"
 // +kubebuilder:validation:XValidation:rule="!has(self.releaseTTL) || self.releasePolicy == 'AfterTTL'",message="spec.releaseTTL is only used with spec.releasePolicy AfterTTL: remove releaseTTL or set releasePolicy: AfterTTL"
 // +kubebuilder:validation:XValidation:rule="self.releasePolicy != 'AfterTTL' || has(self.releaseTTL)",message="spec.releasePolicy AfterTTL needs spec.releaseTTL (e.g. releaseTTL: 24h)"
 // +kubebuilder:validation:XValidation:rule="self.sectors.all(s, self.sectors.exists_one(t, t.number == s.number))",message="spec.sectors: sector numbers must be unique within a batch; remove or renumber the duplicated sector"
@@ -53,6 +56,11 @@ type SealBatchSpec struct {
 	// +optional
 	PC2Engine PC2Engine `json:"pc2Engine,omitempty"`
 
+	// dataSource is the volume the data sectors' staged files are read from, mounted
+	// read-only in the sealer pod; needed when a sector has data.
+	// +optional
+	DataSource *DataSource `json:"dataSource,omitempty"`
+
 	// output is where the sealed replicas and cache directories are written.
 	// +kubebuilder:default={hostPath: {path: "/var/lib/sealfleet/output"}}
 	// +optional
@@ -96,12 +104,12 @@ type SealBatchSpec struct {
 	Priority int32 `json:"priority,omitempty"`
 }
 
-// SectorSpec is one committed-capacity sector of the batch.
+// SectorSpec is one sector of the batch: committed capacity (CC), or holding deal data.
 //
-// A commD is refused until the API can take the sector's data: a replica sealed under a
-// commD whose data the sealer never saw is a CC replica no proof can back, and precommitting
-// it costs the provider the deposit.
-// +kubebuilder:validation:XValidation:rule="!has(self.commD)",fieldPath=".commD",message="commD needs the sector's data, and sealfleet cannot take deal data yet: a sector sealed under a commD without its data can never be proven. Omit commD to seal a committed-capacity (CC) sector"
+// A commD is taken only with the sector's data: a replica sealed under a commD whose data the
+// sealer never saw is a CC replica no proof can back, and precommitting it costs the provider
+// the deposit.
+// +kubebuilder:validation:XValidation:rule="!has(self.commD) || has(self.data)",fieldPath=".commD",message="commD needs the sector's data: a sector sealed under a commD without its data can never be proven. Give the sector's data (its staged file and pieces), or omit commD to seal a committed-capacity (CC) sector"
 type SectorSpec struct {
 	// number is the sector number the miner allocated (0 … 2^63-1).
 	// +kubebuilder:validation:Minimum=0
@@ -116,12 +124,64 @@ type SectorSpec struct {
 	Ticket string `json:"ticket"`
 
 	// commD is the unsealed data commitment: 64 hex characters or a baga6ea4seaq… piece CID.
-	// Absent for committed-capacity sectors (the zero-data commitment is used); refused
-	// while sealfleet cannot take a sector's data (see SectorSpec).
+	// Only with data, and optional there: the sealer computes it from the pieces and
+	// refuses a given one that differs. Absent for CC sectors (the zero-data commitment).
 	// +kubebuilder:validation:MaxLength=66
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9a-fA-F]{64}|baga6ea4seaq[a-z2-7]{52})$')",message="commD must be 64 hex characters or a piece CID starting with baga6ea4seaq (64 characters); omit it for CC sectors"
 	// +optional
 	CommD string `json:"commD,omitempty"`
+
+	// data makes this a data sector: its staged file on spec.dataSource and the pieces the
+	// file holds. The sealer checks the file against the pieces before it labels anything.
+	// +optional
+	Data *SectorData `json:"data,omitempty"`
+}
+
+// SectorData is a data sector's staged unsealed file and its deal pieces.
+type SectorData struct {
+	// file is the staged sector file, relative to spec.dataSource: fr32-padded as
+	// filecoin-proofs' add_piece writes it (lotus' and Curio's unsealed sector file, or the
+	// output of `sealer stage`), at most one sector long (zero beyond its end).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.matches('(^|/)[.][.](/|$)')",message="file must be a path relative to spec.dataSource, without '..'"
+	// +required
+	File string `json:"file"`
+
+	// pieces are the deals in the order they sit in the file, as lotus and Curio record
+	// them; alignment padding between pieces and zero filler after the last are implied.
+	// At most 64 per sector, so that a batch of 128 data sectors fits one API object.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +required
+	Pieces []Piece `json:"pieces"`
+}
+
+// Piece is one deal piece: its CID and padded size.
+type Piece struct {
+	// cid is the piece CID (baga6ea4seaq…), or its commitment as 64 hex characters.
+	// +kubebuilder:validation:MaxLength=66
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9a-fA-F]{64}|baga6ea4seaq[a-z2-7]{52})$')",message="cid must be a piece CID starting with baga6ea4seaq (64 characters) or 64 hex characters"
+	// +required
+	CID string `json:"cid"`
+
+	// size is the padded piece size in bytes: a power of two from 128 bytes to 64 GiB.
+	// +kubebuilder:validation:XValidation:rule="self in [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576, 2097152, 4194304, 8388608, 16777216, 33554432, 67108864, 134217728, 268435456, 536870912, 1073741824, 2147483648, 4294967296, 8589934592, 17179869184, 34359738368, 68719476736]",message="size must be the padded piece size: a power of two from 128 to 68719476736 bytes (lotus' PaddedPieceSize)"
+	// +required
+	Size int64 `json:"size"`
+}
+
+// DataSource is the volume holding data sectors' staged files; exactly one source.
+// +kubebuilder:validation:XValidation:rule="has(self.hostPath) != has(self.persistentVolumeClaim)",message="spec.dataSource: set exactly one of hostPath or persistentVolumeClaim"
+type DataSource struct {
+	// hostPath reads the files from a directory on the sealing node.
+	// +optional
+	HostPath *HostPathData `json:"hostPath,omitempty"`
+
+	// persistentVolumeClaim reads them from a claim in the batch's namespace.
+	// +optional
+	PersistentVolumeClaim *PVCOutput `json:"persistentVolumeClaim,omitempty"`
 }
 
 // ProofTypeOrDefault is spec.proofType, V1_1 when unset.
@@ -225,6 +285,15 @@ const (
 	OutputLayoutSealfleet OutputLayout = "Sealfleet"
 	OutputLayoutLotus     OutputLayout = "Lotus"
 )
+
+// HostPathData is a directory on the node that holds staged sector files.
+type HostPathData struct {
+	// path is an absolute directory on the sealing node; sector files are relative to it.
+	// +kubebuilder:validation:Pattern=`^/[^\x00]*$`
+	// +kubebuilder:validation:MaxLength=1024
+	// +required
+	Path string `json:"path"`
+}
 
 // HostPathOutput is a directory on the node.
 type HostPathOutput struct {
@@ -503,6 +572,7 @@ type SectorStatus struct {
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.sectorSize == oldSelf.spec.sectorSize",message="spec.sectorSize cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.proofType == oldSelf.spec.proofType",message="spec.proofType cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.minerID == oldSelf.spec.minerID",message="spec.minerID cannot change after the batch is placed: delete the batch and create a new one"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || has(self.spec.dataSource) == has(oldSelf.spec.dataSource) && (!has(self.spec.dataSource) || self.spec.dataSource == oldSelf.spec.dataSource)",message="spec.dataSource cannot change after the batch is placed: delete the batch and create a new one"
 type SealBatch struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

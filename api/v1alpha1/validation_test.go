@@ -34,6 +34,23 @@ func batch(t *testing.T, name, specYAML string) *unstructured.Unstructured {
 	return u
 }
 
+// dataSectors is n data sectors of `pieces` pieces each (the API's limits, for CEL's cost).
+func dataSectors(n, pieces int) string {
+	var b strings.Builder
+	b.WriteString("sectors:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "- {number: %d, ticket: %q, data: {file: s-%d, pieces: [", 1000+i, ticketA, i)
+		for j := 0; j < pieces; j++ {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "{cid: %s, size: 268435456}", pieceCID)
+		}
+		b.WriteString("]}}\n")
+	}
+	return b.String()
+}
+
 func sectorsYAML(n int) string {
 	var b strings.Builder
 	b.WriteString("sectors:\n")
@@ -44,6 +61,16 @@ func sectorsYAML(n int) string {
 }
 
 const okBase = "sectorSize: 8MiB\nminerID: t01000\n"
+
+const (
+	pieceCID = "baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq"
+	dataSrc  = "dataSource: {hostPath: {path: /deals}}\n"
+)
+
+// dataSector is one data sector's YAML with its file and pieces (flow-style piece list).
+func dataSector(file, pieces string) string {
+	return fmt.Sprintf("sectors:\n- {number: 1, ticket: %q, data: {file: %q, pieces: [%s]}}\n", ticketA, file, pieces)
+}
 
 func TestSealBatchValidation(t *testing.T) {
 	env := testenv.Start(t)
@@ -72,12 +99,30 @@ func TestSealBatchValidation(t *testing.T) {
 			[]string{"spec.sectors[0].ticket", "base64"}},
 		{"commd-malformed", okBase + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\", commD: \"bafy123\"}\n",
 			[]string{"spec.sectors[0].commD", "baga6ea4seaq", "64 hex"}},
-		// A well-formed commD is refused too: without the sector's data the replica could
-		// never be proven (a second sector shows the error names the right one).
+		// A well-formed commD without the sector's data is refused: the replica could never be
+		// proven (a second sector shows the error names the right one).
 		{"commd-hex-without-data", okBase + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\"}\n- {number: 2, ticket: \"" + ticketA + "\", commD: \"" + strings.Repeat("ab", 32) + "\"}\n",
-			[]string{"spec.sectors[1].commD", "needs the sector's data", "Omit commD"}},
+			[]string{"spec.sectors[1].commD", "needs the sector's data", "omit commD"}},
 		{"commd-cid-without-data", okBase + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\", commD: \"baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq\"}\n",
 			[]string{"spec.sectors[0].commD", "needs the sector's data"}},
+		{"data-without-source", okBase + dataSector("s1", "{cid: "+pieceCID+", size: 8388608}"),
+			[]string{"spec.dataSource", "hostPath or persistentVolumeClaim"}},
+		{"source-without-data", okBase + "dataSource: {hostPath: {path: /deals}}\n" + sectorsYAML(1),
+			[]string{"spec.dataSource", "only read for sectors with data"}},
+		{"source-both", okBase + "dataSource: {hostPath: {path: /deals}, persistentVolumeClaim: {claimName: c}}\n" + dataSector("s1", "{cid: "+pieceCID+", size: 128}"),
+			[]string{"spec.dataSource", "exactly one"}},
+		{"data-file-absolute", okBase + dataSrc + dataSector("/etc/passwd", "{cid: "+pieceCID+", size: 128}"),
+			[]string{"spec.sectors[0].data.file", "relative"}},
+		{"data-file-climbs", okBase + dataSrc + dataSector("a/../../b", "{cid: "+pieceCID+", size: 128}"),
+			[]string{"spec.sectors[0].data.file", "'..'"}},
+		{"data-no-pieces", okBase + dataSrc + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\", data: {file: s1, pieces: []}}\n",
+			[]string{"spec.sectors[0].data.pieces", "at least 1"}},
+		{"piece-size-not-padded", okBase + dataSrc + dataSector("s1", "{cid: "+pieceCID+", size: 127}"),
+			[]string{"spec.sectors[0].data.pieces[0].size", "power of two"}},
+		{"piece-cid-not-piece", okBase + dataSrc + dataSector("s1", "{cid: bafy123, size: 128}"),
+			[]string{"spec.sectors[0].data.pieces[0].cid", "baga6ea4seaq"}},
+		{"pieces-larger-than-sector", okBase + dataSrc + dataSector("s1", "{cid: "+pieceCID+", size: 8388608}, {cid: "+pieceCID+", size: 128}"),
+			[]string{"spec.sectors", "larger than spec.sectorSize"}},
 		{"miner-id-bad", "sectorSize: 8MiB\nminerID: f1abc\n" + sectorsYAML(1),
 			[]string{"spec.minerID", "should match"}},
 		{"miner-id-leading-zero", "sectorSize: 8MiB\nminerID: f0012\n" + sectorsYAML(1),
@@ -152,6 +197,11 @@ func TestSealBatchValidation(t *testing.T) {
 			"ttl":            okBase + "releasePolicy: AfterTTL\nreleaseTTL: 24h\n" + sectorsYAML(1),
 			"synthetic-64g":  "sectorSize: 64GiB\nproofType: V1_1_Feat_SyntheticPoRep\nminerID: f01\n" + sectorsYAML(16),
 			"max-sector-num": okBase + "sectors:\n- {number: 9007199254740992, ticket: \"" + ticketA + "\"}\n",
+			// A data sector (commD optional) beside a CC one, from a claim.
+			"data-and-cc": okBase + "dataSource: {persistentVolumeClaim: {claimName: deals}}\nsectors:\n" +
+				"- {number: 1, ticket: \"" + ticketA + "\", commD: " + pieceCID + ", data: {file: staged/s-1, pieces: [{cid: " + pieceCID + ", size: 4194304}, {cid: " + strings.Repeat("0c", 32) + ", size: 4194304}]}}\n" +
+				"- {number: 2, ticket: \"" + ticketA + "\"}\n",
+			"data-128-sectors-full": "sectorSize: 64GiB\nminerID: f01\n" + dataSrc + dataSectors(128, 64),
 		}
 		for name, spec := range good {
 			if err := env.Client.Create(ctx, batch(t, name, spec)); err != nil {
@@ -184,6 +234,10 @@ func TestSealBatchValidation(t *testing.T) {
 			"spec.sectorSize": func(b *sealv1.SealBatch) { b.Spec.SectorSize = sealv1.SectorSize2KiB },
 			"spec.proofType":  func(b *sealv1.SealBatch) { b.Spec.ProofType = sealv1.ProofTypeSyntheticPoRep },
 			"spec.minerID":    func(b *sealv1.SealBatch) { b.Spec.MinerID = "t02000" },
+			"spec.dataSource": func(b *sealv1.SealBatch) {
+				b.Spec.DataSource = &sealv1.DataSource{HostPath: &sealv1.HostPathData{Path: "/deals"}}
+				b.Spec.Sectors[0].Data = &sealv1.SectorData{File: "s", Pieces: []sealv1.Piece{{CID: strings.Repeat("0c", 32), Size: 128}}}
+			},
 		}
 		for field, edit := range edits {
 			var cur sealv1.SealBatch

@@ -26,6 +26,8 @@ const (
 	ConfigKey      = "config.json"
 	ConfigDir      = "/etc/sealer"
 	OutputMount    = "/output"
+	// DataMount is where spec.dataSource is mounted, read-only: data sectors' staged files.
+	DataMount      = "/data"
 	HugepagesMount = "/hugepages"
 )
 
@@ -146,6 +148,10 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 	mounts := []corev1.VolumeMount{
 		{Name: "config", MountPath: ConfigDir, ReadOnly: true},
 		{Name: "output", MountPath: OutputMount},
+	}
+	if v, ok := dataVolume(b); ok {
+		volumes = append(volumes, v)
+		mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: DataMount, ReadOnly: true})
 	}
 	if in.ParentCachePath != "" {
 		volumes = append(volumes, hostPathVolume("parent-cache", in.ParentCachePath, corev1.HostPathDirectory))
@@ -277,6 +283,22 @@ func outputVolume(b *sealv1.SealBatch) corev1.Volume {
 		v.HostPath = &corev1.HostPathVolumeSource{Path: b.Spec.OutputHostPath(), Type: ptr.To(corev1.HostPathDirectoryOrCreate)}
 	}
 	return v
+}
+
+// dataVolume is spec.dataSource as the pod's read-only "data" volume: an existing host
+// directory (never created: an empty one would hide a wrong path) or a claim.
+func dataVolume(b *sealv1.SealBatch) (corev1.Volume, bool) {
+	d := b.Spec.DataSource
+	switch {
+	case d == nil:
+		return corev1.Volume{}, false
+	case d.PersistentVolumeClaim != nil:
+		return corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+			ClaimName: d.PersistentVolumeClaim.ClaimName, ReadOnly: true}}}, true
+	case d.HostPath != nil:
+		return hostPathVolume("data", d.HostPath.Path, corev1.HostPathDirectory), true
+	}
+	return corev1.Volume{}, false
 }
 
 func hostPathVolume(name, path string, t corev1.HostPathType) corev1.Volume {

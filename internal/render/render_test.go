@@ -70,8 +70,12 @@ func testBatch() *sealv1.SealBatch {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b", UID: "u1"},
 		Spec: sealv1.SealBatchSpec{SectorSize: sealv1.SectorSize32GiB, ProofType: sealv1.ProofTypeSyntheticPoRep, MinerID: "f01000",
 			PC2Engine: sealv1.PC2EngineGPU,
+			DataSource: &sealv1.DataSource{HostPath: &sealv1.HostPathData{Path: "/srv/deals"}},
 			Sectors: []sealv1.SectorSpec{{Number: 7, Ticket: strings.Repeat("ab", 32)}, {Number: 8, Ticket: strings.Repeat("cd", 32),
-				CommD: "baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq"}}},
+				CommD: "baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq",
+				Data: &sealv1.SectorData{File: "staged/s-t01000-8", Pieces: []sealv1.Piece{
+					{CID: "baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq", Size: 16 << 30},
+					{CID: strings.Repeat("0c", 32), Size: 1 << 30}}}}}},
 	}
 }
 
@@ -107,6 +111,10 @@ func TestConfig(t *testing.T) {
 	if cfg.Sectors[0].Ticket != strings.Repeat("ab", 32) || cfg.Sectors[0].CommD != "" || !strings.HasPrefix(cfg.Sectors[1].CommD, "077e5fde") {
 		t.Errorf("sectors: %+v", cfg.Sectors)
 	}
+	if d := cfg.Sectors[1].Data; d == nil || d.Path != "/data/staged/s-t01000-8" || len(d.Pieces) != 2 ||
+		!strings.HasPrefix(d.Pieces[0].CommP, "077e5fde") || d.Pieces[1] != (SealerPiece{CommP: strings.Repeat("0c", 32), Size: 1 << 30}) {
+		t.Errorf("data sector: %+v", cfg.Sectors[1].Data)
+	}
 	if cfg.MetricsPort != 9465 || cfg.MetricsAddress != "127.0.0.1" {
 		t.Errorf("metrics listener: %d %q", cfg.MetricsPort, cfg.MetricsAddress)
 	}
@@ -120,6 +128,75 @@ func TestConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Golden(t, filepath.Join("testdata", "sealer-config.golden.json"), append(got, '\n'), *update, "./internal/render")
+}
+
+func TestDataPiecesMustFitTheSectorAligned(t *testing.T) {
+	piece := func(size int64) sealv1.Piece { return sealv1.Piece{CID: strings.Repeat("0c", 32), Size: size} }
+	for _, c := range []struct {
+		pieces []sealv1.Piece
+		field  string // "" = accepted
+	}{
+		{[]sealv1.Piece{piece(16 << 30), piece(16 << 30)}, ""},
+		// 1 GiB then 16 GiB: the second starts at 16 GiB (aligned), so 1 GiB more does not fit,
+		// though the sizes sum to 18 GiB (what CEL checks).
+		{[]sealv1.Piece{piece(1 << 30), piece(16 << 30), piece(1 << 30)}, "spec.sectors[1].data.pieces[2].size"},
+		{[]sealv1.Piece{piece(3 << 20)}, "spec.sectors[1].data.pieces[0].size"},
+		{[]sealv1.Piece{{CID: "baga6ea4seaqzzzz", Size: 128}}, "spec.sectors[1].data.pieces[0].cid"},
+	} {
+		b := testBatch()
+		b.Spec.Sectors[1].Data.Pieces = c.pieces
+		_, err := Config(ConfigInput{Batch: b})
+		switch {
+		case c.field == "" && err != nil:
+			t.Errorf("%v refused: %v", c.pieces, err)
+		case c.field != "" && (err == nil || !strings.Contains(err.Error(), c.field)):
+			t.Errorf("%v: want an error naming %s, got %v", c.pieces, c.field, err)
+		}
+	}
+	// A path that climbs out of the data volume stays inside it.
+	b := testBatch()
+	b.Spec.Sectors[1].Data.File = "a/../../etc/passwd"
+	if cfg, err := Config(ConfigInput{Batch: b}); err != nil || cfg.Sectors[1].Data.Path != "/data/etc/passwd" {
+		t.Errorf("escaping path: %+v %v", cfg, err)
+	}
+}
+
+func TestDataSourceIsMountedReadOnly(t *testing.T) {
+	for _, src := range []*sealv1.DataSource{
+		{HostPath: &sealv1.HostPathData{Path: "/srv/deals"}},
+		{PersistentVolumeClaim: &sealv1.PVCOutput{ClaimName: "deals"}},
+	} {
+		b := testBatch()
+		b.Spec.DataSource = src
+		pod := Pod(PodInput{Batch: b, Node: "n1", Attempt: 1, CPUs: 2}, podOpts())
+		var found bool
+		for _, m := range pod.Spec.Containers[0].VolumeMounts {
+			if m.MountPath == DataMount {
+				found = m.ReadOnly && m.Name == "data"
+			}
+		}
+		var vol *corev1.Volume
+		for i := range pod.Spec.Volumes {
+			if pod.Spec.Volumes[i].Name == "data" {
+				vol = &pod.Spec.Volumes[i]
+			}
+		}
+		switch {
+		case !found || vol == nil:
+			t.Errorf("%+v: no read-only data mount", src)
+		case src.HostPath != nil && (vol.HostPath == nil || vol.HostPath.Path != "/srv/deals" || *vol.HostPath.Type != corev1.HostPathDirectory):
+			t.Errorf("hostPath data volume: %+v", vol.VolumeSource)
+		case src.PersistentVolumeClaim != nil && (vol.PersistentVolumeClaim == nil || !vol.PersistentVolumeClaim.ReadOnly):
+			t.Errorf("claim data volume: %+v", vol.VolumeSource)
+		}
+	}
+	b := testBatch()
+	b.Spec.DataSource = nil
+	for _, v := range Pod(PodInput{Batch: b, Node: "n1", Attempt: 1, CPUs: 2}, podOpts()).Spec.Volumes {
+		if v.Name == "data" {
+			t.Error("a batch without dataSource got a data volume")
+		}
+	}
 }
 
 func podOpts() PodOptions {

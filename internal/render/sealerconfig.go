@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 
@@ -52,6 +53,20 @@ type SealerSector struct {
 	SectorID int64  `json:"sector_id"`
 	Ticket   string `json:"ticket"`
 	CommD    string `json:"comm_d,omitempty"`
+	// Data makes it a data sector: the staged file as the pod sees it, and its pieces.
+	Data *SealerData `json:"data,omitempty"`
+}
+
+// SealerData is a data sector's staged file and pieces.
+type SealerData struct {
+	Path   string        `json:"path"`
+	Pieces []SealerPiece `json:"pieces"`
+}
+
+// SealerPiece is one piece: comm_p as hex, padded size in bytes.
+type SealerPiece struct {
+	CommP string `json:"comm_p"`
+	Size  int64  `json:"size"`
 }
 
 // SealerLayers says where the layers live: the allocated devices only, and where the slot
@@ -175,7 +190,37 @@ func Config(in ConfigInput) (*SealerConfig, error) {
 			}
 			sec.CommD = hex.EncodeToString(d[:])
 		}
+		if s.Data != nil {
+			data, err := sectorData(fmt.Sprintf("spec.sectors[%d].data", i), s.Data, int64(b.Spec.SectorSize.Bytes()))
+			if err != nil {
+				return nil, err
+			}
+			sec.Data = data
+		}
 		cfg.Sectors = append(cfg.Sectors, sec)
 	}
 	return cfg, nil
+}
+
+// sectorData renders a data sector's file (as mounted in the pod) and pieces, refusing pieces
+// that do not fit the sector once each is aligned to its size (CEL checks only their sum).
+func sectorData(field string, d *sealv1.SectorData, sectorBytes int64) (*SealerData, error) {
+	out := &SealerData{Path: path.Join(DataMount, path.Clean("/"+d.File))}
+	var end int64
+	for j, p := range d.Pieces {
+		pf := fmt.Sprintf("%s.pieces[%d]", field, j)
+		c, err := CommD(pf+".cid", p.CID)
+		if err != nil {
+			return nil, err
+		}
+		if p.Size < 128 || p.Size&(p.Size-1) != 0 {
+			return nil, fmt.Errorf("%s.size: %d is not a padded piece size (a power of two of at least 128)", pf, p.Size)
+		}
+		end = (end+p.Size-1)/p.Size*p.Size + p.Size
+		if end > sectorBytes {
+			return nil, fmt.Errorf("%s.size: the pieces up to this one need %d bytes with alignment padding; the sector holds %d: move pieces to another sector", pf, end, sectorBytes)
+		}
+		out.Pieces = append(out.Pieces, SealerPiece{CommP: hex.EncodeToString(c[:]), Size: p.Size})
+	}
+	return out, nil
 }

@@ -163,9 +163,32 @@ pub struct SectorSpec {
     pub sector_id: u64,
     /// Ticket (32 bytes).
     pub ticket: [u8; 32],
-    /// comm_d; `None` means a CC sector (all-zero data commitment is used). Only the CC
-    /// commitment of the sector size is accepted: the sealer takes no sector data yet.
+    /// comm_d. For a CC sector (no `data`) only the CC commitment of the sector size is
+    /// accepted, and `None` means that one. For a data sector `None` means "computed from its
+    /// pieces" (`sealer-data` fills it in at load); a given one must equal the pieces'.
     pub comm_d: Option<[u8; 32]>,
+    /// The sector's deal data; `None` for a committed-capacity (CC) sector.
+    pub data: Option<SectorData>,
+}
+
+/// A data sector's staged unsealed file and the pieces it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SectorData {
+    /// The staged sector file: fr32-padded, as filecoin-proofs' `add_piece` writes it, at most
+    /// one sector long (a shorter file is zero beyond its end, as filecoin-proofs treats it).
+    pub path: PathBuf,
+    /// The pieces in the order they sit in the file (alignment padding between them implied,
+    /// as lotus and filecoin-proofs' `compute_comm_d` place them).
+    pub pieces: Vec<Piece>,
+}
+
+/// One deal piece: its commitment and padded size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// comm_p (32 bytes, the digest of the piece CID).
+    pub comm_p: [u8; 32],
+    /// Padded size in bytes: a power of two, at least 128.
+    pub size: u64,
 }
 
 /// Where the interleaved layers live.
@@ -252,6 +275,68 @@ struct RawSector {
     sector_id: Option<serde_json::Value>,
     ticket: Option<serde_json::Value>,
     comm_d: Option<serde_json::Value>,
+    data: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawData {
+    path: Option<serde_json::Value>,
+    pieces: Option<Vec<serde_json::Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPiece {
+    comm_p: Option<serde_json::Value>,
+    size: Option<serde_json::Value>,
+}
+
+/// Parse a data sector's `data` object: a path and a non-empty piece list that fits the sector.
+fn parse_data(field: &str, v: serde_json::Value, sector_size: u64) -> Result<SectorData, ConfigError> {
+    let raw: RawData = serde_json::from_value(v)
+        .map_err(|e| ConfigError { field: field.into(), message: format!("must be an object {{path, pieces}}: {e}") })?;
+    let path = match &raw.path {
+        Some(serde_json::Value::String(p)) if p.starts_with('/') => PathBuf::from(p),
+        _ => return err(format!("{field}.path"), "give the staged sector file as an absolute path"),
+    };
+    let raw_pieces = match raw.pieces {
+        Some(p) if !p.is_empty() => p,
+        _ => {
+            return err(
+                format!("{field}.pieces"),
+                "give the pieces the file holds ({comm_p, size} each, in file order); a sector without pieces is CC: drop `data`",
+            )
+        }
+    };
+    let mut pieces = Vec::with_capacity(raw_pieces.len());
+    let mut total = 0u64;
+    for (j, pv) in raw_pieces.into_iter().enumerate() {
+        let pf = format!("{field}.pieces[{j}]");
+        let rp: RawPiece = serde_json::from_value(pv)
+            .map_err(|e| ConfigError { field: pf.clone(), message: format!("must be an object {{comm_p, size}}: {e}") })?;
+        let comm_p = match &rp.comm_p {
+            Some(v) => parse_hex32(&format!("{pf}.comm_p"), v)?,
+            None => return err(format!("{pf}.comm_p"), "missing; give 64 hex characters"),
+        };
+        let size = match &rp.size {
+            Some(v) => as_u64(&format!("{pf}.size"), v)?,
+            None => return err(format!("{pf}.size"), "missing; give the padded piece size in bytes"),
+        };
+        if size < 128 || !size.is_power_of_two() {
+            return err(format!("{pf}.size"), format!("{size} is not a padded piece size: a power of two of at least 128 bytes"));
+        }
+        // Each piece starts at a multiple of its size (padding implied), as compute_comm_d lays them out.
+        total = total.div_ceil(size) * size + size;
+        if total > sector_size {
+            return err(
+                format!("{pf}.size"),
+                format!("the pieces up to this one need {total} bytes with alignment padding; the sector holds {sector_size}"),
+            );
+        }
+        pieces.push(Piece { comm_p, size });
+    }
+    Ok(SectorData { path, pieces })
 }
 
 #[derive(Deserialize)]
@@ -478,7 +563,7 @@ impl BatchConfig {
             let f = |k: &str| format!("sectors[{i}].{k}");
             let rs: RawSector = serde_json::from_value(v).map_err(|e| ConfigError {
                 field: format!("sectors[{i}]"),
-                message: format!("must be an object {{prover_id, sector_id, ticket}}: {e}"),
+                message: format!("must be an object {{prover_id, sector_id, ticket, comm_d, data}}: {e}"),
             })?;
             let prover_id = match &rs.prover_id {
                 Some(v) => parse_hex32(&f("prover_id"), v)?,
@@ -496,24 +581,28 @@ impl BatchConfig {
                 None | Some(serde_json::Value::Null) => None,
                 Some(v) => Some(parse_hex32(&f("comm_d"), v)?),
             };
-            // The sealer cannot take a sector's data yet, so the only comm_d it can honour is
-            // the CC one. Any other would label a CC replica under a foreign commitment that no
-            // proof can ever back (and a precommit of it loses the deposit).
-            if let Some(d) = comm_d {
+            let data = match rs.data {
+                None | Some(serde_json::Value::Null) => None,
+                Some(v) => Some(parse_data(&f("data"), v, sector_size)?),
+            };
+            // Without data the only comm_d the sealer can honour is the CC one. Any other
+            // would label a CC replica under a foreign commitment that no proof can ever back
+            // (and a precommit of it loses the deposit).
+            if let (Some(d), None) = (comm_d, &data) {
                 if d != sealer_hash::cc_comm_d(sector_size) {
                     return err(
                         f("comm_d"),
                         format!(
-                            "sector {} has a comm_d ({}) but no data: this sealer seals committed-capacity \
-                             sectors only, and a replica under a comm_d whose data it never saw can never \
-                             be proven; omit comm_d to seal the sector as CC",
+                            "sector {} has a comm_d ({}) but no data: a replica under a comm_d whose data \
+                             the sealer never saw can never be proven; give the sector's `data` (staged \
+                             file and pieces), or omit comm_d to seal it as CC",
                             sector_id,
                             hex::encode(d)
                         ),
                     );
                 }
             }
-            sectors.push(SectorSpec { prover_id, sector_id, ticket, comm_d });
+            sectors.push(SectorSpec { prover_id, sector_id, ticket, comm_d, data });
         }
         for i in 0..n {
             for j in 0..i {
@@ -696,6 +785,12 @@ impl BatchConfig {
                     "ticket": hex::encode(s.ticket),
                 });
                 if let Some(c) = s.comm_d { o["comm_d"] = hex::encode(c).into(); }
+                if let Some(d) = &s.data {
+                    o["data"] = serde_json::json!({
+                        "path": d.path.display().to_string(),
+                        "pieces": d.pieces.iter().map(|p| serde_json::json!({"comm_p": hex::encode(p.comm_p), "size": p.size})).collect::<Vec<_>>(),
+                    });
+                }
                 o
             }).collect::<Vec<_>>(),
             "layers": {
@@ -807,6 +902,12 @@ mod tests {
             Vec::<&str>::new(),
             "sector keys never rendered"
         );
+        assert_eq!(missing(read_keys::<RawData>(), &with_comm_d["data"], &[]), Vec::<&str>::new(), "data keys never rendered");
+        assert_eq!(
+            missing(read_keys::<RawPiece>(), &with_comm_d["data"]["pieces"][0], &[]),
+            Vec::<&str>::new(),
+            "piece keys never rendered"
+        );
         assert_eq!(
             missing(read_keys::<Layout>(), &v["layout"], &["reason", "shared"]),
             Vec::<&str>::new(),
@@ -842,6 +943,38 @@ mod tests {
     }
 
     #[test]
+    fn data_sector_pieces_are_checked_before_any_io() {
+        let mut v = base();
+        let piece = |size: u64| serde_json::json!({"comm_p": "cd".repeat(32), "size": size});
+        v["sectors"][0]["data"] = serde_json::json!({"path": "/deals/s-1", "pieces": [piece(2 << 20), piece(4 << 20)]});
+        let c = BatchConfig::from_json(&v.to_string()).unwrap();
+        let d = c.sectors[0].data.as_ref().unwrap();
+        assert_eq!((d.path.to_str(), d.pieces.len(), d.pieces[1].size), (Some("/deals/s-1"), 2, 4 << 20));
+        assert_eq!(c.sectors[0].comm_d, None, "computed from the pieces by sealer-data");
+        // It survives the round trip through to_json.
+        assert_eq!(BatchConfig::from_json(&c.to_json().to_string()).unwrap().sectors, c.sectors);
+        // With data, a comm_d is kept for sealer-data to compare with the pieces'.
+        v["sectors"][0]["comm_d"] = "ab".repeat(32).into();
+        assert_eq!(BatchConfig::from_json(&v.to_string()).unwrap().sectors[0].comm_d, Some([0xab; 32]));
+        for (data, field, words) in [
+            (serde_json::json!({"path": "deals/s-1", "pieces": [piece(128)]}), "sectors[0].data.path", "absolute"),
+            (serde_json::json!({"path": "/d", "pieces": []}), "sectors[0].data.pieces", "drop `data`"),
+            (serde_json::json!({"path": "/d", "pieces": [piece(127)]}), "sectors[0].data.pieces[0].size", "power of two"),
+            (serde_json::json!({"path": "/d", "pieces": [piece(192)]}), "sectors[0].data.pieces[0].size", "power of two"),
+            // 1 MiB then 4 MiB: the second starts at 4 MiB (aligned), ending at 8 MiB; a third does not fit.
+            (serde_json::json!({"path": "/d", "pieces": [piece(1 << 20), piece(4 << 20), piece(128)]}), "sectors[0].data.pieces[2].size", "sector holds"),
+            (serde_json::json!({"path": "/d", "pieces": [{"comm_p": "zz", "size": 128}]}), "sectors[0].data.pieces[0].comm_p", ""),
+            (serde_json::json!({"path": "/d", "pieces": [{"size": 128}]}), "sectors[0].data.pieces[0].comm_p", "missing"),
+            (serde_json::json!({"path": "/d", "pieces": [piece(128)], "unsealed": true}), "sectors[0].data", "unsealed"),
+        ] {
+            v["sectors"][0]["data"] = data;
+            let e = BatchConfig::from_json(&v.to_string()).unwrap_err();
+            assert_eq!(e.field, field, "{}", e.message);
+            assert!(e.message.contains(words), "{field}: {}", e.message);
+        }
+    }
+
+    #[test]
     fn comm_d_without_data_is_refused_naming_the_sector() {
         // A second sector carries a foreign comm_d: the error names it and its sector number.
         let mut v = base();
@@ -851,7 +984,7 @@ mod tests {
         v["sectors"] = serde_json::json!([v["sectors"][0].clone(), other]);
         let e = BatchConfig::from_json(&v.to_string()).unwrap_err();
         assert_eq!(e.field, "sectors[1].comm_d");
-        assert!(e.message.contains("sector 77") && e.message.contains("omit comm_d"), "{}", e.message);
+        assert!(e.message.contains("sector 77") && e.message.contains("omit comm_d") && e.message.contains("`data`"), "{}", e.message);
         // The CC commitment of the sector size is what the sealer uses anyway: accepted.
         v["sectors"][1]["comm_d"] = hex::encode(sealer_hash::cc_comm_d(8 << 20)).into();
         let c = BatchConfig::from_json(&v.to_string()).unwrap();

@@ -43,6 +43,10 @@ pub enum Pc1Error {
     /// The node's parent cache is missing, unverified or corrupt: rebuild it, then retry.
     #[error("parent cache: {0}")]
     ParentCache(String),
+    /// A data sector's staged file or comm_d disagrees with its pieces: fix the data or the
+    /// piece list; the same input fails again.
+    #[error("data mismatch: {0}")]
+    DataMismatch(String),
     /// Another thread failed first (internal; never returned from [`run_pc1`]).
     #[error("aborted")]
     Aborted,
@@ -53,13 +57,14 @@ pub enum Pc1Error {
 
 impl Pc1Error {
     /// Process exit code for this error class: 2 input, 3 I/O, 4 unsupported CPU, 6 parent
-    /// cache missing or corrupt, 1 internal.
+    /// cache missing or corrupt, 7 data that does not match its pieces, 1 internal.
     pub fn exit_code(&self) -> i32 {
         match self {
             Pc1Error::Input(_) => 2,
             Pc1Error::Io(_) => 3,
             Pc1Error::Unsupported(_) => 4,
             Pc1Error::ParentCache(_) => 6,
+            Pc1Error::DataMismatch(_) => 7,
             Pc1Error::Aborted | Pc1Error::Internal(_) => 1,
         }
     }
@@ -139,7 +144,15 @@ pub fn sector_ids(cfg: &BatchConfig) -> (Vec<[u8; 32]>, Vec<[u8; 32]>) {
     let mut rids = Vec::new();
     let mut cds = Vec::new();
     for s in &cfg.sectors {
-        let cd = s.comm_d.unwrap_or(cc);
+        let cd = match (s.comm_d, &s.data) {
+            (Some(d), _) => d,
+            (None, None) => cc,
+            // Never label a data sector under the CC commitment.
+            (None, Some(_)) => panic!(
+                "sector {}: a data sector's comm_d must be computed from its pieces (sealer_data::resolve_comm_ds) first",
+                s.sector_id
+            ),
+        };
         rids.push(sealer_hash::replica_id(&s.prover_id, s.sector_id, &s.ticket, &cd, &cfg.porep_id));
         cds.push(cd);
     }

@@ -1,5 +1,6 @@
-//! Batch PC2 for the sealer (CC sectors): column hashes, tree-c, replica, tree-r-last,
-//! comm_c / comm_r_last / comm_r, and rust-fil-proofs-compatible output files.
+//! Batch PC2 for the sealer (CC and data sectors): column hashes, tree-c, replica,
+//! tree-r-last, tree-d, comm_c / comm_r_last / comm_r, and rust-fil-proofs-compatible output
+//! files.
 //!
 //! Poseidon comes from `neptune` (CPU). All sectors of the batch are processed together:
 //! each range of nodes is read once from the interleaved layer pages and fanned out to one
@@ -9,7 +10,8 @@
 //! Output per sector, under `<output_dir>/<sector_id>/` (or, with `lotus` in the config, as a
 //! lotus/Curio storage path: `sectorstore.json`, `sealed/s-t0<miner>-<n>`, `cache/s-t0<miner>-<n>/`;
 //! see [`sector_paths`]):
-//! * `sealed` — the replica (for CC: the last layer, byte for byte);
+//! * `sealed` — the replica: key (last layer) + data in the field; for CC the last layer,
+//!   byte for byte;
 //! * `cache/sc-02-data-tree-c[-k].dat`, `cache/sc-02-data-tree-r-last[-k].dat`,
 //!   `cache/sc-02-data-tree-d.dat`, `cache/sc-02-data-layer-<l>.dat`, `cache/p_aux`,
 //!   `cache/t_aux` — the files `seal_commit_phase1` reads.
@@ -288,6 +290,23 @@ pub fn t_aux_bytes(cache: &Path, nodes: u64, layers: usize, sector_size: u64) ->
     bincode::serialize(&aux).expect("bincode")
 }
 
+fn data_err(e: sealer_data::DataError) -> Pc1Error {
+    match e {
+        sealer_data::DataError::Input(m) => Pc1Error::Input(m),
+        sealer_data::DataError::Mismatch(m) => Pc1Error::DataMismatch(m),
+        sealer_data::DataError::Io(m) => Pc1Error::Io(m),
+    }
+}
+
+/// A data node as a field element; fr32-padded data always is one (checked before PC1).
+fn field_element(b: &[u8], node: u64) -> std::io::Result<Fr> {
+    let mut r = [0u8; 32];
+    r.copy_from_slice(b);
+    Option::from(Fr::from_repr(r)).ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, format!("data node {node} is not a field element"))
+    })
+}
+
 fn io(what: &str, e: impl std::fmt::Display) -> Pc1Error {
     Pc1Error::Io(format!("{what}: {e}"))
 }
@@ -312,33 +331,6 @@ fn rename_tmp(dir: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Write the CC tree-d file: level k holds `N >> k` copies of Z_k.
-fn write_cc_tree_d(path: &Path, nodes: u64) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, File::create(path)?);
-    let mut z = [0u8; 32];
-    let mut n = nodes;
-    loop {
-        let row: Vec<u8> = z.iter().copied().cycle().take(32 * (n.min(4096) as usize)).collect();
-        let mut left = n;
-        while left > 0 {
-            let c = left.min(4096);
-            w.write_all(&row[..32 * c as usize])?;
-            left -= c;
-        }
-        if n == 1 {
-            break;
-        }
-        let mut buf = [0u8; 64];
-        buf[..32].copy_from_slice(&z);
-        buf[32..].copy_from_slice(&z);
-        z = sealer_hash::sha256(&buf);
-        z[31] &= 0x3f;
-        n /= 2;
-    }
-    w.into_inner().map_err(|e| e.into_error())?.sync_all()
 }
 
 /// Run PC2 for every sector of a batch whose PC1 is complete. Writes per-sector outputs
@@ -396,6 +388,14 @@ pub fn run_pc2_with(
         caches.push(cache);
     }
 
+    // Data sectors' staged files, read range by range for the encoding (None: CC).
+    let data: Vec<Option<sealer_data::DataFile>> = cfg
+        .sectors
+        .iter()
+        .map(|s| s.data.as_ref().map(|_| sealer_data::DataFile::open(s, cfg.sector_size)).transpose())
+        .collect::<Result<_, _>>()
+        .map_err(data_err)?;
+
     // Range size: enough nodes to amortise, a power of two dividing `leaves`.
     let range = leaves.min(1 << 16).max(g.npp.min(leaves));
     let mut roots_c = vec![Vec::new(); n];
@@ -432,11 +432,16 @@ pub fn run_pc2_with(
             let results: Vec<Result<(), std::io::Error>> = tc
                 .par_iter_mut()
                 .zip(tr.par_iter_mut())
-                .zip(replicas.par_iter())
+                .zip(replicas.par_iter().zip(data.par_iter()))
                 .enumerate()
-                .map(|(s, ((bc, br), rep))| {
+                .map(|(s, ((bc, br), (rep, dat)))| {
                     let mut col = [Fr::from(0u64); 11];
                     let mut rep_bytes = Vec::with_capacity(cnt as usize * 32);
+                    let mut data_bytes = Vec::new();
+                    if let Some(d) = dat {
+                        data_bytes.resize(cnt as usize * 32, 0);
+                        d.read_nodes(v, &mut data_bytes)?;
+                    }
                     for i in 0..cnt as usize {
                         let off = (first_row + i) * g.row + s * 32;
                         for l in 0..layers {
@@ -444,10 +449,14 @@ pub fn run_pc2_with(
                         }
                         let leaf = if layers == 2 { poseidon2(col[0], col[1]) } else { poseidon11(&col[..11]) };
                         bc.push(0, leaf)?;
-                        // CC: replica = key (last layer) + 0
-                        let last = &bufs_ref[layers - 1].as_slice()[off..off + 32];
-                        rep_bytes.extend_from_slice(last);
-                        br.push(0, col[layers - 1])?;
+                        // replica = key (last layer) + data; CC data is 0.
+                        let key = col[layers - 1];
+                        let replica = match dat {
+                            None => key,
+                            Some(_) => key + field_element(&data_bytes[i * 32..i * 32 + 32], v + i as u64)?,
+                        };
+                        rep_bytes.extend_from_slice(&fr_bytes(&replica));
+                        br.push(0, replica)?;
                     }
                     rep.write_all_at(&rep_bytes, v * 32)?;
                     Ok(())
@@ -469,6 +478,15 @@ pub fn run_pc2_with(
         }
     }
 
+    // tree-d from the data (the CC tree for CC sectors), all sectors at once; each root must be
+    // the comm_d the replica id was made with, or the data changed under the batch.
+    let tree_d_roots: Vec<[u8; 32]> = cfg
+        .sectors
+        .par_iter()
+        .zip(caches.par_iter())
+        .map(|(sec, cache)| sealer_data::write_tree_d(sec, cfg.sector_size, &cache.join("sc-02-data-tree-d.dat.tmp")))
+        .collect::<Result<_, _>>()
+        .map_err(data_err)?;
     let mut results = Vec::new();
     for (s, sec) in cfg.sectors.iter().enumerate() {
         let comm_c = combine_roots(&roots_c[s]);
@@ -476,7 +494,15 @@ pub fn run_pc2_with(
         let comm_r = poseidon2(comm_c, comm_r_last);
         let cache = &caches[s];
         replicas[s].sync_all().map_err(|e| io("syncing replica", e))?;
-        write_cc_tree_d(&cache.join("sc-02-data-tree-d.dat.tmp"), g.nodes).map_err(|e| io("writing tree-d", e))?;
+        let root = tree_d_roots[s];
+        if root != cds[s] {
+            return Err(Pc1Error::DataMismatch(format!(
+                "sector {}: its data now has comm_d {} but it was labelled under {}: the staged file changed during the batch",
+                sec.sector_id,
+                hex::encode(root),
+                hex::encode(cds[s])
+            )));
+        }
         let abs = std::fs::canonicalize(cache).map_err(|e| io("resolving cache dir", e))?;
         std::fs::write(cache.join("t_aux.tmp"), t_aux_bytes(&abs, g.nodes, layers, cfg.sector_size))
             .map_err(|e| io("writing t_aux", e))?;

@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 success, 1 internal error, 2 invalid input (config/flags), 3 storage / I/O
 //! failure, 4 unsupported CPU (no SHA-NI without `--allow-portable-hash`), 5 verification
-//! found mismatching labels, 6 the node's parent cache is missing, unverified or corrupt.
+//! found mismatching labels, 6 the node's parent cache is missing, unverified or corrupt, 7 a
+//! data sector's staged file or comm_d does not match its pieces.
 
 use clap::{Parser, Subcommand};
 use sealer_config::{BatchConfig, Layout};
@@ -114,6 +115,21 @@ enum Cmd {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Stage raw piece files into one data sector's file, as lotus does before sealing (each
+    /// piece zero-padded to 127·2^k bytes, fr32-padded and aligned by filecoin-proofs'
+    /// add_piece, the rest of the sector zero), and print the sector's `data` for a batch
+    /// config: {path, pieces: [{comm_p, size}]} plus the sector's comm_d.
+    Stage {
+        /// Sector size: 2KiB, 8MiB, 512MiB, 32GiB or 64GiB.
+        #[arg(long)]
+        sector_size: String,
+        /// A raw piece file (repeat, in order).
+        #[arg(long = "piece", required = true)]
+        pieces: Vec<PathBuf>,
+        /// The staged sector file to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Seal the config's sectors with crates.io filecoin-proofs (PC1 + PC2, one at a time) and
     /// print their commitments in the results.json format: the reference the demo and the
     /// e2e tests compare sealfleet's results with. Test sector sizes (2KiB, 8MiB, 512MiB) only.
@@ -179,8 +195,35 @@ fn fail(e: Pc1Error) -> ExitCode {
     ExitCode::from(e.exit_code() as u8)
 }
 
+/// Load a config and compute its data sectors' comm_d from their pieces (refusing one that
+/// differs from a given comm_d): nothing downstream sees a data sector without its comm_d.
 fn load(path: &Path) -> Result<BatchConfig, Pc1Error> {
-    BatchConfig::from_file(path).map_err(Pc1Error::from)
+    let mut cfg = BatchConfig::from_file(path).map_err(Pc1Error::from)?;
+    sealer_data::resolve_comm_ds(&mut cfg).map_err(data_err)?;
+    Ok(cfg)
+}
+
+fn data_err(e: sealer_data::DataError) -> Pc1Error {
+    match e {
+        sealer_data::DataError::Input(m) => Pc1Error::Input(m),
+        sealer_data::DataError::Mismatch(m) => Pc1Error::DataMismatch(m),
+        sealer_data::DataError::Io(m) => Pc1Error::Io(m),
+    }
+}
+
+/// Before PC1 labels anything (a fresh or resumed run with layers left): every data sector's
+/// staged file must be field elements whose tree-d root is the comm_d its pieces make, or the
+/// batch fails here, with the slot untouched on a fresh run.
+fn check_data_before_pc1(cfg: &BatchConfig) -> Result<(), Pc1Error> {
+    if sealer_pc1::layers_done(cfg) >= cfg.num_layers() {
+        return Ok(());
+    }
+    let t = std::time::Instant::now();
+    let n = sealer_data::check_data(cfg).map_err(data_err)?;
+    if n > 0 {
+        log::info!("data of {n} sectors matches their pieces' comm_d ({:.1} s)", t.elapsed().as_secs_f64());
+    }
+    Ok(())
 }
 
 fn pc2_and_report(
@@ -272,6 +315,9 @@ fn main() -> ExitCode {
                 ..Default::default()
             };
             opts.tuning.ring_bytes = cache_mib << 20;
+            if let Err(e) = check_data_before_pc1(&cfg) {
+                return fail(e);
+            }
             match sealer_pc1::run_pc1(&cfg, &opts) {
                 Ok(r) => {
                     let out = serde_json::json!({
@@ -318,6 +364,9 @@ fn main() -> ExitCode {
             use_node_parent_cache(&cfg);
             let opts =
                 Pc1Options { allow_portable_hash, pin_threads: !no_pin, progress_bar: !quiet, ..Default::default() };
+            if let Err(e) = check_data_before_pc1(&cfg) {
+                return fail(e);
+            }
             let sink = match sealer_pc1::ProgressSink::new(&cfg, !quiet) {
                 Ok(s) => s,
                 Err(e) => return fail(e),
@@ -364,6 +413,35 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(e),
+            }
+        }
+        Cmd::Stage { sector_size, pieces, out } => {
+            let Some(&(size, ..)) = sealer_config::SECTOR_SIZES.iter().find(|s| s.1 == sector_size) else {
+                eprintln!("sealer: --sector-size {sector_size:?} is not one of 2KiB, 8MiB, 512MiB, 32GiB, 64GiB");
+                return ExitCode::from(2);
+            };
+            let refs: Vec<&Path> = pieces.iter().map(PathBuf::as_path).collect();
+            let staged = sealer_data::stage(size, &refs, &out)
+                .and_then(|p| sealer_data::pieces_comm_d(size, &p).map(|cd| (p, cd)).map_err(sealer_data::DataError::Input));
+            match staged {
+                Ok((p, comm_d)) => {
+                    let path = std::fs::canonicalize(&out).unwrap_or(out);
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&serde_json::json!({
+                            "path": path,
+                            "pieces": p.iter().map(|p| serde_json::json!({"comm_p": hex::encode(p.comm_p), "size": p.size})).collect::<Vec<_>>(),
+                            "comm_d": hex::encode(comm_d),
+                        }))
+                        .unwrap()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    let code = e.exit_code() as u8;
+                    eprintln!("sealer: {e}");
+                    ExitCode::from(code)
+                }
             }
         }
         Cmd::Oracle { config, work } => {

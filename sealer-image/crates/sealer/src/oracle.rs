@@ -1,5 +1,5 @@
-//! rust-fil-proofs as an oracle and as the benchmark baseline: one CC sector through
-//! crates.io `filecoin-proofs` `seal_pre_commit_phase1`.
+//! rust-fil-proofs as an oracle and as the benchmark baseline: one sector (CC, or a data
+//! sector from its staged file and pieces) through crates.io `filecoin-proofs`.
 
 use anyhow::Context;
 use filecoin_proofs::{seal_pre_commit_phase1, PoRepConfig, SealPreCommitPhase1Output, SectorShapeBase};
@@ -32,7 +32,7 @@ pub struct OracleSector {
     pub comm_d: [u8; 32],
 }
 
-/// Seal one CC sector's PC1 with filecoin-proofs in `work` and read back its layer files.
+/// Seal one sector's PC1 with filecoin-proofs in `work` and read back its layer files.
 /// Only the sizes whose shape is `SectorShapeBase` (2 KiB, 8 MiB, 512 MiB) are supported.
 pub fn pc1_sector(cfg: &BatchConfig, s: &SectorSpec, work: &Path, read_layers: bool) -> anyhow::Result<OracleSector> {
     let cache = work.join(format!("cache-{}", s.sector_id));
@@ -50,7 +50,18 @@ pub fn pc1_sector(cfg: &BatchConfig, s: &SectorSpec, work: &Path, read_layers: b
     Ok(OracleSector { layers, comm_d: out.comm_d })
 }
 
-/// filecoin-proofs seal_pre_commit_phase1 for one CC sector into `cache` and `sealed` (both
+/// The filecoin-proofs input of a sector: its staged file (or /dev/zero for CC) and pieces.
+fn sector_input(cfg: &BatchConfig, s: &SectorSpec) -> anyhow::Result<(std::path::PathBuf, Vec<filecoin_proofs::PieceInfo>)> {
+    match &s.data {
+        None => Ok(("/dev/zero".into(), vec![])),
+        Some(d) => Ok((
+            d.path.clone(),
+            sealer_data::piece_infos(cfg.sector_size, &d.pieces).map_err(anyhow::Error::msg).context("pieces")?,
+        )),
+    }
+}
+
+/// filecoin-proofs seal_pre_commit_phase1 for one sector into `cache` and `sealed` (both
 /// created here), with the PoRepConfig it used.
 fn phase1(
     cfg: &BatchConfig,
@@ -61,15 +72,16 @@ fn phase1(
     let pc = porep_config(cfg)?;
     std::fs::create_dir_all(cache)?;
     std::fs::File::create(sealed)?;
+    let (input, pieces) = sector_input(cfg, s)?;
     let out = seal_pre_commit_phase1::<_, _, _, SectorShapeBase>(
         &pc,
         cache,
-        "/dev/zero",
+        input,
         sealed,
         s.prover_id,
         SectorId::from(s.sector_id),
         s.ticket,
-        &[],
+        &pieces,
     )
     .context("seal_pre_commit_phase1")?;
     Ok((pc, out))
@@ -98,7 +110,7 @@ pub fn porep_config(cfg: &BatchConfig) -> anyhow::Result<PoRepConfig> {
     PoRepConfig::new_groth16_with_features(cfg.sector_size, cfg.porep_id, api, feats).context("PoRepConfig")
 }
 
-/// Output of a full filecoin-proofs PC1 + PC2 on one CC sector (files kept in `work`).
+/// Output of a full filecoin-proofs PC1 + PC2 on one sector (files kept in `work`).
 pub struct OraclePreCommit {
     /// comm_r.
     pub comm_r: [u8; 32],
@@ -114,7 +126,7 @@ pub struct OraclePreCommit {
     pub pc2_seconds: f64,
 }
 
-/// filecoin-proofs seal_pre_commit_phase1 + phase2 for one CC sector; keeps its files.
+/// filecoin-proofs seal_pre_commit_phase1 + phase2 for one sector; keeps its files.
 pub fn precommit_sector(cfg: &BatchConfig, s: &SectorSpec, work: &Path) -> anyhow::Result<OraclePreCommit> {
     let cache = work.join(format!("oracle-cache-{}", s.sector_id));
     let sealed = work.join(format!("oracle-sealed-{}", s.sector_id));
@@ -149,14 +161,14 @@ pub fn commit_phase1(
         s.ticket,
         seed,
         filecoin_proofs::SealPreCommitOutput { comm_r, comm_d },
-        &[],
+        &sector_input(cfg, s)?.1,
     )
     .context("seal_commit_phase1")?;
     Ok(out.vanilla_proofs.len())
 }
 
-/// filecoin-proofs PC1 + PC2 for every sector of a batch config (CC sectors, base-shape test
-/// sizes), as `{"sectors": [{"sector_id", "comm_d", "comm_r"}]}` with hex commitments in the
+/// filecoin-proofs PC1 + PC2 for every sector of a batch config (CC and data sectors,
+/// base-shape test sizes), as `{"sectors": [{"sector_id", "comm_d", "comm_r"}]}` with hex commitments in the
 /// byte order rust-fil-proofs returns them, like `results.json`. Each sector's files are
 /// removed once it is sealed; the parent cache under `work` is kept for the next run.
 pub fn precommit_batch(cfg: &BatchConfig, work: &Path) -> anyhow::Result<serde_json::Value> {

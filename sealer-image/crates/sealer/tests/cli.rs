@@ -159,6 +159,83 @@ fn finished_state_over_a_scrubbed_slot_labels_again_and_matches_oracle() {
     common::compare_with_oracle(&cfg, &rids, &cds, &export, work.path());
 }
 
+/// `sealer stage` writes a data sector's file and prints its `data`; a batch whose file does
+/// not hold its pieces (or whose comm_d is not its pieces') fails with exit 7 naming the sector
+/// and both values before the slot is touched, and the right pieces seal.
+#[test]
+fn data_sector_mismatch_is_refused_before_the_slot_is_touched() {
+    let work = tempfile::tempdir().unwrap();
+    let pieces: Vec<PathBuf> = [700usize, 200]
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let p = work.path().join(format!("piece-{i}"));
+            std::fs::write(&p, (0..len).map(|j| (j * 7 + i) as u8).collect::<Vec<_>>()).unwrap();
+            p
+        })
+        .collect();
+    let staged = work.path().join("staged");
+    let out = bin()
+        .args(["stage", "--sector-size", "2KiB", "--out", staged.to_str().unwrap()])
+        .args(pieces.iter().flat_map(|p| ["--piece", p.to_str().unwrap()]))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let data: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(data["pieces"].as_array().unwrap().len(), 2);
+    assert_eq!(std::fs::metadata(&staged).unwrap().len(), 2048);
+    let comm_d = data["comm_d"].as_str().unwrap().to_string();
+
+    let (_, mut json) = common::config(2048, 5, 2, 10, work.path(), 1);
+    let sector = json["sectors"][1]["sector_id"].to_string();
+    let refused = |json: &serde_json::Value, words: &[&str]| {
+        let out = ConfigFile::write(work.path().join("data.json"), json).seal("batch").output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(7), "{err}");
+        for w in words {
+            assert!(err.contains(w), "{w:?} not in {err}");
+        }
+        assert!(!work.path().join("dev0.img").exists(), "the slot was touched");
+    };
+    // The pieces in the wrong order: the file does not hold them.
+    let mut swapped = data.clone();
+    swapped["pieces"].as_array_mut().unwrap().reverse();
+    swapped.as_object_mut().unwrap().remove("comm_d");
+    json["sectors"][1]["data"] = swapped;
+    let want = sealer_data::pieces_comm_d(
+        2048,
+        &[
+            sealer_config::Piece { comm_p: hex32(&data["pieces"][1]["comm_p"]), size: data["pieces"][1]["size"].as_u64().unwrap() },
+            sealer_config::Piece { comm_p: hex32(&data["pieces"][0]["comm_p"]), size: data["pieces"][0]["size"].as_u64().unwrap() },
+        ],
+    )
+    .unwrap();
+    refused(&json, &[&format!("sector {sector}"), "does not hold those pieces", &comm_d, &hex::encode(want)]);
+    // The right pieces under another comm_d.
+    let mut right = data.clone();
+    right.as_object_mut().unwrap().remove("comm_d");
+    json["sectors"][1]["data"] = right;
+    json["sectors"][1]["comm_d"] = "0b".repeat(32).into();
+    refused(&json, &["sectors[1].comm_d", &format!("sector {sector}"), &comm_d, &"0b".repeat(32)]);
+    // The raw piece as the sector file: not fr32-padded.
+    json["sectors"][1].as_object_mut().unwrap().remove("comm_d");
+    let raw = work.path().join("raw");
+    std::fs::write(&raw, vec![0xffu8; 2048]).unwrap();
+    json["sectors"][1]["data"]["path"] = raw.to_str().unwrap().into();
+    refused(&json, &[&format!("sector {sector}"), "not a field element"]);
+    // The staged file: sealed, with the comm_d its pieces make.
+    json["sectors"][1]["data"]["path"] = staged.to_str().unwrap().into();
+    let out = ConfigFile::write(work.path().join("data.json"), &json).seal("batch").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let res: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(res["sectors"][1]["comm_d"], comm_d.as_str());
+    assert_eq!(res["sectors"][0]["comm_d"], hex::encode(sealer_hash::cc_comm_d(2048)));
+}
+
+fn hex32(v: &serde_json::Value) -> [u8; 32] {
+    hex::decode(v.as_str().unwrap()).unwrap().try_into().unwrap()
+}
+
 #[test]
 fn invalid_config_fails_before_work_naming_the_field() {
     let work = tempfile::tempdir().unwrap();

@@ -9,11 +9,23 @@ use sealer::oracle;
 use sealer_pc1::{Pc1Options, Tuning};
 
 fn pc2_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_sectors: usize, c1: bool) {
-    pc2_case_with(sector_size, proof_id, n, seed, oracle_sectors, c1, false)
+    pc2_case_with(sector_size, proof_id, n, seed, oracle_sectors, c1, false, &[])
 }
 
-/// With `lotus`, the batch is one miner's and writes a lotus/Curio storage path.
-fn pc2_case_with(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_sectors: usize, c1: bool, lotus: bool) {
+/// With `lotus`, the batch is one miner's and writes a lotus/Curio storage path. `data[i]`
+/// lists the raw piece lengths of sector i, random bytes staged by filecoin-proofs' add_piece
+/// (no entry or an empty one: a CC sector).
+#[allow(clippy::too_many_arguments)]
+fn pc2_case_with(
+    sector_size: u64,
+    proof_id: u64,
+    n: usize,
+    seed: u64,
+    oracle_sectors: usize,
+    c1: bool,
+    lotus: bool,
+    data: &[&[usize]],
+) {
     common::init();
     let work = tempfile::tempdir().unwrap();
     let (mut cfg, mut json) = common::config(sector_size, proof_id, n, seed, work.path(), 2);
@@ -22,7 +34,32 @@ fn pc2_case_with(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_se
             s["prover_id"] = hex::encode(sealer_config::prover_id_of(1000)).into();
         }
         json["lotus"] = serde_json::json!({"miner": 1000, "storage_id": "0f1e2d3c-4b5a-4697-8877-665544332211"});
+    }
+    let mut data_rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0xda7a);
+    for (i, lens) in data.iter().enumerate().filter(|(_, l)| !l.is_empty()) {
+        let raws: Vec<std::path::PathBuf> = lens
+            .iter()
+            .enumerate()
+            .map(|(j, &len)| {
+                let p = work.path().join(format!("piece-{i}-{j}"));
+                let mut b = vec![0u8; len];
+                data_rng.fill(&mut b[..]);
+                std::fs::write(&p, b).unwrap();
+                p
+            })
+            .collect();
+        let refs: Vec<&std::path::Path> = raws.iter().map(|p| p.as_path()).collect();
+        let staged = work.path().join(format!("staged-{i}"));
+        let pieces = sealer_data::stage(sector_size, &refs, &staged).expect("staging");
+        json["sectors"][i]["data"] = serde_json::json!({
+            "path": staged.display().to_string(),
+            "pieces": pieces.iter().map(|p| serde_json::json!({"comm_p": hex::encode(p.comm_p), "size": p.size})).collect::<Vec<_>>(),
+        });
+    }
+    if lotus || !data.is_empty() {
         cfg = sealer_config::BatchConfig::from_json(&json.to_string()).unwrap();
+        sealer_data::resolve_comm_ds(&mut cfg).unwrap();
+        assert_eq!(sealer_data::check_data(&cfg).unwrap(), data.iter().filter(|l| !l.is_empty()).count());
     }
     let opts = Pc1Options { allow_portable_hash: true, tuning: Tuning::default(), ..Default::default() };
     sealer_pc1::run_pc1(&cfg, &opts).expect("pc1");
@@ -50,6 +87,9 @@ fn pc2_case_with(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_se
         let o = oracle::precommit_sector(&cfg, s, work.path()).expect("oracle");
         assert_eq!(res[i].comm_r, hex::encode(o.comm_r), "comm_r of sector {i}");
         assert_eq!(res[i].comm_d, hex::encode(o.comm_d), "comm_d of sector {i}");
+        if data.get(i).is_some_and(|l| !l.is_empty()) {
+            assert_ne!(o.comm_d, sealer_hash::cc_comm_d(sector_size), "sector {i} holds data");
+        }
         let ours = sealer_pc2::sector_paths(&cfg, s.sector_id);
         if lotus {
             let name = format!("s-t01000-{}", s.sector_id);
@@ -128,7 +168,7 @@ fn pc2_kib2_v1_1_n1_with_c1() {
 
 #[test]
 fn pc2_kib2_v1_1_n4_lotus_storage_path_with_c1() {
-    pc2_case_with(2048, 5, 4, 605, 4, true, true);
+    pc2_case_with(2048, 5, 4, 605, 4, true, true, &[]);
 }
 
 #[test]
@@ -159,4 +199,18 @@ fn pc2_kib2_v1_1_n16_with_c1() {
 #[test]
 fn pc2_mib8_v1_1_n4_with_c1() {
     pc2_case(8 << 20, 6, 4, 604, 2, true);
+}
+
+/// Data sectors: one piece filling the sector, three pieces of odd sizes with alignment
+/// padding between them, one small piece with the rest zero, beside a CC sector; replica,
+/// tree-d and every other file equal filecoin-proofs' with the same pieces, and its C1 accepts them.
+#[test]
+fn pc2_kib2_data_sectors_beside_cc_with_c1() {
+    pc2_case_with(2048, 5, 4, 608, 4, true, false, &[&[2032], &[], &[100, 500, 200], &[127]]);
+}
+
+/// The same at 8 MiB: a sector of three pieces with padding between them beside a CC sector.
+#[test]
+fn pc2_mib8_data_and_cc_sectors() {
+    pc2_case_with(8 << 20, 6, 2, 609, 1, true, false, &[&[1000, 300_000, 5000]]);
 }
