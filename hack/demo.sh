@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo: the whole product on one machine. Builds what is missing, starts the local cluster
-# (hack/cluster.sh), installs the Helm chart, opts the real node in, seals a batch of 8 MiB CC
-# sectors with the real sealer, compares every CommR with rust-fil-proofs (`sealer oracle`),
+# (hack/cluster.sh), installs the Helm chart, opts the real node in, seals a batch of 8 MiB
+# sectors (the first with deal data, the rest CC) with the real sealer, compares every CommR
+# with rust-fil-proofs (`sealer oracle`),
 # waits for the slot to be released, then places a simulated backlog on the kwok fleet.
 #
 #   hack/demo.sh            all of the below, in order
@@ -27,6 +28,8 @@ eval "$(hack/cluster.sh env)"
 NS=sealfleet-system
 BATCH_NS=sealfleet-batches
 OUTPUT_DIR=${OUTPUT_DIR:-/var/lib/sealfleet/output}
+DEALS_DIR=${DEALS_DIR:-/var/lib/sealfleet/deals}  # staged data sectors (the batch's dataSource)
+DATA_SECTORS=${DATA_SECTORS:-1}                   # how many of a batch's sectors hold deal data
 PROOF=StackedDrg8MiBV1_1  # the demo's batches: 8 MiB, V1_1
 NODE=127.0.0.1
 LAYER_FILE=${DEMO_LAYER_FILE:-/var/lib/sealfleet/demo/layers.img}
@@ -135,7 +138,28 @@ node() {
 
 # ---- seal on the real node ------------------------------------------------------------------
 
-# batch_yaml NAME N: N CC 8 MiB sectors 1001.. pinned to the real node.
+# batch_yaml NAME N: N 8 MiB sectors 1001.. pinned to the real node, the first DATA_SECTORS holding data.
+# stage_data NAME NUMBER: a data sector's file under $DEALS_DIR/NAME/ from two random pieces (1 MiB
+# and 4 MiB padded, 3 MiB of alignment padding between them), staged by `sealer stage` as lotus
+# would; prints the sector's `data:` YAML (file relative to $DEALS_DIR, pieces).
+stage_data() {
+  local name=$1 num=$2 dir="$DEALS_DIR/$1" out
+  mkdir -p "$dir"
+  head -c 1000000 /dev/urandom > "$dir/piece-$num-a"
+  head -c 3000000 /dev/urandom > "$dir/piece-$num-b"
+  out=$("$SEALER" stage --sector-size 8MiB --piece "$dir/piece-$num-a" --piece "$dir/piece-$num-b" --out "$dir/s-$num")
+  rm -f "$dir/piece-$num-a" "$dir/piece-$num-b"
+  python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+print("    data:")
+print(f"      file: {sys.argv[2]}")
+print("      pieces:")
+for p in d["pieces"]:
+    print("      - {cid: %s, size: %d}" % (json.dumps(p["comm_p"]), p["size"]))
+' "$out" "$name/s-$num"
+}
+
 batch_yaml() {
   local name=$1 n=$2 i
   cat <<EOF
@@ -153,18 +177,22 @@ spec:
   output:
     hostPath: {path: "$OUTPUT_DIR"}
     layout: Lotus
-  sectors:
 EOF
+  # The first DATA_SECTORS sectors hold deal data, staged on the node under $DEALS_DIR.
+  (( DATA_SECTORS > 0 )) && printf '  dataSource:\n    hostPath: {path: "%s"}\n' "$DEALS_DIR"
+  echo "  sectors:"
   for i in $(seq "$n"); do
     printf '  - number: %d\n    ticket: "%s"\n' $((1000 + i)) "$(printf '%064x' $((0x5eed0000 + i)) )"
+    (( i <= DATA_SECTORS )) && stage_data "$name" $((1000 + i))
   done
+  return 0
 }
 
 seal() {
   local name=${1:-cc-8mib-demo} n=${2:-4}
   kc -n "$BATCH_NS" delete sealbatch "$name" --ignore-not-found --wait=true >/dev/null
   batch_yaml "$name" "$n" | kc apply -f - >/dev/null
-  say "SealBatch $BATCH_NS/$name: $n CC 8 MiB sectors on node $NODE"
+  say "SealBatch $BATCH_NS/$name: $n 8 MiB sectors ($(( DATA_SECTORS < n ? DATA_SECTORS : n )) with deal data) on node $NODE"
   local line last="" phase="" t=$(date +%s)
   while :; do
     line=$(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.phase}|{.status.progress.phase}|{.status.progress.layer}|{.status.progress.layers}|{.status.progress.percent}|{.status.message}' 2>/dev/null || true)
@@ -195,6 +223,7 @@ compare() {
   # again when the caller returns, with $tmp out of scope (set -u).
   trap 'rm -rf "$tmp"; trap - RETURN' RETURN
   kc -n "$BATCH_NS" get configmap "$name-sealer-config" -o jsonpath='{.data.config\.json}' > "$tmp/in.json"
+  kc -n "$BATCH_NS" get sealbatch "$name" -o json > "$tmp/batch.json"
   python3 - "$tmp" <<'EOF'
 import json, sys
 d = sys.argv[1]
@@ -202,9 +231,13 @@ c = json.load(open(d + "/in.json"))
 c["output_dir"] = d + "/out"          # the oracle's own scratch; the layer paths do not matter to it
 for k in ("metrics_port", "progress_file"):
     c.pop(k, None)
+# Data sectors' files as the host sees them (the pod reads the batch's dataSource at /data).
+src = (json.load(open(d + "/batch.json"))["spec"].get("dataSource") or {}).get("hostPath", {}).get("path")
+for s in c["sectors"]:
+    if "data" in s and src:
+        s["data"]["path"] = src + s["data"]["path"].removeprefix("/data")
 json.dump(c, open(d + "/oracle.json", "w"))
 EOF
-  kc -n "$BATCH_NS" get sealbatch "$name" -o json > "$tmp/batch.json"
   if ! "$SEALER" oracle --help >/dev/null 2>&1; then
     python3 - "$tmp/batch.json" <<'EOF'
 import json, sys

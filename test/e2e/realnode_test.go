@@ -122,6 +122,28 @@ func checkCPUManager(t *testing.T, batch string) {
 	t.Logf("CPU manager static=%v: layout CPUs %s, granted %s, L3 groups %v, moves %v", static, b.Status.CPUs, rc.Granted, rc.L3Groups, rc.Moves)
 }
 
+// checkDataSector: the demo's batches hold deal data in their first sector (hack/demo.sh
+// DATA_SECTORS), so its commD is its pieces' (a piece CID in the status), not the CC one, and
+// the other sectors are CC; `compare` has already matched every CommR with rust-fil-proofs.
+func checkDataSector(t *testing.T, batch string) {
+	t.Helper()
+	var b sealv1.SealBatch
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "sealfleet-batches", Name: batch}, &b); err != nil {
+		t.Fatal(err)
+	}
+	const cc8MiB = "65f29e5d98d246c38b388cfc06db1f6b021303c5a289000bdce832a9c3ec421c"
+	if b.Spec.DataSource == nil || len(b.Spec.Sectors) < 2 || b.Spec.Sectors[0].Data == nil || b.Spec.Sectors[1].Data != nil {
+		t.Fatalf("the demo batch is not one data sector beside CC ones: %+v", b.Spec)
+	}
+	for _, s := range b.Status.Sectors {
+		data := s.Number == b.Spec.Sectors[0].Number
+		if data == (s.CommD == cc8MiB) || !strings.HasPrefix(s.CommDCID, "baga6ea4seaq") {
+			t.Errorf("sector %d (data %v): commD %s %s", s.Number, data, s.CommD, s.CommDCID)
+		}
+	}
+	t.Logf("data sector %d: commD %s", b.Spec.Sectors[0].Number, b.Status.Sectors[0].CommDCID)
+}
+
 // checkLotusStore: the demo's batches write a lotus/Curio storage path; each sector is where
 // lotus-miner and Curio look for it, and sectorstore.json names the path by the batch UID.
 func checkLotusStore(t *testing.T, batch string) {
@@ -161,7 +183,8 @@ func checkLotusStore(t *testing.T, batch string) {
 	}
 }
 
-// TestRealNode installs the chart, seals 4 CC 8 MiB sectors with the real sealer on node
+// TestRealNode installs the chart, seals 4 8 MiB sectors (one holding deal data, three CC)
+// with the real sealer on node
 // 127.0.0.1, checks every CommR against rust-fil-proofs (`sealer oracle`), that the slot is
 // released and scrubbed, and, through a Prometheus scraping the run, that hasher busy-ratio
 // series exist with values in [0,1] and the hasher-utilisation alert does not fire; then the
@@ -245,6 +268,7 @@ func TestRealNode(t *testing.T) {
 	}
 	checkCPUManager(t, batch)
 	checkLotusStore(t, batch)
+	checkDataSector(t, batch)
 	out = step(nil, "release", batch)
 	if !strings.Contains(out, "scrubbed") {
 		t.Errorf("release did not report a scrub: %s", out)
