@@ -15,8 +15,10 @@ use std::path::PathBuf;
 
 mod fit;
 mod layout;
+mod snap;
 pub use fit::{CpuFit, CpuPlace, CpuTopology};
 pub use layout::{allowed_cpus, l3_groups, parse_cpu_list, Coordinator, Hasher, Layout, Roles};
+pub use snap::{SnapConfig, SnapSectorSpec};
 
 /// Config keys the operator never renders: the proof given field by field instead of as
 /// `registered_proof`, and a progress file (the operator reads `/progress` over HTTP). Every
@@ -293,9 +295,11 @@ struct RawPiece {
 }
 
 /// Parse a data sector's `data` object: a path and a non-empty piece list that fits the sector.
-fn parse_data(field: &str, v: serde_json::Value, sector_size: u64) -> Result<SectorData, ConfigError> {
-    let raw: RawData = serde_json::from_value(v)
-        .map_err(|e| ConfigError { field: field.into(), message: format!("must be an object {{path, pieces}}: {e}") })?;
+pub(crate) fn parse_data(field: &str, v: serde_json::Value, sector_size: u64) -> Result<SectorData, ConfigError> {
+    let raw: RawData = serde_json::from_value(v).map_err(|e| ConfigError {
+        field: field.into(),
+        message: format!("must be an object {{path, pieces}}: {e}"),
+    })?;
     let path = match &raw.path {
         Some(serde_json::Value::String(p)) if p.starts_with('/') => PathBuf::from(p),
         _ => return err(format!("{field}.path"), "give the staged sector file as an absolute path"),
@@ -313,8 +317,10 @@ fn parse_data(field: &str, v: serde_json::Value, sector_size: u64) -> Result<Sec
     let mut total = 0u64;
     for (j, pv) in raw_pieces.into_iter().enumerate() {
         let pf = format!("{field}.pieces[{j}]");
-        let rp: RawPiece = serde_json::from_value(pv)
-            .map_err(|e| ConfigError { field: pf.clone(), message: format!("must be an object {{comm_p, size}}: {e}") })?;
+        let rp: RawPiece = serde_json::from_value(pv).map_err(|e| ConfigError {
+            field: pf.clone(),
+            message: format!("must be an object {{comm_p, size}}: {e}"),
+        })?;
         let comm_p = match &rp.comm_p {
             Some(v) => parse_hex32(&format!("{pf}.comm_p"), v)?,
             None => return err(format!("{pf}.comm_p"), "missing; give 64 hex characters"),
@@ -324,7 +330,10 @@ fn parse_data(field: &str, v: serde_json::Value, sector_size: u64) -> Result<Sec
             None => return err(format!("{pf}.size"), "missing; give the padded piece size in bytes"),
         };
         if size < 128 || !size.is_power_of_two() {
-            return err(format!("{pf}.size"), format!("{size} is not a padded piece size: a power of two of at least 128 bytes"));
+            return err(
+                format!("{pf}.size"),
+                format!("{size} is not a padded piece size: a power of two of at least 128 bytes"),
+            );
         }
         // Each piece starts at a multiple of its size (padding implied), as compute_comm_d lays them out.
         total = total.div_ceil(size) * size + size;
@@ -377,7 +386,7 @@ fn as_str<'a>(field: &str, v: &'a serde_json::Value) -> Result<&'a str, ConfigEr
     v.as_str().map_or_else(|| err(field, format!("must be a string, got {v}")), Ok)
 }
 
-fn as_u64(field: &str, v: &serde_json::Value) -> Result<u64, ConfigError> {
+pub(crate) fn as_u64(field: &str, v: &serde_json::Value) -> Result<u64, ConfigError> {
     match v {
         serde_json::Value::Number(n) if n.as_u64().is_some() => Ok(n.as_u64().unwrap()),
         // Large ids may arrive as decimal strings from JSON producers that fear precision loss.
@@ -902,7 +911,11 @@ mod tests {
             Vec::<&str>::new(),
             "sector keys never rendered"
         );
-        assert_eq!(missing(read_keys::<RawData>(), &with_comm_d["data"], &[]), Vec::<&str>::new(), "data keys never rendered");
+        assert_eq!(
+            missing(read_keys::<RawData>(), &with_comm_d["data"], &[]),
+            Vec::<&str>::new(),
+            "data keys never rendered"
+        );
         assert_eq!(
             missing(read_keys::<RawPiece>(), &with_comm_d["data"]["pieces"][0], &[]),
             Vec::<&str>::new(),
@@ -959,13 +972,37 @@ mod tests {
         for (data, field, words) in [
             (serde_json::json!({"path": "deals/s-1", "pieces": [piece(128)]}), "sectors[0].data.path", "absolute"),
             (serde_json::json!({"path": "/d", "pieces": []}), "sectors[0].data.pieces", "drop `data`"),
-            (serde_json::json!({"path": "/d", "pieces": [piece(127)]}), "sectors[0].data.pieces[0].size", "power of two"),
-            (serde_json::json!({"path": "/d", "pieces": [piece(192)]}), "sectors[0].data.pieces[0].size", "power of two"),
+            (
+                serde_json::json!({"path": "/d", "pieces": [piece(127)]}),
+                "sectors[0].data.pieces[0].size",
+                "power of two",
+            ),
+            (
+                serde_json::json!({"path": "/d", "pieces": [piece(192)]}),
+                "sectors[0].data.pieces[0].size",
+                "power of two",
+            ),
             // 1 MiB then 4 MiB: the second starts at 4 MiB (aligned), ending at 8 MiB; a third does not fit.
-            (serde_json::json!({"path": "/d", "pieces": [piece(1 << 20), piece(4 << 20), piece(128)]}), "sectors[0].data.pieces[2].size", "sector holds"),
-            (serde_json::json!({"path": "/d", "pieces": [{"comm_p": "zz", "size": 128}]}), "sectors[0].data.pieces[0].comm_p", ""),
-            (serde_json::json!({"path": "/d", "pieces": [{"size": 128}]}), "sectors[0].data.pieces[0].comm_p", "missing"),
-            (serde_json::json!({"path": "/d", "pieces": [piece(128)], "unsealed": true}), "sectors[0].data", "unsealed"),
+            (
+                serde_json::json!({"path": "/d", "pieces": [piece(1 << 20), piece(4 << 20), piece(128)]}),
+                "sectors[0].data.pieces[2].size",
+                "sector holds",
+            ),
+            (
+                serde_json::json!({"path": "/d", "pieces": [{"comm_p": "zz", "size": 128}]}),
+                "sectors[0].data.pieces[0].comm_p",
+                "",
+            ),
+            (
+                serde_json::json!({"path": "/d", "pieces": [{"size": 128}]}),
+                "sectors[0].data.pieces[0].comm_p",
+                "missing",
+            ),
+            (
+                serde_json::json!({"path": "/d", "pieces": [piece(128)], "unsealed": true}),
+                "sectors[0].data",
+                "unsealed",
+            ),
         ] {
             v["sectors"][0]["data"] = data;
             let e = BatchConfig::from_json(&v.to_string()).unwrap_err();
@@ -984,7 +1021,11 @@ mod tests {
         v["sectors"] = serde_json::json!([v["sectors"][0].clone(), other]);
         let e = BatchConfig::from_json(&v.to_string()).unwrap_err();
         assert_eq!(e.field, "sectors[1].comm_d");
-        assert!(e.message.contains("sector 77") && e.message.contains("omit comm_d") && e.message.contains("`data`"), "{}", e.message);
+        assert!(
+            e.message.contains("sector 77") && e.message.contains("omit comm_d") && e.message.contains("`data`"),
+            "{}",
+            e.message
+        );
         // The CC commitment of the sector size is what the sealer uses anyway: accepted.
         v["sectors"][1]["comm_d"] = hex::encode(sealer_hash::cc_comm_d(8 << 20)).into();
         let c = BatchConfig::from_json(&v.to_string()).unwrap();

@@ -78,9 +78,8 @@ pub fn resolve_comm_ds(cfg: &mut BatchConfig) -> Result<(), DataError> {
     let size = cfg.sector_size;
     for (i, s) in cfg.sectors.iter_mut().enumerate() {
         let Some(d) = &s.data else { continue };
-        let from_pieces = pieces_comm_d(size, &d.pieces).map_err(|e| {
-            DataError::Input(format!("sectors[{i}].data.pieces: sector {}: {e}", s.sector_id))
-        })?;
+        let from_pieces = pieces_comm_d(size, &d.pieces)
+            .map_err(|e| DataError::Input(format!("sectors[{i}].data.pieces: sector {}: {e}", s.sector_id)))?;
         match s.comm_d {
             Some(given) if given != from_pieces => {
                 return Err(DataError::Mismatch(format!(
@@ -107,8 +106,9 @@ impl DataFile {
     /// Open `sector`'s staged file; refuse one longer than the sector.
     pub fn open(sector: &SectorSpec, sector_size: u64) -> Result<Self, DataError> {
         let d = sector.data.as_ref().ok_or_else(|| DataError::Input(format!("sector {} is CC", sector.sector_id)))?;
-        let file = File::open(&d.path)
-            .map_err(|e| DataError::Io(format!("sector {}: opening its data {}: {e}", sector.sector_id, d.path.display())))?;
+        let file = File::open(&d.path).map_err(|e| {
+            DataError::Io(format!("sector {}: opening its data {}: {e}", sector.sector_id, d.path.display()))
+        })?;
         let len = file
             .metadata()
             .map_err(|e| DataError::Io(format!("sector {}: {}: {e}", sector.sector_id, d.path.display())))?
@@ -263,13 +263,15 @@ pub fn check_sector(sector: &SectorSpec, sector_size: u64) -> Result<(), DataErr
         sector_size / 32,
         None,
         |v, b| f.read_nodes(v, b),
-        |v, b| match first_non_field(v, b) {
+        |v, b| {
+            match first_non_field(v, b) {
             Some(n) => Err(DataError::Mismatch(format!(
                 "sector {}: node {n} of its data {} is not a field element: give the fr32-padded staged file (as add_piece writes it), not the raw piece bytes",
                 sector.sector_id,
                 path.display()
             ))),
             None => Ok(()),
+        }
         },
     )?;
     if root != want {
@@ -287,12 +289,8 @@ pub fn check_sector(sector: &SectorSpec, sector_size: u64) -> Result<(), DataErr
 /// [`check_sector`] for every data sector of the batch, in parallel; the first failure in
 /// sector order is returned.
 pub fn check_data(cfg: &BatchConfig) -> Result<usize, DataError> {
-    let results: Vec<Result<(), DataError>> = cfg
-        .sectors
-        .par_iter()
-        .filter(|s| s.data.is_some())
-        .map(|s| check_sector(s, cfg.sector_size))
-        .collect();
+    let results: Vec<Result<(), DataError>> =
+        cfg.sectors.par_iter().filter(|s| s.data.is_some()).map(|s| check_sector(s, cfg.sector_size)).collect();
     let n = results.len();
     results.into_iter().collect::<Result<Vec<()>, _>>()?;
     Ok(n)

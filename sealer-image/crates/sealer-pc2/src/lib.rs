@@ -21,6 +21,8 @@
 
 #![warn(missing_docs)]
 
+pub mod snap;
+
 use blstrs::Scalar as Fr;
 use ff::PrimeField;
 use generic_array::typenum::{U11, U2, U8};
@@ -100,7 +102,7 @@ pub fn tree_len(leaves: u64) -> u64 {
 
 /// Streaming arity-8 Poseidon tree writer: leaves are pushed in order; rows at or above
 /// `first_stored` are written to the file at their final offsets.
-struct TreeBuilder {
+pub(crate) struct TreeBuilder {
     file: File,
     first_stored: usize,
     offsets: Vec<u64>,
@@ -111,7 +113,7 @@ struct TreeBuilder {
 }
 
 impl TreeBuilder {
-    fn new(path: &Path, leaves: u64, first_stored: usize) -> std::io::Result<Self> {
+    pub(crate) fn new(path: &Path, leaves: u64, first_stored: usize) -> std::io::Result<Self> {
         let mut sizes = vec![leaves];
         while *sizes.last().unwrap() > 1 {
             sizes.push(sizes.last().unwrap() / 8);
@@ -137,7 +139,7 @@ impl TreeBuilder {
         })
     }
 
-    fn push(&mut self, level: usize, x: Fr) -> std::io::Result<()> {
+    pub(crate) fn push(&mut self, level: usize, x: Fr) -> std::io::Result<()> {
         if level >= self.first_stored {
             self.wbuf[level].extend_from_slice(&fr_bytes(&x));
             if self.wbuf[level].len() >= 1 << 20 {
@@ -167,7 +169,7 @@ impl TreeBuilder {
         Ok(())
     }
 
-    fn finish(mut self) -> std::io::Result<Fr> {
+    pub(crate) fn finish(mut self) -> std::io::Result<Fr> {
         for l in 0..self.offsets.len() {
             self.flush_level(l)?;
         }
@@ -232,7 +234,7 @@ pub fn sector_paths(cfg: &BatchConfig, sector_id: u64) -> SectorPaths {
 }
 
 /// `path` with `.tmp` appended (files are written under it and renamed when complete).
-fn tmp_of(path: &Path) -> PathBuf {
+pub(crate) fn tmp_of(path: &Path) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(".tmp");
     PathBuf::from(s)
@@ -255,7 +257,7 @@ fn write_sectorstore(cfg: &BatchConfig, store: &sealer_config::LotusStore) -> st
     std::fs::rename(tmp, path)
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, serde::Deserialize)]
 struct StoreCfg {
     path: PathBuf,
     id: String,
@@ -263,7 +265,7 @@ struct StoreCfg {
     rows_to_discard: usize,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, serde::Deserialize)]
 struct TAux {
     labels: Vec<StoreCfg>,
     tree_d_config: StoreCfg,
@@ -290,7 +292,12 @@ pub fn t_aux_bytes(cache: &Path, nodes: u64, layers: usize, sector_size: u64) ->
     bincode::serialize(&aux).expect("bincode")
 }
 
-fn data_err(e: sealer_data::DataError) -> Pc1Error {
+/// tree-r-last's rows_to_discard as a cache directory's `t_aux` records it.
+pub(crate) fn t_aux_rows_to_discard(t_aux: &[u8]) -> Result<usize, String> {
+    bincode::deserialize::<TAux>(t_aux).map(|t| t.tree_r_last_config.rows_to_discard).map_err(|e| e.to_string())
+}
+
+pub(crate) fn data_err(e: sealer_data::DataError) -> Pc1Error {
     match e {
         sealer_data::DataError::Input(m) => Pc1Error::Input(m),
         sealer_data::DataError::Mismatch(m) => Pc1Error::DataMismatch(m),
@@ -299,7 +306,7 @@ fn data_err(e: sealer_data::DataError) -> Pc1Error {
 }
 
 /// A data node as a field element; fr32-padded data always is one (checked before PC1).
-fn field_element(b: &[u8], node: u64) -> std::io::Result<Fr> {
+pub(crate) fn field_element(b: &[u8], node: u64) -> std::io::Result<Fr> {
     let mut r = [0u8; 32];
     r.copy_from_slice(b);
     Option::from(Fr::from_repr(r)).ok_or_else(|| {
@@ -307,11 +314,11 @@ fn field_element(b: &[u8], node: u64) -> std::io::Result<Fr> {
     })
 }
 
-fn io(what: &str, e: impl std::fmt::Display) -> Pc1Error {
+pub(crate) fn io(what: &str, e: impl std::fmt::Display) -> Pc1Error {
     Pc1Error::Io(format!("{what}: {e}"))
 }
 
-fn tree_name(kind: &str, k: usize, t: usize) -> String {
+pub(crate) fn tree_name(kind: &str, k: usize, t: usize) -> String {
     if t == 1 {
         format!("sc-02-data-{kind}.dat")
     } else {

@@ -130,6 +130,15 @@ enum Cmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// SnapDeals: encode deal data into sealed CC sectors (filecoin-proofs' encode_into, every
+    /// sector of the config at once). Writes `<output_dir>/<sector_id>/{sealed,cache/}` and
+    /// `results.json` with comm_d_new, comm_r_old, comm_r_last_new and comm_r_new.
+    Snap {
+        /// Update config (JSON): registered_proof, output_dir, sectors[] {sector_id,
+        /// sector_key, sector_key_cache, data {path, pieces}, comm_d?}.
+        #[arg(long)]
+        config: PathBuf,
+    },
     /// Seal the config's sectors with crates.io filecoin-proofs (PC1 + PC2, one at a time) and
     /// print their commitments in the results.json format: the reference the demo and the
     /// e2e tests compare sealfleet's results with. Test sector sizes (2KiB, 8MiB, 512MiB) only.
@@ -296,6 +305,52 @@ fn use_node_parent_cache(cfg: &BatchConfig) {
     }
 }
 
+/// `sealer snap`: check each sector's data against its pieces, encode them all, write results.json.
+fn snap(path: &Path) -> Result<serde_json::Value, Pc1Error> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Pc1Error::Input(format!("cannot read {}: {e}", path.display())))?;
+    let cfg = sealer_config::SnapConfig::from_json(&text)?;
+    let size = cfg.proof.sector_size;
+    let mut sectors = Vec::with_capacity(cfg.sectors.len());
+    for (i, s) in cfg.sectors.iter().enumerate() {
+        let from_pieces = sealer_data::pieces_comm_d(size, &s.data.pieces)
+            .map_err(|e| Pc1Error::Input(format!("sectors[{i}].data.pieces: sector {}: {e}", s.sector_id)))?;
+        if let Some(given) = s.comm_d.filter(|g| *g != from_pieces) {
+            return Err(Pc1Error::DataMismatch(format!(
+                "sectors[{i}].comm_d: sector {} gives comm_d {} but its pieces make {}",
+                s.sector_id,
+                hex::encode(given),
+                hex::encode(from_pieces)
+            )));
+        }
+        let dir = cfg.output_dir.join(s.sector_id.to_string());
+        sectors.push(sealer_pc2::snap::SnapSector {
+            // Encoding reads only the sector's number, data and comm_d.
+            sector: sealer_config::SectorSpec {
+                prover_id: [0; 32],
+                sector_id: s.sector_id,
+                ticket: [0; 32],
+                comm_d: Some(from_pieces),
+                data: Some(s.data.clone()),
+            },
+            sector_key: s.sector_key.clone(),
+            sector_key_cache: s.sector_key_cache.clone(),
+            replica: dir.join("sealed"),
+            cache: dir.join("cache"),
+        });
+    }
+    let t = std::time::Instant::now();
+    let res = sealer_pc2::snap::encode_sectors(size, &sectors)?;
+    log::info!("{} sectors updated in {:.1} s", res.len(), t.elapsed().as_secs_f64());
+    let v = serde_json::json!({ "sectors": res });
+    let tmp = cfg.output_dir.join("results.json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(&v).unwrap())
+        .map_err(|e| Pc1Error::Io(format!("writing results.json: {e}")))?;
+    std::fs::rename(&tmp, cfg.output_dir.join("results.json"))
+        .map_err(|e| Pc1Error::Io(format!("renaming results.json: {e}")))?;
+    Ok(v)
+}
+
 fn main() -> ExitCode {
     // Everything that logs, filecoin-proofs and storage-proofs included, goes through the `log`
     // facade to stderr; RUST_LOG sets the level (default info).
@@ -421,8 +476,9 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             };
             let refs: Vec<&Path> = pieces.iter().map(PathBuf::as_path).collect();
-            let staged = sealer_data::stage(size, &refs, &out)
-                .and_then(|p| sealer_data::pieces_comm_d(size, &p).map(|cd| (p, cd)).map_err(sealer_data::DataError::Input));
+            let staged = sealer_data::stage(size, &refs, &out).and_then(|p| {
+                sealer_data::pieces_comm_d(size, &p).map(|cd| (p, cd)).map_err(sealer_data::DataError::Input)
+            });
             match staged {
                 Ok((p, comm_d)) => {
                     let path = std::fs::canonicalize(&out).unwrap_or(out);
@@ -444,6 +500,13 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Cmd::Snap { config } => match snap(&config) {
+            Ok(v) => {
+                println!("{}", serde_json::to_string_pretty(&v).unwrap());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
         Cmd::Oracle { config, work } => {
             let cfg = match load(&config) {
                 Ok(c) => c,

@@ -51,7 +51,10 @@ pub fn pc1_sector(cfg: &BatchConfig, s: &SectorSpec, work: &Path, read_layers: b
 }
 
 /// The filecoin-proofs input of a sector: its staged file (or /dev/zero for CC) and pieces.
-fn sector_input(cfg: &BatchConfig, s: &SectorSpec) -> anyhow::Result<(std::path::PathBuf, Vec<filecoin_proofs::PieceInfo>)> {
+fn sector_input(
+    cfg: &BatchConfig,
+    s: &SectorSpec,
+) -> anyhow::Result<(std::path::PathBuf, Vec<filecoin_proofs::PieceInfo>)> {
     match &s.data {
         None => Ok(("/dev/zero".into(), vec![])),
         Some(d) => Ok((
@@ -192,4 +195,59 @@ pub fn precommit_batch(cfg: &BatchConfig, work: &Path) -> anyhow::Result<serde_j
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(serde_json::json!({ "sectors": out }))
+}
+
+/// filecoin-proofs `encode_into` (SnapDeals) of a data sector's staged file into a sealed
+/// sector key; the new replica and cache dir are created here. Returns (comm_r_new,
+/// comm_r_last_new, comm_d_new).
+pub fn snap_encode(
+    cfg: &BatchConfig,
+    s: &SectorSpec,
+    sector_key: &Path,
+    sector_key_cache: &Path,
+    replica: &Path,
+    cache: &Path,
+) -> anyhow::Result<([u8; 32], [u8; 32], [u8; 32])> {
+    let pc = porep_config(cfg)?;
+    let (data, pieces) = sector_input(cfg, s)?;
+    std::fs::create_dir_all(cache)?;
+    std::fs::File::create(replica)?.set_len(cfg.sector_size)?;
+    let out = filecoin_proofs::encode_into::<SectorShapeBase>(
+        &filecoin_proofs::SectorUpdateConfig::from_porep_config(&pc),
+        replica,
+        cache,
+        sector_key,
+        sector_key_cache,
+        &data,
+        &pieces,
+    )
+    .context("encode_into")?;
+    Ok((out.comm_r_new, out.comm_r_last_new, out.comm_d_new))
+}
+
+/// filecoin-proofs' vanilla SnapDeals proofs of every partition, generated from an update's
+/// files and verified by its verifier.
+pub fn snap_prove_and_verify(
+    cfg: &BatchConfig,
+    comms: ([u8; 32], [u8; 32], [u8; 32]),
+    sector_key: &Path,
+    sector_key_cache: &Path,
+    replica: &Path,
+    cache: &Path,
+) -> anyhow::Result<bool> {
+    let (comm_r_old, comm_r_new, comm_d_new) = comms;
+    let uc = filecoin_proofs::SectorUpdateConfig::from_porep_config(&porep_config(cfg)?);
+    let proofs = filecoin_proofs::generate_partition_proofs::<SectorShapeBase>(
+        uc,
+        comm_r_old,
+        comm_r_new,
+        comm_d_new,
+        sector_key,
+        sector_key_cache,
+        replica,
+        cache,
+    )
+    .context("generate_partition_proofs")?;
+    filecoin_proofs::verify_partition_proofs::<SectorShapeBase>(uc, &proofs, comm_r_old, comm_r_new, comm_d_new)
+        .context("verify_partition_proofs")
 }

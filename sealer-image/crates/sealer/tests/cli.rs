@@ -205,8 +205,14 @@ fn data_sector_mismatch_is_refused_before_the_slot_is_touched() {
     let want = sealer_data::pieces_comm_d(
         2048,
         &[
-            sealer_config::Piece { comm_p: hex32(&data["pieces"][1]["comm_p"]), size: data["pieces"][1]["size"].as_u64().unwrap() },
-            sealer_config::Piece { comm_p: hex32(&data["pieces"][0]["comm_p"]), size: data["pieces"][0]["size"].as_u64().unwrap() },
+            sealer_config::Piece {
+                comm_p: hex32(&data["pieces"][1]["comm_p"]),
+                size: data["pieces"][1]["size"].as_u64().unwrap(),
+            },
+            sealer_config::Piece {
+                comm_p: hex32(&data["pieces"][0]["comm_p"]),
+                size: data["pieces"][0]["size"].as_u64().unwrap(),
+            },
         ],
     )
     .unwrap();
@@ -230,6 +236,64 @@ fn data_sector_mismatch_is_refused_before_the_slot_is_touched() {
     let res: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(res["sectors"][1]["comm_d"], comm_d.as_str());
     assert_eq!(res["sectors"][0]["comm_d"], hex::encode(sealer_hash::cc_comm_d(2048)));
+}
+
+/// `sealer snap` updates the CC sectors a `sealer batch` sealed with staged deal data: its
+/// comm_r_new equals filecoin-proofs' encode_into on the same files, and a comm_d that is not
+/// the pieces' fails with exit 7 before anything is written.
+#[test]
+fn snap_updates_sealed_cc_sectors_like_filecoin_proofs() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (cfg, json) = common::config(2048, 5, 2, 12, work.path(), 1);
+    let out = ConfigFile::write(work.path().join("cc.json"), &json).seal("batch").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sealed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    let piece = work.path().join("piece");
+    std::fs::write(&piece, (0..1500u32).map(|i| (i * 13) as u8).collect::<Vec<_>>()).unwrap();
+    let staged = work.path().join("staged");
+    let pieces = sealer_data::stage(2048, &[piece.as_path()], &staged).unwrap();
+    let sector = &cfg.sectors[1];
+    let key = sealer_pc2::sector_paths(&cfg, sector.sector_id);
+    let mut snap = serde_json::json!({
+        "registered_proof": "StackedDrg2KiBV1_1",
+        "output_dir": work.path().join("update").to_str().unwrap(),
+        "sectors": [{"sector_id": sector.sector_id, "sector_key": key.sealed.to_str().unwrap(),
+            "sector_key_cache": key.cache.to_str().unwrap(),
+            "data": {"path": staged.to_str().unwrap(),
+                "pieces": pieces.iter().map(|p| serde_json::json!({"comm_p": hex::encode(p.comm_p), "size": p.size})).collect::<Vec<_>>()},
+            "comm_d": "0a".repeat(32)}]
+    });
+    let run = |snap: &serde_json::Value| {
+        let f = work.path().join("snap.json");
+        std::fs::write(&f, snap.to_string()).unwrap();
+        bin().args(["snap", "--config", f.to_str().unwrap()]).output().unwrap()
+    };
+    let out = run(&snap);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{err}");
+    assert!(err.contains("sectors[0].comm_d") && err.contains(&format!("sector {}", sector.sector_id)), "{err}");
+    assert!(!work.path().join("update").exists(), "an update was written for mismatching data");
+
+    snap["sectors"][0].as_object_mut().unwrap().remove("comm_d");
+    let out = run(&snap);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let res: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(res["sectors"][0]["comm_r_old"], sealed["sectors"][1]["comm_r"]);
+    let mut data_sector = sector.clone();
+    data_sector.data = Some(sealer_config::SectorData { path: staged.clone(), pieces: pieces.clone() });
+    let o = work.path().join("oracle");
+    let (cr, _, cd) =
+        sealer::oracle::snap_encode(&cfg, &data_sector, &key.sealed, &key.cache, &o.join("sealed"), &o.join("cache"))
+            .unwrap();
+    assert_eq!(res["sectors"][0]["comm_r_new"], hex::encode(cr).as_str());
+    assert_eq!(res["sectors"][0]["comm_d_new"], hex::encode(cd).as_str());
+    let update = work.path().join("update").join(sector.sector_id.to_string());
+    assert!(
+        std::fs::read(update.join("sealed")).unwrap() == std::fs::read(o.join("sealed")).unwrap(),
+        "updated replica"
+    );
 }
 
 fn hex32(v: &serde_json::Value) -> [u8; 32] {

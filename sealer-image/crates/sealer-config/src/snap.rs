@@ -1,0 +1,142 @@
+//! The config of a SnapDeals update (`sealer snap`): sealed CC sectors and the deal data to
+//! encode into each.
+
+use crate::{as_u64, err, parse_data, ConfigError, RegisteredProof, SectorData};
+use serde::Deserialize;
+use std::path::PathBuf;
+
+/// One sector to update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapSectorSpec {
+    /// Sector number.
+    pub sector_id: u64,
+    /// The sealed CC replica (read only).
+    pub sector_key: PathBuf,
+    /// Its cache directory with `p_aux` and `t_aux` (read only).
+    pub sector_key_cache: PathBuf,
+    /// The deal data: staged file and pieces.
+    pub data: SectorData,
+    /// comm_d of the data, if given (must equal the pieces').
+    pub comm_d: Option<[u8; 32]>,
+}
+
+/// A validated update config.
+#[derive(Clone, Debug)]
+pub struct SnapConfig {
+    /// The sealed sectors' proof (their size and graph).
+    pub proof: RegisteredProof,
+    /// The sectors.
+    pub sectors: Vec<SnapSectorSpec>,
+    /// Each update goes to `<output_dir>/<sector_id>/{sealed,cache/}`, results to `results.json`.
+    pub output_dir: PathBuf,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSnap {
+    registered_proof: Option<String>,
+    sectors: Option<Vec<serde_json::Value>>,
+    output_dir: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSnapSector {
+    sector_id: Option<serde_json::Value>,
+    sector_key: Option<String>,
+    sector_key_cache: Option<String>,
+    data: Option<serde_json::Value>,
+    comm_d: Option<serde_json::Value>,
+}
+
+fn abs(field: &str, v: Option<String>) -> Result<PathBuf, ConfigError> {
+    match v {
+        Some(p) if p.starts_with('/') => Ok(PathBuf::from(p)),
+        _ => err(field, "give an absolute path"),
+    }
+}
+
+impl SnapConfig {
+    /// Parse and validate (no I/O); every error names its field.
+    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
+        let raw: RawSnap =
+            serde_json::from_str(text).map_err(|e| ConfigError { field: "<root>".into(), message: e.to_string() })?;
+        let name = raw.registered_proof.unwrap_or_default();
+        let Some(proof) = RegisteredProof::parse(&name) else {
+            return err("registered_proof", format!("{name:?} is not a seal proof name (e.g. StackedDrg32GiBV1_1)"));
+        };
+        let raw_sectors = match raw.sectors {
+            Some(s) if !s.is_empty() => s,
+            _ => return err("sectors", "give at least one sector to update"),
+        };
+        let mut sectors = Vec::with_capacity(raw_sectors.len());
+        for (i, v) in raw_sectors.into_iter().enumerate() {
+            let f = |k: &str| format!("sectors[{i}].{k}");
+            let rs: RawSnapSector = serde_json::from_value(v).map_err(|e| ConfigError {
+                field: format!("sectors[{i}]"),
+                message: format!("must be an object {{sector_id, sector_key, sector_key_cache, data, comm_d}}: {e}"),
+            })?;
+            let sector_id = match &rs.sector_id {
+                Some(v) => as_u64(&f("sector_id"), v)?,
+                None => return err(f("sector_id"), "missing; give the sector number"),
+            };
+            if sectors.iter().any(|s: &SnapSectorSpec| s.sector_id == sector_id) {
+                return err(f("sector_id"), format!("sector {sector_id} is listed twice"));
+            }
+            let data = match rs.data {
+                Some(v) => parse_data(&f("data"), v, proof.sector_size)?,
+                None => return err(f("data"), "missing; give the staged file and its pieces"),
+            };
+            let comm_d = match &rs.comm_d {
+                None | Some(serde_json::Value::Null) => None,
+                Some(v) => Some(crate::parse_hex32(&f("comm_d"), v)?),
+            };
+            sectors.push(SnapSectorSpec {
+                sector_id,
+                sector_key: abs(&f("sector_key"), rs.sector_key)?,
+                sector_key_cache: abs(&f("sector_key_cache"), rs.sector_key_cache)?,
+                data,
+                comm_d,
+            });
+        }
+        Ok(SnapConfig { proof, sectors, output_dir: abs("output_dir", raw.output_dir)? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> serde_json::Value {
+        serde_json::json!({
+            "registered_proof": "StackedDrg2KiBV1_1", "output_dir": "/out",
+            "sectors": [{"sector_id": 5, "sector_key": "/in/sealed", "sector_key_cache": "/in/cache",
+                "data": {"path": "/deals/s-5", "pieces": [{"comm_p": "0c".repeat(32), "size": 2048}]}}]
+        })
+    }
+
+    #[test]
+    fn every_field_is_checked_and_named() {
+        let c = SnapConfig::from_json(&base().to_string()).unwrap();
+        assert_eq!((c.proof.sector_size, c.sectors[0].sector_id, c.sectors[0].data.pieces.len()), (2048, 5, 1));
+        for (edit, field) in [
+            (("registered_proof", serde_json::json!("StackedDrg3KiB")), "registered_proof"),
+            (("output_dir", serde_json::json!("out")), "output_dir"),
+            (("sectors", serde_json::json!([])), "sectors"),
+        ] {
+            let mut v = base();
+            v[edit.0] = edit.1;
+            assert_eq!(SnapConfig::from_json(&v.to_string()).unwrap_err().field, field);
+        }
+        let mut v = base();
+        v["sectors"][0]["sector_key"] = "sealed".into();
+        assert_eq!(SnapConfig::from_json(&v.to_string()).unwrap_err().field, "sectors[0].sector_key");
+        let mut v = base();
+        v["sectors"][0]["data"]["pieces"][0]["size"] = 4096.into();
+        assert_eq!(SnapConfig::from_json(&v.to_string()).unwrap_err().field, "sectors[0].data.pieces[0].size");
+        let mut v = base();
+        let s = v["sectors"][0].clone();
+        v["sectors"] = serde_json::json!([s.clone(), s]);
+        assert_eq!(SnapConfig::from_json(&v.to_string()).unwrap_err().field, "sectors[1].sector_id");
+    }
+}
