@@ -178,6 +178,22 @@ impl TreeBuilder {
     }
 }
 
+/// Bytes one sector's PC2 outputs take: replica, tree-d, tree-c, the stored rows of
+/// tree-r-last, the layer files when kept, and 4 KiB for `p_aux` and `t_aux`. The operator books
+/// the same number at placement (`internal/placement`'s golden; a test here checks both agree).
+pub fn output_bytes_per_sector(sector_size: u64, layers: usize, layer_files: bool) -> u64 {
+    let nodes = sector_size / 32;
+    let t = base_tree_count(sector_size) as u64;
+    let leaves = nodes / t;
+    let mut rows = vec![leaves];
+    while *rows.last().unwrap() > 1 {
+        rows.push(rows.last().unwrap() / 8);
+    }
+    let r_last: u64 = rows[rows_to_discard(leaves) + 1..].iter().sum();
+    let layer_bytes = if layer_files { layers as u64 * sector_size } else { 0 };
+    sector_size + (2 * nodes - 1) * 32 + t * (tree_len(leaves) + r_last) * 32 + layer_bytes + 4096
+}
+
 /// Combine base-tree roots as rust-fil-proofs does for the 8/0/0, 8/8/0 and 8/8/2 shapes.
 pub fn combine_roots(roots: &[Fr]) -> Fr {
     match roots.len() {
@@ -583,6 +599,25 @@ mod tests {
             limbs(&poseidon11(&v)),
             [0xcee3bbc32b693163, 0x09f3dcd8ccb08fc1, 0x6ca537e232ebe87a, 0x0c0fc1b2e5227f28]
         );
+    }
+
+    #[test]
+    fn output_bytes_agree_with_the_operators_booking() {
+        let golden: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../../../internal/placement/testdata/output-bytes.golden.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        for (size, _, _, layers) in sealer_config::SECTOR_SIZES {
+            assert_eq!(
+                output_bytes_per_sector(size, layers, true),
+                golden[size.to_string()].as_u64().unwrap(),
+                "sector size {size}"
+            );
+        }
     }
 
     #[test]

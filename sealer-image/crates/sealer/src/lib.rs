@@ -5,4 +5,5 @@
 
 pub mod bench;
 pub mod oracle;
+pub mod plan;
 pub mod synth;

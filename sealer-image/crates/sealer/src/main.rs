@@ -106,6 +106,28 @@ enum Cmd {
         #[arg(long)]
         dir: PathBuf,
     },
+    /// Check a batch config against this machine without sealing (layout on the CPUs granted,
+    /// parent cache, layer devices and sizes, hugepages, output space, data files) and print
+    /// what the batch needs: slot, buffers, hugepages, parent cache, outputs, PC1 time and IOPS
+    /// at a labelling rate. Exit 0 when ready, 2 when a check fails.
+    Plan {
+        /// Batch config (JSON).
+        #[arg(long)]
+        config: PathBuf,
+        /// Labels per second per hasher thread to estimate PC1 time and IOPS with (measured by
+        /// `sealer bench pc1`; about 1.0 M with SHA-NI on the 2-core EPYC in the README).
+        #[arg(long, default_value_t = 1.0e6)]
+        rate: f64,
+        /// Node-cache budget in MiB (as `pc1 --cache-mib`).
+        #[arg(long, default_value_t = 1024)]
+        cache_mib: u64,
+        /// Estimate outputs without the layer files in each cache directory.
+        #[arg(long)]
+        no_layer_files: bool,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the CPU layout the sealer would use on this machine (calculator JSON).
     Calc {
         /// Batch size (power of two, 1..=128).
@@ -498,6 +520,28 @@ fn main() -> ExitCode {
                     eprintln!("sealer: {e}");
                     ExitCode::from(code)
                 }
+            }
+        }
+        Cmd::Plan { config, rate, cache_mib, no_layer_files, json } => {
+            let cfg = match load(&config) {
+                Ok(c) => c,
+                Err(e) => return fail(e),
+            };
+            if !rate.is_finite() || rate <= 0.0 {
+                eprintln!("sealer: --rate must be a positive number of labels per second");
+                return ExitCode::from(2);
+            }
+            let tuning = sealer_pc1::Tuning { ring_bytes: cache_mib << 20, ..Default::default() };
+            let p = sealer::plan::plan(&cfg, tuning, rate, !no_layer_files);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&p).unwrap());
+            } else {
+                print!("{}", sealer::plan::render(&p));
+            }
+            if p.ready() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
             }
         }
         Cmd::Snap { config } => match snap(&config) {

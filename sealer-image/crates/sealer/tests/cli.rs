@@ -296,6 +296,56 @@ fn snap_updates_sealed_cc_sectors_like_filecoin_proofs() {
     );
 }
 
+/// `sealer plan` reads the machine without touching it: ready (exit 0) with a built node
+/// parent cache and room for the slot and outputs, naming the fix (exit 2) without the cache;
+/// its resource estimate matches the batch's geometry.
+#[test]
+fn plan_checks_the_machine_without_touching_it() {
+    let work = tempfile::tempdir().unwrap();
+    let cache = work.path().join("parent-cache");
+    let (_, mut json) = common::config(2048, 5, 4, 13, work.path(), 2);
+    json["parent_cache_dir"] = cache.to_str().unwrap().into();
+    let cfg = ConfigFile::write(work.path().join("plan.json"), &json);
+    let plan = |extra: &[&str]| cfg.cmd("plan", &[&["--json"], extra].concat()).output().unwrap();
+
+    let out = plan(&[]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let p: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let failed: Vec<_> = p["checks"].as_array().unwrap().iter().filter(|c| c["ok"] == false).collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["what"], "parent cache");
+    assert!(
+        failed[0]["detail"].as_str().unwrap().contains("sealer parent-cache --proof StackedDrg2KiBV1_1"),
+        "{failed:?}"
+    );
+    assert!(!work.path().join("dev0.img").exists() && !work.path().join("out").exists(), "plan touched storage");
+
+    let built = bin()
+        .args(["parent-cache", "--proof", "StackedDrg2KiBV1_1", "--dir", cache.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let out = plan(&["--rate", "2e6"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let p: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &p["resources"];
+    assert_eq!(r["output_bytes_per_sector"].as_u64(), Some(sealer_pc2::output_bytes_per_sector(2048, 2, true)));
+    assert_eq!(r["output_bytes"].as_u64(), Some(4 * sealer_pc2::output_bytes_per_sector(2048, 2, true)));
+    assert_eq!(r["labels"].as_u64(), Some(4 * 64 * 2));
+    assert_eq!(r["slot_bytes"].as_u64(), Some(2 * 2 * 4096), "2 layers of 2 pages (32 nodes of 4 sectors a page)");
+    assert_eq!(r["previous_layer_in_memory"], true);
+    assert_eq!(r["read_iops"].as_f64(), Some(0.0));
+    let hashers = r["hashers"].as_f64().unwrap();
+    assert!((r["pc1_seconds"].as_f64().unwrap() - 512.0 / (2e6 * hashers)).abs() < 1e-9, "{r}");
+    assert!(!work.path().join("dev0.img").exists(), "plan created a layer file");
+    // The table names every check.
+    let out = cfg.cmd("plan", &[]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for w in ["layout", "parent cache", "layer device", "hugepages", "output space", "layer slot", "outputs:"] {
+        assert!(text.contains(w), "{w:?} not in {text}");
+    }
+}
+
 fn hex32(v: &serde_json::Value) -> [u8; 32] {
     hex::decode(v.as_str().unwrap()).unwrap().try_into().unwrap()
 }

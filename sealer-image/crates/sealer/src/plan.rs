@@ -1,0 +1,378 @@
+//! `sealer plan`: check a batch config against the machine it would run on, without sealing,
+//! and estimate what the batch needs (storage, memory, hugepages, output space, IOPS).
+//!
+//! Every check is read-only: layer devices and files are inspected, never created or resized;
+//! the parent cache is checked against its manifest by size (its digest is checked when the
+//! batch runs); data files are checked by size only.
+
+use sealer_config::BatchConfig;
+use sealer_pc1::engine::{Buffers, ThreadPlan};
+use sealer_pc1::{Geometry, Tuning};
+use serde::Serialize;
+use std::path::Path;
+
+/// One check of the plan.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    /// What was checked.
+    pub what: String,
+    /// Whether the machine is ready for it.
+    pub ok: bool,
+    /// What was found, and the fix when not ok.
+    pub detail: String,
+}
+
+/// What the batch needs, from its geometry and layout.
+#[derive(Clone, Debug, Serialize)]
+pub struct Resources {
+    /// Sectors in the batch.
+    pub sectors: usize,
+    /// Sector size in bytes.
+    pub sector_size: u64,
+    /// SDR layers.
+    pub layers: usize,
+    /// Labels PC1 computes (sectors × nodes × layers).
+    pub labels: u64,
+    /// Bytes of the layer slot over all devices.
+    pub slot_bytes: u64,
+    /// Bytes each layer device needs (slot offset included).
+    pub bytes_per_device: u64,
+    /// Bytes of the sealer's buffers (node cache, read-ahead, hasher buffers).
+    pub buffer_bytes: u64,
+    /// 1 GiB hugepages those buffers fill.
+    pub hugepages_1gi_needed: u64,
+    /// Bytes of the node's parent cache for this graph.
+    pub parent_cache_bytes: u64,
+    /// Output bytes per sector (replica, trees, layer files unless dropped, p_aux/t_aux).
+    pub output_bytes_per_sector: u64,
+    /// Output bytes of the batch.
+    pub output_bytes: u64,
+    /// Hasher threads of the layout.
+    pub hashers: usize,
+    /// Labels per second per hasher assumed for the rates below.
+    pub labels_per_second_per_hasher: f64,
+    /// PC1 wall time at that rate, seconds.
+    pub pc1_seconds: f64,
+    /// Whether the previous layer fits the node cache (expander parents then come from memory).
+    pub previous_layer_in_memory: bool,
+    /// 4 KiB page reads per second PC1 needs for expander parents at that rate (8 per node
+    /// step when the previous layer is not in memory; far base parents not counted).
+    pub read_iops: f64,
+    /// 4 KiB page writes per second PC1 needs at that rate.
+    pub write_iops: f64,
+}
+
+/// The plan: checks and resources.
+#[derive(Clone, Debug, Serialize)]
+pub struct Plan {
+    /// Checks against this machine, in order.
+    pub checks: Vec<Check>,
+    /// The batch's needs.
+    pub resources: Resources,
+}
+
+impl Plan {
+    /// True when every check passed.
+    pub fn ready(&self) -> bool {
+        self.checks.iter().all(|c| c.ok)
+    }
+}
+
+fn check(what: &str, ok: bool, detail: String) -> Check {
+    Check { what: what.into(), ok, detail }
+}
+
+/// Bytes in the largest binary unit that keeps the number at least 1.
+fn gib(b: u64) -> String {
+    let units = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
+    match units.iter().find(|(_, shift)| b >= 1u64 << shift) {
+        Some((u, shift)) => format!("{:.1} {u}", b as f64 / (1u64 << shift) as f64),
+        None => format!("{b} B"),
+    }
+}
+
+/// Free bytes of the file system holding `path` (or its nearest existing ancestor).
+fn free_bytes(path: &Path) -> Option<(u64, std::path::PathBuf)> {
+    let mut p = path.to_path_buf();
+    while !p.exists() {
+        p = p.parent()?.to_path_buf();
+    }
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a valid out-pointer for the call.
+    (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0).then(|| (st.f_bavail as u64 * st.f_frsize as u64, p))
+}
+
+/// Size of a layer path as the sealer would see it: a block device's size, a file's length, or
+/// None when it does not exist (files are created at run time).
+fn device_bytes(path: &Path) -> std::io::Result<Option<(u64, bool)>> {
+    use std::os::unix::fs::FileTypeExt;
+    let md = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if md.file_type().is_block_device() {
+        let f = std::fs::File::open(path)?;
+        let end = std::io::Seek::seek(&mut &f, std::io::SeekFrom::End(0))?;
+        return Ok(Some((end, true)));
+    }
+    Ok(Some((md.len(), false)))
+}
+
+fn free_hugepages_1g() -> Option<u64> {
+    std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages").ok()?.trim().parse().ok()
+}
+
+/// Estimate what `cfg` needs at `rate` labels/s per hasher (`layer_files`: PC2 keeps the layer
+/// files in each cache directory, as `sealer batch` does by default).
+pub fn resources(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool) -> (Resources, Geometry) {
+    let layout = cfg.effective_layout();
+    let g = sealer_pc1::geometry(cfg, tuning);
+    let stripe = sealer_pc1::stripe(cfg, &g);
+    let n = cfg.sectors.len();
+    let layers = cfg.num_layers();
+    let buffer_bytes = Buffers::bytes(&g, &ThreadPlan::from_layout(&layout, false)) as u64;
+    let hashers: usize = layout.coordinators.iter().map(|c| c.hashers.len()).sum();
+    let labels = n as u64 * cfg.nodes() * layers as u64;
+    let labels_per_s = rate * hashers.max(1) as f64;
+    let node_steps = labels_per_s / n as f64;
+    let per_sector = sealer_pc2::output_bytes_per_sector(cfg.sector_size, layers, layer_files);
+    let r = Resources {
+        sectors: n,
+        sector_size: cfg.sector_size,
+        layers,
+        labels,
+        slot_bytes: layers as u64 * g.ppl * sealer_storage::PAGE as u64,
+        bytes_per_device: stripe.bytes_per_device(layers),
+        buffer_bytes,
+        hugepages_1gi_needed: buffer_bytes.div_ceil(sealer_storage::HUGEPAGE as u64),
+        parent_cache_bytes: sealer_graph::store::cache_bytes(cfg.nodes()),
+        output_bytes_per_sector: per_sector,
+        output_bytes: per_sector * n as u64,
+        hashers,
+        labels_per_second_per_hasher: rate,
+        pc1_seconds: labels as f64 / labels_per_s,
+        previous_layer_in_memory: g.keep_prev_layer,
+        read_iops: if g.keep_prev_layer { 0.0 } else { node_steps * 8.0 },
+        write_iops: node_steps / g.npp as f64,
+    };
+    (r, g)
+}
+
+/// Check `cfg` against this machine and estimate its needs.
+pub fn plan(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool) -> Plan {
+    let (r, _) = resources(cfg, tuning, rate, layer_files);
+    let mut checks = Vec::new();
+
+    // Layout on the CPUs this process may use.
+    let layout = cfg.effective_layout();
+    let granted: Vec<usize> = sealer_config::allowed_cpus();
+    checks.push(
+        match layout
+            .validate(cfg.sectors.len())
+            .and_then(|_| layout.fit_to(&granted, &sealer_config::CpuTopology::from_sysfs(&granted)))
+        {
+            Ok((_, fit)) => check("layout", true, format!("{} hashers; {}", r.hashers, fit.describe())),
+            Err(e) => check("layout", false, e.to_string()),
+        },
+    );
+
+    // Parent cache.
+    let name = cfg.proof_name();
+    checks.push(match &cfg.parent_cache_dir {
+        None => check(
+            "parent cache",
+            true,
+            format!("built or reused under FIL_PROOFS_PARENT_CACHE ({} for {name})", gib(r.parent_cache_bytes)),
+        ),
+        Some(dir) => match sealer_graph::store::read_manifest(dir, &name) {
+            None => check(
+                "parent cache",
+                false,
+                format!("no manifest {name}.json in {}: run `sealer parent-cache --proof {name} --dir {}`", dir.display(), dir.display()),
+            ),
+            Some(m) if !m.verified || m.building => check(
+                "parent cache",
+                false,
+                format!("{name} in {} is {}: wait for it or rebuild it with `sealer parent-cache`", dir.display(),
+                    if m.building { format!("building ({:.0} %)", m.percent) } else { "not verified".into() }),
+            ),
+            Some(m) => match std::fs::metadata(dir.join(&m.file)) {
+                Ok(md) if md.len() == m.bytes && m.bytes == r.parent_cache_bytes => {
+                    check("parent cache", true, format!("{name}: {} verified (digest checked when the batch runs)", m.file))
+                }
+                Ok(md) => check(
+                    "parent cache",
+                    false,
+                    format!("{} is {} bytes, its manifest says {} and the graph needs {}: rebuild it with `sealer parent-cache`",
+                        m.file, md.len(), m.bytes, r.parent_cache_bytes),
+                ),
+                Err(e) => check("parent cache", false, format!("{}: {e}: rebuild it with `sealer parent-cache`", m.file)),
+            },
+        },
+    });
+
+    // Layer devices.
+    for p in &cfg.layers.paths {
+        let what = format!("layer device {}", p.display());
+        let need = r.bytes_per_device;
+        checks.push(match device_bytes(p) {
+            Ok(Some((size, true))) if size < need => check(
+                &what,
+                false,
+                format!(
+                    "block device of {}, the slot needs {} on it: a smaller batch, or more devices",
+                    gib(size),
+                    gib(need)
+                ),
+            ),
+            Ok(Some((size, true))) => {
+                check(&what, true, format!("block device of {}, the slot needs {}", gib(size), gib(need)))
+            }
+            Ok(Some((size, false))) if size >= need => {
+                check(&what, true, format!("file of {}, the slot needs {}", gib(size), gib(need)))
+            }
+            Ok(existing) => {
+                // A file is created or grown at run time: the rest must be free.
+                let grow = need - existing.map_or(0, |e| e.0);
+                match free_bytes(p) {
+                    Some((free, fs)) if free >= grow => check(
+                        &what,
+                        true,
+                        format!("file grown to {} at run time; {} free on {}", gib(need), gib(free), fs.display()),
+                    ),
+                    Some((free, fs)) => check(
+                        &what,
+                        false,
+                        format!(
+                            "the file needs {} more and {} has {} free: free space, or use a larger device",
+                            gib(grow),
+                            fs.display(),
+                            gib(free)
+                        ),
+                    ),
+                    None => check(
+                        &what,
+                        false,
+                        "no file system holds it: give an existing directory or a block device".into(),
+                    ),
+                }
+            }
+            Err(e) => check(&what, false, format!("{e}")),
+        });
+    }
+
+    // Hugepages.
+    let want = cfg.hugepages_1gi as u64;
+    let free = free_hugepages_1g();
+    checks.push(match (want, free) {
+        (0, _) => check(
+            "hugepages",
+            true,
+            format!("none given (hugepages_1gi = 0): buffers of {} on ordinary pages; {} x 1 GiB would hold them", gib(r.buffer_bytes), r.hugepages_1gi_needed),
+        ),
+        (w, Some(f)) if f >= w.min(r.hugepages_1gi_needed) => {
+            check("hugepages", true, format!("{} of {w} given pages used for {} of buffers; {f} free on the node", w.min(r.hugepages_1gi_needed), gib(r.buffer_bytes)))
+        }
+        (w, f) => check(
+            "hugepages",
+            false,
+            format!("{w} x 1 GiB given but {} free: reserve them (hugepagesz=1G hugepages=N), or the sealer falls back to ordinary pages",
+                f.map_or("none".into(), |f| f.to_string())),
+        ),
+    });
+
+    // Output space.
+    checks.push(match free_bytes(&cfg.output_dir) {
+        Some((free, fs)) if free >= r.output_bytes => check(
+            "output space",
+            true,
+            format!("{} needed, {} free on {}", gib(r.output_bytes), gib(free), fs.display()),
+        ),
+        Some((free, fs)) => check(
+            "output space",
+            false,
+            format!(
+                "{} needed but {} free on {}: free space or write elsewhere",
+                gib(r.output_bytes),
+                gib(free),
+                fs.display()
+            ),
+        ),
+        None => check("output space", false, format!("no file system holds {}", cfg.output_dir.display())),
+    });
+
+    // Data sectors' files (by size; their content is checked when the batch runs).
+    for s in cfg.sectors.iter().filter(|s| s.data.is_some()) {
+        let d = s.data.as_ref().expect("data sector");
+        let what = format!("data of sector {}", s.sector_id);
+        checks.push(match std::fs::metadata(&d.path) {
+            Ok(m) if m.len() <= cfg.sector_size => {
+                check(&what, true, format!("{} ({} bytes)", d.path.display(), m.len()))
+            }
+            Ok(m) => check(&what, false, format!("{} is {} bytes, longer than the sector", d.path.display(), m.len())),
+            Err(e) => check(&what, false, format!("{}: {e}", d.path.display())),
+        });
+    }
+    Plan { checks, resources: r }
+}
+
+/// The plan as a text table.
+pub fn render(p: &Plan) -> String {
+    let r = &p.resources;
+    let mut out = String::new();
+    for c in &p.checks {
+        out += &format!("{:4} {:<28} {}\n", if c.ok { "ok" } else { "FAIL" }, c.what, c.detail);
+    }
+    out += &format!(
+        "\nbatch: {} x {} sectors, {} layers, {:.3e} labels\n\
+         layer slot: {} ({} per device)\n\
+         sealer buffers: {} ({} x 1 GiB hugepages)\n\
+         parent cache: {}\n\
+         outputs: {} per sector, {} for the batch\n\
+         PC1 at {:.2} M labels/s per hasher x {} hashers: {:.0} s; expander reads {} ({:.0} 4 KiB reads/s), {:.0} 4 KiB writes/s\n",
+        r.sectors,
+        gib(r.sector_size),
+        r.layers,
+        r.labels as f64,
+        gib(r.slot_bytes),
+        gib(r.bytes_per_device),
+        gib(r.buffer_bytes),
+        r.hugepages_1gi_needed,
+        gib(r.parent_cache_bytes),
+        gib(r.output_bytes_per_sector),
+        gib(r.output_bytes),
+        r.labels_per_second_per_hasher / 1e6,
+        r.hashers,
+        r.pc1_seconds,
+        if r.previous_layer_in_memory { "from memory" } else { "from storage" },
+        r.read_iops,
+        r.write_iops,
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_32gib_batch_of_32_needs_what_the_readme_says() {
+        let v = serde_json::json!({
+            "registered_proof": "StackedDrg32GiBV1_1",
+            "sectors": (0..32).map(|i| serde_json::json!({"prover_id": "00".repeat(32), "sector_id": i, "ticket": "11".repeat(32)})).collect::<Vec<_>>(),
+            "layers": {"paths": ["/dev/nvme0n1", "/dev/nvme1n1"], "slot_offset": 0}, "output_dir": "/out"
+        });
+        let cfg = BatchConfig::from_json(&v.to_string()).unwrap();
+        let (r, g) = resources(&cfg, Tuning::default(), 1e6, true);
+        assert_eq!(r.slot_bytes, 11 * 32 * (32u64 << 30));
+        assert_eq!(r.bytes_per_device, r.slot_bytes / 2);
+        assert_eq!(r.parent_cache_bytes, 56 << 30);
+        assert_eq!(r.output_bytes_per_sector, 520_381_309_408, "the operator's booking (internal/placement golden)");
+        assert!(!r.previous_layer_in_memory && !g.keep_prev_layer);
+        // 8 expander page reads per node step, one page write per 4 node steps (N = 32: 4 nodes a page).
+        let steps = 1e6 * r.hashers as f64 / 32.0;
+        assert_eq!((r.read_iops, r.write_iops), (8.0 * steps, steps / 4.0));
+    }
+}
