@@ -45,8 +45,13 @@ pub fn write_sector(
     let pc = crate::oracle::porep_config(cfg)?;
     let pre = filecoin_proofs::SealPreCommitOutput { comm_r, comm_d };
     let id = SectorId::from(s.sector_id);
+    // A data sector's pieces: filecoin-proofs checks them against comm_d.
+    let pieces = match &s.data {
+        Some(d) => sealer_data::piece_infos(cfg.sector_size, &d.pieces).map_err(anyhow::Error::msg)?,
+        None => vec![],
+    };
     // The tree shape of the sector size, as filecoin-proofs picks it.
-    with_shape!(cfg.sector_size, generate, &pc, cache, sealed, s.prover_id, id, s.ticket, pre)
+    with_shape!(cfg.sector_size, generate, &pc, cache, sealed, s.prover_id, id, s.ticket, pre, &pieces)
         .with_context(|| format!("sector {}: generate_synth_proofs", s.sector_id))?;
     anyhow::ensure!(proofs.exists(), "sector {}: filecoin-proofs wrote no {SYNTH_PROOFS_FILE}", s.sector_id);
     for l in &layers {
@@ -55,7 +60,8 @@ pub fn write_sector(
     Ok(())
 }
 
-/// `generate_synth_proofs` for one tree shape (CC sectors: no pieces).
+/// `generate_synth_proofs` for one tree shape.
+#[allow(clippy::too_many_arguments)]
 fn generate<Tree: 'static + MerkleTreeTrait>(
     pc: &PoRepConfig,
     cache: &Path,
@@ -64,6 +70,7 @@ fn generate<Tree: 'static + MerkleTreeTrait>(
     id: SectorId,
     ticket: [u8; 32],
     pre: SealPreCommitOutput,
+    pieces: &[filecoin_proofs::PieceInfo],
 ) -> anyhow::Result<()> {
-    filecoin_proofs::generate_synth_proofs::<_, Tree>(pc, cache, sealed, prover_id, id, ticket, pre, &[])
+    filecoin_proofs::generate_synth_proofs::<_, Tree>(pc, cache, sealed, prover_id, id, ticket, pre, pieces)
 }

@@ -214,3 +214,10 @@ fn pc2_kib2_data_sectors_beside_cc_with_c1() {
 fn pc2_mib8_data_and_cc_sectors() {
     pc2_case_with(8 << 20, 6, 2, 609, 1, true, false, &[&[1000, 300_000, 5000]]);
 }
+
+/// SyntheticPoRep with a data sector beside a CC one: the synthetic proofs (made with the
+/// sector's pieces) equal filecoin-proofs' own, and its C1 accepts the outputs.
+#[test]
+fn pc2_kib2_synth_data_sector_proofs_and_c1() {
+    pc2_case_with(2048, 10, 2, 610, 2, true, false, &[&[100, 500, 200]]);
+}
