@@ -265,7 +265,9 @@ fn pc2_and_report(
     sink: Option<&sealer_pc1::ProgressSink>,
 ) -> ExitCode {
     match sealer_pc2::run_pc2_with(cfg, layer_files, sink) {
-        Ok(res) if sealer::synth::enabled(cfg) && !synth_proofs(cfg, &res) => ExitCode::from(3),
+        Ok(res) if (sealer::synth::enabled(cfg) || sealer::c1::enabled(cfg)) && !proofs_after_pc2(cfg, &res) => {
+            ExitCode::from(3)
+        }
         Ok(res) => {
             let mut v = serde_json::json!({ "sectors": res });
             if let Some(cpus) = pc1.and_then(|r| r.cpus.as_ref()) {
@@ -292,29 +294,38 @@ fn pc2_and_report(
     }
 }
 
-/// SyntheticPoRep: every sector's vanilla proofs from its PC2 outputs, then its layers go.
-fn synth_proofs(cfg: &BatchConfig, res: &[sealer_pc2::SectorResult]) -> bool {
+/// SyntheticPoRep: every sector's vanilla proofs from its PC2 outputs; NI-PoRep: every
+/// sector's C1 output. Then its layers go.
+fn proofs_after_pc2(cfg: &BatchConfig, res: &[sealer_pc2::SectorResult]) -> bool {
     let hex32 = |s: &str| -> [u8; 32] {
         let mut out = [0u8; 32];
         out.copy_from_slice(&hex::decode(s).expect("PC2 wrote hex"));
         out
     };
+    let (what, write): (&str, fn(&BatchConfig, usize, &Path, &Path, [u8; 32], [u8; 32]) -> anyhow::Result<()>) =
+        if sealer::c1::enabled(cfg) {
+            ("C1 outputs (NI-PoRep)", sealer::c1::write_sector)
+        } else {
+            ("synthetic proofs", sealer::synth::write_sector)
+        };
     for (i, r) in res.iter().enumerate() {
         let p = sealer_pc2::sector_paths(cfg, r.sector_id);
-        if let Err(e) = sealer::synth::write_sector(cfg, i, &p.cache, &p.sealed, hex32(&r.comm_r), hex32(&r.comm_d)) {
-            eprintln!("sealer: synthetic proofs: {e:#}");
+        if let Err(e) = write(cfg, i, &p.cache, &p.sealed, hex32(&r.comm_r), hex32(&r.comm_d)) {
+            eprintln!("sealer: {what}: {e:#}");
             return false;
         }
     }
-    log::info!("synthetic proofs written for {} sectors; their layer files removed", res.len());
+    log::info!("{what} written for {} sectors; their layer files removed", res.len());
     true
 }
 
 /// Refuse, before any work, a SyntheticPoRep batch told to keep no layer files: its proofs are
 /// made from them after PC2.
 fn synth_needs_layers(cfg: &BatchConfig, layer_files: bool) -> Option<ExitCode> {
-    (sealer::synth::enabled(cfg) && !layer_files).then(|| {
-        eprintln!("sealer: SyntheticPoRep proofs are made from the layer files after PC2: drop --no-layer-files");
+    ((sealer::synth::enabled(cfg) || sealer::c1::enabled(cfg)) && !layer_files).then(|| {
+        eprintln!(
+            "sealer: SyntheticPoRep proofs and NI-PoRep C1 outputs are made from the layer files after PC2: drop --no-layer-files"
+        );
         ExitCode::from(2)
     })
 }

@@ -505,19 +505,22 @@ fn node_parent_cache_is_built_once_verified_and_never_used_corrupt() {
 /// `batch` of SyntheticPoRep sectors ends with each sector's synthetic proofs and no layer
 /// files; told to keep no layer files it refuses before any work.
 #[test]
-fn synthetic_porep_batch_writes_its_proofs_and_drops_the_layers() {
-    let work = tempfile::tempdir().unwrap();
-    let (cfg, json) = common::config(2048, 10, 2, 17, work.path(), 1);
-    let file = ConfigFile::write(work.path().join("synth.json"), &json);
-    let out = file.cmd("batch", &["--quiet", "--allow-portable-hash", "--no-layer-files"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(!work.path().join("dev0.img").exists(), "no storage may be touched");
-    let out = file.seal("batch").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    for s in &cfg.sectors {
-        let cache = sealer_pc2::sector_paths(&cfg, s.sector_id).cache;
-        assert!(cache.join(sealer::synth::SYNTH_PROOFS_FILE).metadata().unwrap().len() > 0);
-        assert!(!cache.join("sc-02-data-layer-1.dat").exists() && cache.join("p_aux").exists());
+fn synthetic_and_ni_porep_batches_write_their_proofs_and_drop_the_layers() {
+    // SyntheticPoRep (proof id 10) writes its vanilla proofs, NI-PoRep (15) its C1 output.
+    for (proof, file_name) in [(10, sealer::synth::SYNTH_PROOFS_FILE), (15, sealer::c1::C1_OUTPUT_FILE)] {
+        let work = tempfile::tempdir().unwrap();
+        let (cfg, json) = common::config(2048, proof, 2, 17, work.path(), 1);
+        let file = ConfigFile::write(work.path().join("proofs.json"), &json);
+        let out = file.cmd("batch", &["--quiet", "--allow-portable-hash", "--no-layer-files"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(!work.path().join("dev0.img").exists(), "no storage may be touched");
+        let out = file.seal("batch").output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        for s in &cfg.sectors {
+            let cache = sealer_pc2::sector_paths(&cfg, s.sector_id).cache;
+            assert!(cache.join(file_name).metadata().unwrap().len() > 0, "proof {proof}: no {file_name}");
+            assert!(!cache.join("sc-02-data-layer-1.dat").exists() && cache.join("p_aux").exists());
+        }
     }
 }
 

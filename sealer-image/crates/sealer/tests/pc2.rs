@@ -148,7 +148,23 @@ fn pc2_case_with(
             // A second call (a resumed batch) finds it done.
             sealer::synth::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).unwrap();
         }
-        if c1 {
+        if c1 && sealer::c1::enabled(&cfg) {
+            // NI-PoRep: our C1 output (made on our files) equals filecoin-proofs-api's on its
+            // own, parses as its SealCommitPhase1Output, and the layers are gone.
+            let hex32 = |h: &str| -> [u8; 32] { hex::decode(h).unwrap().try_into().unwrap() };
+            let (cr, cd) = (hex32(&res[i].comm_r), hex32(&res[i].comm_d));
+            sealer::c1::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).expect("C1 on our outputs");
+            sealer::c1::write_sector(&cfg, i, oc, &o.sealed, cr, cd).expect("C1 on filecoin-proofs' outputs");
+            let f = sealer::c1::C1_OUTPUT_FILE;
+            let (a, b) = (std::fs::read(ours.cache.join(f)).unwrap(), std::fs::read(oc.join(f)).unwrap());
+            assert!(!a.is_empty() && a == b, "{f} of sector {i} differs ({} vs {} bytes)", a.len(), b.len());
+            let parsed: filecoin_proofs_api::seal::SealCommitPhase1Output = serde_json::from_slice(&a).unwrap();
+            assert_eq!((parsed.comm_r, parsed.comm_d), (cr, cd));
+            assert_eq!(parsed.registered_proof, sealer::c1::registered_proof(&cfg).unwrap());
+            assert!(!ours.cache.join("sc-02-data-layer-1.dat").exists(), "layer files left after C1");
+            sealer::c1::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).unwrap();
+        }
+        if c1 && !sealer::c1::enabled(&cfg) {
             let seed_bytes: [u8; 32] = rng.gen();
             let mut cr = [0u8; 32];
             cr.copy_from_slice(&hex::decode(&res[i].comm_r).unwrap());
@@ -220,4 +236,10 @@ fn pc2_mib8_data_and_cc_sectors() {
 #[test]
 fn pc2_kib2_synth_data_sector_proofs_and_c1() {
     pc2_case_with(2048, 10, 2, 610, 2, true, false, &[&[100, 500, 200]]);
+}
+
+/// NI-PoRep: each sector's C1 output right after PC2 (no seed), a data sector beside a CC one.
+#[test]
+fn pc2_kib2_ni_porep_c1_after_pc2() {
+    pc2_case_with(2048, 15, 2, 611, 2, true, false, &[&[], &[100, 500, 200]]);
 }
