@@ -302,12 +302,12 @@ fn proofs_after_pc2(cfg: &BatchConfig, res: &[sealer_pc2::SectorResult]) -> bool
         out.copy_from_slice(&hex::decode(s).expect("PC2 wrote hex"));
         out
     };
-    let (what, write): (&str, fn(&BatchConfig, usize, &Path, &Path, [u8; 32], [u8; 32]) -> anyhow::Result<()>) =
-        if sealer::c1::enabled(cfg) {
-            ("C1 outputs (NI-PoRep)", sealer::c1::write_sector)
-        } else {
-            ("synthetic proofs", sealer::synth::write_sector)
-        };
+    type WriteSector = fn(&BatchConfig, usize, &Path, &Path, [u8; 32], [u8; 32]) -> anyhow::Result<()>;
+    let (what, write): (&str, WriteSector) = if sealer::c1::enabled(cfg) {
+        ("C1 outputs (NI-PoRep)", sealer::c1::write_sector)
+    } else {
+        ("synthetic proofs", sealer::synth::write_sector)
+    };
     for (i, r) in res.iter().enumerate() {
         let p = sealer_pc2::sector_paths(cfg, r.sector_id);
         if let Err(e) = write(cfg, i, &p.cache, &p.sealed, hex32(&r.comm_r), hex32(&r.comm_d)) {
