@@ -122,7 +122,8 @@ func TestOutputVolumes(t *testing.T) {
 		t.Fatalf("%+v", vs)
 	}
 	for _, v := range vs {
-		if v.Reason != "" || v.CapacityBytes <= 0 || v.AvailableBytes <= 0 || v.AvailableBytes > v.CapacityBytes || v.CapacityBytes%(1<<20) != 0 {
+		if v.Reason != "" || v.CapacityBytes <= 0 || v.AvailableBytes <= 0 || v.AvailableBytes > v.CapacityBytes || v.CapacityBytes%(1<<20) != 0 ||
+			v.AvailableBytes%spaceQuantum(v.CapacityBytes) != 0 {
 			t.Errorf("%+v", v)
 		}
 	}
@@ -133,6 +134,14 @@ func TestOutputVolumes(t *testing.T) {
 	// not mounted into the agent: unusable, not the agent's own disk.
 	if d := outputVolumes(root, nil); len(d) != 1 || d[0].Path != sealv1.DefaultOutputHostPath || d[0].CapacityBytes != 0 || !strings.Contains(d[0].Reason, "nodeAgent.outputPaths") {
 		t.Errorf("default path, not mounted: %+v", d)
+	}
+}
+
+func TestSpaceQuantum(t *testing.T) {
+	for capacity, want := range map[int64]int64{0: 1 << 20, 100 << 20: 1 << 20, 1 << 30: 1 << 20, 4 << 30: 4 << 20, 252 << 30: 128 << 20, 15 << 40: 8 << 30} {
+		if got := spaceQuantum(capacity); got != want {
+			t.Errorf("spaceQuantum(%d) = %d, want %d", capacity, got, want)
+		}
 	}
 }
 

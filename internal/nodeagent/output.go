@@ -28,9 +28,8 @@ func outputVolumes(root string, paths []string) []sealv1.OutputVolume {
 		for {
 			err := unix.Statfs(dir, &st)
 			if err == nil {
-				// Whole MiB: a sealer writing its outputs does not rewrite the status per byte.
 				v.CapacityBytes = int64(st.Blocks) * st.Bsize &^ (1<<20 - 1)
-				v.AvailableBytes = int64(st.Bavail) * st.Bsize &^ (1<<20 - 1)
+				v.AvailableBytes = roundDown(int64(st.Bavail)*st.Bsize, spaceQuantum(v.CapacityBytes))
 				break
 			}
 			if !errors.Is(err, fs.ErrNotExist) || dir == filepath.Dir(dir) {
@@ -47,3 +46,17 @@ func outputVolumes(root string, paths []string) []sealv1.OutputVolume {
 	}
 	return out
 }
+
+// spaceQuantum is the step free space is reported in: about a thousandth of the volume (a
+// power of two, at least 1 MiB). Writers on the volume (a sealer's outputs, anything else on
+// a shared disk) then change the status, and wake placement, every few hundred MiB of a
+// large disk instead of every MiB; placement sees at most that much less than is free.
+func spaceQuantum(capacity int64) int64 {
+	q := int64(1 << 20)
+	for q*2 <= capacity/1024 {
+		q *= 2
+	}
+	return q
+}
+
+func roundDown(n, q int64) int64 { return n - n%q }
