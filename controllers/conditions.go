@@ -4,9 +4,11 @@ import "github.com/sealfleet/sealfleet/internal/ledger"
 
 // Condition types on a SealBatch.
 const (
-	CondPlaced            = "Placed"
-	CondPC1Complete       = "PC1Complete"
-	CondPC2Complete       = "PC2Complete"
+	CondPlaced      = "Placed"
+	CondPC1Complete = "PC1Complete"
+	CondPC2Complete = "PC2Complete"
+	// CondUpdated is an update's (spec.update) in place of PC1Complete and PC2Complete.
+	CondUpdated           = "Updated"
 	CondFailed            = "Failed"
 	CondReleased          = ledger.CondReleased // ends the batch's hold on its slot
 	CondDeletionIsBlocked = "DeletionIsBlocked"
@@ -24,7 +26,11 @@ const (
 	ReasonLayersWritten Reason = "LayersWritten"
 	ReasonTreesBuilding Reason = "TreesBuilding"
 	ReasonCommitted     Reason = "CommitmentsComputed"
-	ReasonSealerFailed  Reason = "SealerFailed"
+	// ReasonEncoding and ReasonEncoded: an update's sealer is encoding, or has written
+	// every sector's updated replica and comm_r_new.
+	ReasonEncoding     Reason = "Encoding"
+	ReasonEncoded      Reason = "Encoded"
+	ReasonSealerFailed Reason = "SealerFailed"
 	// ReasonDataMismatch: a data sector's staged file or commD does not match its pieces
 	// (the message names the sector and both commitments); never retried.
 	ReasonDataMismatch   Reason = "DataMismatch"

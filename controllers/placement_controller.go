@@ -169,8 +169,10 @@ func (r *PlacementReconciler) commit(ctx context.Context, d *placement.Decision)
 		}
 		now := metav1.Now()
 		b.Status.Node = node
-		b.Status.Slot = &slot
-		b.Status.SlotRange = &d.Range
+		if slot != ledger.NoSlot {
+			b.Status.Slot = &slot
+			b.Status.SlotRange = &d.Range
+		}
 		b.Status.Hugepages1Gi = d.Hugepages
 		b.Status.OutputBytes = d.OutputBytes
 		b.Status.Layout = lay.Record()
@@ -179,10 +181,10 @@ func (r *PlacementReconciler) commit(ctx context.Context, d *placement.Decision)
 		b.Status.RegisteredProof = sealv1.RegisteredProof(b.Spec.SectorSize, b.Spec.ProofTypeOrDefault())
 		b.Status.Phase = sealv1.PhasePlaced
 		b.Status.PlacedTime = &now
-		b.Status.Message = fmt.Sprintf("placed on %s, slot %d", node, slot)
+		b.Status.Message = placedMessage(node, slot)
 		setCondition(b, CondPlaced, metav1.ConditionTrue, ReasonPlaced, b.Status.Message)
 	}, func(b *sealv1.SealBatch) {
-		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, string(ReasonPlaced), "Place", "placed on node %s, slot %d", node, slot)
+		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, string(ReasonPlaced), "Place", "%s", placedMessage(node, slot))
 	})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -195,6 +197,14 @@ func (r *PlacementReconciler) commit(ctx context.Context, d *placement.Decision)
 	metricPlacementLatency.Observe(time.Since(d.Batch.CreationTimestamp.Time).Seconds())
 	log.FromContext(ctx).Info("placed", "batch", ledger.BatchKey(d.Batch), "node", node, "slot", slot)
 	return nil
+}
+
+// placedMessage says where a batch was placed (an update holds no slot).
+func placedMessage(node string, slot int32) string {
+	if slot == ledger.NoSlot {
+		return fmt.Sprintf("placed on %s (an update: no layer slot)", node)
+	}
+	return fmt.Sprintf("placed on %s, slot %d", node, slot)
 }
 
 // markUnschedulable keeps the batch Pending with the reason; an event fires when it changes.

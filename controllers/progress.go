@@ -103,7 +103,8 @@ type Results struct {
 	Sectors []SectorResult `json:"sectors"`
 }
 
-// SectorResult is one sector's commitments, hex in rust-fil-proofs byte order.
+// SectorResult is one sector's commitments, hex in rust-fil-proofs byte order: a seal's, or
+// an update's (the *_new and comm_r_old keys of `sealer snap`).
 type SectorResult struct {
 	SectorID  int64  `json:"sector_id"`
 	ReplicaID string `json:"replica_id"`
@@ -111,6 +112,26 @@ type SectorResult struct {
 	CommC     string `json:"comm_c"`
 	CommRLast string `json:"comm_r_last"`
 	CommR     string `json:"comm_r"`
+
+	CommDNew     string `json:"comm_d_new"`
+	CommROld     string `json:"comm_r_old"`
+	CommRLastNew string `json:"comm_r_last_new"`
+	CommRNew     string `json:"comm_r_new"`
+}
+
+// UnmarshalJSON reads either form; an update's new commitments become commD, commRLast and
+// commR (what the sector holds now), its old commR stays in CommROld.
+func (s *SectorResult) UnmarshalJSON(data []byte) error {
+	type plain SectorResult
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	if p.CommRNew != "" {
+		p.CommD, p.CommRLast, p.CommR = p.CommDNew, p.CommRLastNew, p.CommRNew
+	}
+	*s = SectorResult(p)
+	return nil
 }
 
 // matches checks that the results cover exactly the batch's sectors.
@@ -143,7 +164,10 @@ func (r *Results) toStatus() []sealv1.SectorStatus {
 	out := make([]sealv1.SectorStatus, 0, len(r.Sectors))
 	for _, s := range r.Sectors {
 		st := sealv1.SectorStatus{Number: s.SectorID, ReplicaID: s.ReplicaID, CommD: s.CommD,
-			CommC: s.CommC, CommRLast: s.CommRLast, CommR: s.CommR, State: "Sealed"}
+			CommC: s.CommC, CommRLast: s.CommRLast, CommR: s.CommR, CommROld: s.CommROld, State: "Sealed"}
+		if s.CommROld != "" {
+			st.State = "Updated"
+		}
 		if d, err := render.Bytes32("comm_d", s.CommD); err == nil {
 			st.CommDCID, _ = commcid.PieceCID(d)
 		}

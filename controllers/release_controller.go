@@ -144,8 +144,11 @@ func (r *ReleaseReconciler) release(ctx context.Context, b *sealv1.SealBatch, de
 	if force {
 		reason, msg = ReasonForcedRelease, "slot released by force (sealfleet.io/force-release): scratch not scrubbed"
 	}
-	if b.Status.Node == "" {
+	switch {
+	case b.Status.Node == "":
 		msg = "nothing to release: the batch was never placed"
+	case b.Spec.IsUpdate() && !force:
+		msg = "cores and output booking released (an update holds no slot)"
 	}
 	logger.Info("released", "reason", reason)
 	if deleting {

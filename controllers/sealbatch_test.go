@@ -489,3 +489,92 @@ func TestWatchNamespacesConfinesTheOperator(t *testing.T) {
 		t.Errorf("claims on node-w: %+v", l)
 	}
 }
+
+// TestSnapUpdateRunsBesideASealWithoutASlot: an update placed on a node whose only slot a
+// seal holds runs `sealer snap` with its sector keys and data mounted read-only and no layer
+// device, hugepages or parent cache; its results (comm_r_new, comm_d_new, comm_r_old) become
+// the sectors' status, and it releases its cores and output bytes when it completes.
+func TestSnapUpdateRunsBesideASealWithoutASlot(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	ns := h.namespace("snap")
+	h.addNode("node-u", 1, 8, nil)
+	h.newBatch(ns, "cc", 1, nil)
+	h.waitPod(ns, "cc-sealer-1")
+	b := h.newBatch(ns, "up", 2, func(b *sealv1.SealBatch) {
+		b.Spec.Update = &sealv1.SnapUpdate{SectorKeys: sealv1.SectorKeySource{
+			HostPath: &sealv1.HostPathData{Path: "/var/lib/sealfleet/output/snap/cc"}, Layout: sealv1.OutputLayoutLotus}}
+		b.Spec.Placement = &sealv1.Placement{NodeName: "node-u"}
+		b.Spec.DataSource = &sealv1.DataSource{HostPath: &sealv1.HostPathData{Path: "/srv/deals"}}
+		for i := range b.Spec.Sectors {
+			b.Spec.Sectors[i].Ticket = ""
+			b.Spec.Sectors[i].Data = &sealv1.SectorData{File: fmt.Sprintf("staged/s-%d", i), Pieces: []sealv1.Piece{
+				{CID: "baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq", Size: 8 << 20}}}
+		}
+	})
+	pod := h.waitPod(ns, "up-sealer-1")
+	got := h.batch(ns, "up")
+	if got.Status.Slot != nil || got.Status.SlotRange != nil || got.Status.Hugepages1Gi != 0 || got.Status.CPUs == "" || got.Status.OutputBytes == 0 {
+		t.Errorf("update placement: slot %v range %v hugepages %d cpus %q output %d", got.Status.Slot, got.Status.SlotRange,
+			got.Status.Hugepages1Gi, got.Status.CPUs, got.Status.OutputBytes)
+	}
+	c := pod.Spec.Containers[0]
+	if strings.Join(c.Command, " ") != "/sealer snap --config /etc/sealer/config.json" {
+		t.Errorf("command %v", c.Command)
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m
+	}
+	for _, name := range []string{"sector-keys", "data"} {
+		if m, ok := mounts[name]; !ok || !m.ReadOnly {
+			t.Errorf("%s not mounted read-only: %+v", name, c.VolumeMounts)
+		}
+	}
+	for name := range mounts {
+		if strings.HasPrefix(name, "layer-") || name == "hugepages" || name == "parent-cache" {
+			t.Errorf("an update mounts %s", name)
+		}
+	}
+	var cm corev1.ConfigMap
+	if err := h.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "up-sealer-config"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	var cfg render.SnapConfig
+	if err := json.Unmarshal([]byte(cm.Data[render.ConfigKey]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Sectors) != 2 || cfg.Sectors[1].SectorKey != fmt.Sprintf("/sector-keys/sealed/s-t01000-%d", b.Spec.Sectors[1].Number) ||
+		cfg.Sectors[1].Data == nil || cfg.Sectors[1].Data.Path != "/data/staged/s-1" || cfg.OutputDir != "/output/snap/up" {
+		t.Errorf("update config: %+v", cfg)
+	}
+
+	h.setPod(pod, corev1.PodRunning, 0, "")
+	h.waitPhase(ns, "up", sealv1.PhaseUpdating)
+	var parts []string
+	for _, s := range b.Spec.Sectors {
+		parts = append(parts, fmt.Sprintf(`{"sector_id":%d,"comm_d_new":"%064x","comm_r_old":"%064x","comm_r_last_new":"%064x","comm_r_new":"%064x"}`,
+			s.Number, 1, 2, 3, s.Number))
+	}
+	h.setPod(pod, corev1.PodSucceeded, 0, `{"sectors":[`+strings.Join(parts, ",")+`]}`)
+	h.eventually("update completed and released", func() (bool, string) {
+		got = h.batch(ns, "up")
+		r := condition(got, controllers.CondReleased)
+		return got.Status.Phase == sealv1.PhaseCompleted && r != nil && r.Status == "True", got.Status.Message
+	})
+	s := got.Status.Sectors[0]
+	if s.State != "Updated" || s.CommR != fmt.Sprintf("%064x", s.Number) || s.CommROld != fmt.Sprintf("%064x", 2) ||
+		s.CommD != fmt.Sprintf("%064x", 1) || s.CommRLast != fmt.Sprintf("%064x", 3) || s.CommRCID == "" {
+		t.Errorf("updated sector: %+v", s)
+	}
+	if u := condition(got, controllers.CondUpdated); u == nil || u.Status != "True" || u.Reason != string(controllers.ReasonEncoded) {
+		t.Errorf("Updated condition: %+v", u)
+	}
+	if h.pod(ns, "up-scrub") != nil {
+		t.Error("an update (no slot) was scrubbed")
+	}
+	// The seal still holds the slot; the update holds nothing.
+	if l := h.held("node-u"); len(l) != 1 || l[0].Batch != ns+"/cc" {
+		t.Errorf("claims on the node: %+v", l)
+	}
+}

@@ -52,7 +52,7 @@ func (r *SealerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if b.DeletionTimestamp != nil || b.Status.Node == "" || b.Status.Slot == nil {
+	if b.DeletionTimestamp != nil || !placed(&b) {
 		return reconcile.Result{}, nil
 	}
 	if !controllerutil.ContainsFinalizer(&b, Finalizer) {
@@ -80,7 +80,7 @@ func (r *SealerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	at := attemptTarget{sn: &sn, cordoned: node.Spec.Unschedulable}
 
-	if b.Status.Layout == nil || b.Status.SlotRange == nil {
+	if b.Status.Layout == nil || (b.Status.SlotRange == nil && !b.Spec.IsUpdate()) {
 		return reconcile.Result{}, r.fail(ctx, &b, ReasonInvalidSpec, "status has no layout or slot range: the batch was placed by an older operator; delete it and create it again")
 	}
 	lay := layout.FromRecord(b.Status.Layout, len(b.Spec.Sectors))
@@ -112,6 +112,20 @@ func (r *SealerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{RequeueAfter: r.ProgressInterval}, r.track(ctx, &b, &pod)
 	}
 	return reconcile.Result{RequeueAfter: r.ProgressInterval}, nil
+}
+
+// slotOf is the batch's slot (ledger.NoSlot when it holds none).
+func slotOf(b *sealv1.SealBatch) int32 {
+	if b.Status.Slot == nil {
+		return ledger.NoSlot
+	}
+	return *b.Status.Slot
+}
+
+// placed reports whether placement has committed the batch: its node, and its slot unless it
+// is an update (which holds none).
+func placed(b *sealv1.SealBatch) bool {
+	return b.Status.Node != "" && (b.Status.Slot != nil || b.Spec.IsUpdate())
 }
 
 // waitAttempt says, once, why the next attempt waits (status message and an event) and looks
@@ -163,8 +177,12 @@ func (r *SealerReconciler) parentCachePath(sn *sealv1.SealerNode) string {
 	return sn.Spec.CachePath()
 }
 
-// metricsPort is the sealer's HTTP port: with host networking each slot gets its own.
+// metricsPort is the sealer's HTTP port: with host networking each slot gets its own. An
+// update's sealer serves none (0).
 func (r *SealerReconciler) metricsPort(b *sealv1.SealBatch) int {
+	if b.Spec.IsUpdate() {
+		return 0
+	}
 	if r.Pod.HostNetwork {
 		return r.Pod.MetricsPort + int(*b.Status.Slot)
 	}
@@ -174,21 +192,7 @@ func (r *SealerReconciler) metricsPort(b *sealv1.SealBatch) int {
 // ensureConfig creates the sealer config ConfigMap (owned by the batch). It is written once:
 // a retry must see the same config to resume.
 func (r *SealerReconciler) ensureConfig(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode, lay *layout.Layout) error {
-	layJSON, err := lay.JSON()
-	if err != nil {
-		return err
-	}
-	devs := sn.Status.LayerDevices
-	cfg, err := render.Config(render.ConfigInput{
-		Batch:          b,
-		LayerPaths:     render.LayerPaths(devs),
-		SlotOffset:     b.Status.SlotRange.OffsetBytes,
-		Layout:         layJSON,
-		OutputDir:      render.OutputDir(b),
-		MetricsPort:    r.metricsPort(b),
-		MetricsAddress: r.Pod.MetricsAddress,
-		ParentCacheDir: r.parentCacheDir(),
-	})
+	cfg, err := r.renderConfig(b, sn, lay)
 	if err != nil {
 		return r.fail(ctx, b, ReasonInvalidSpec, err.Error())
 	}
@@ -207,6 +211,28 @@ func (r *SealerReconciler) ensureConfig(ctx context.Context, b *sealv1.SealBatch
 		return err
 	}
 	return nil
+}
+
+// renderConfig is the sealer's config: a seal's batch config, or an update's snap config.
+func (r *SealerReconciler) renderConfig(b *sealv1.SealBatch, sn *sealv1.SealerNode, lay *layout.Layout) (any, error) {
+	if b.Spec.IsUpdate() {
+		return render.UpdateConfig(b, render.OutputDir(b))
+	}
+	layJSON, err := lay.JSON()
+	if err != nil {
+		return nil, err
+	}
+	devs := sn.Status.LayerDevices
+	return render.Config(render.ConfigInput{
+		Batch:          b,
+		LayerPaths:     render.LayerPaths(devs),
+		SlotOffset:     b.Status.SlotRange.OffsetBytes,
+		Layout:         layJSON,
+		OutputDir:      render.OutputDir(b),
+		MetricsPort:    r.metricsPort(b),
+		MetricsAddress: r.Pod.MetricsAddress,
+		ParentCacheDir: r.parentCacheDir(),
+	})
 }
 
 // attemptTarget is the node a new attempt would run on.
@@ -235,7 +261,7 @@ func (r *SealerReconciler) startAttempt(ctx context.Context, b *sealv1.SealBatch
 		msg := fmt.Sprintf("node %s is cordoned: attempt %d waits for it to be uncordoned (the batch's layers are there)", b.Status.Node, attempt)
 		return r.waitAttempt(ctx, b, msg, "WaitingForUncordon", waitForUncordon)
 	}
-	if r.Caches != nil {
+	if r.Caches != nil && !b.Spec.IsUpdate() {
 		msg, err := r.Caches.Wait(ctx, at.sn, b.Status.RegisteredProof)
 		if err != nil {
 			return reconcile.Result{}, err
@@ -255,11 +281,11 @@ func (r *SealerReconciler) startAttempt(ctx context.Context, b *sealv1.SealBatch
 	if err := r.Create(ctx, pdb); err != nil && !apierrors.IsAlreadyExists(err) {
 		return reconcile.Result{}, fmt.Errorf("disruption budget: %w", err)
 	}
-	pod := render.Pod(render.PodInput{
-		Batch: b, Node: b.Status.Node, Attempt: attempt, CPUs: len(cpus),
-		Hugepages: b.Status.Hugepages1Gi, Devices: at.sn.Status.LayerDevices, DeviceMode: at.sn.Spec.DeviceMode,
-		ParentCachePath: r.parentCachePath(at.sn),
-	}, r.podOptionsFor(b))
+	in := render.PodInput{Batch: b, Node: b.Status.Node, Attempt: attempt, CPUs: len(cpus), Hugepages: b.Status.Hugepages1Gi}
+	if !b.Spec.IsUpdate() { // an update reads no layers and no graph
+		in.Devices, in.DeviceMode, in.ParentCachePath = at.sn.Status.LayerDevices, at.sn.Spec.DeviceMode, r.parentCachePath(at.sn)
+	}
+	pod := render.Pod(in, r.podOptionsFor(b))
 	if err := controllerutil.SetControllerReference(b, pod, r.Scheme()); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -281,18 +307,23 @@ func (r *SealerReconciler) podOptionsFor(b *sealv1.SealBatch) render.PodOptions 
 	return o
 }
 
-// track reads the sealer's progress and moves the phase to PC1 or PC2.
+// track reads the sealer's progress and moves the phase to PC1 or PC2 (Updating for an
+// update, whose sealer reports no progress).
 func (r *SealerReconciler) track(ctx context.Context, b *sealv1.SealBatch, pod *corev1.Pod) error {
-	rep, err := r.Progress.Read(ctx, pod, r.metricsPort(b))
-	if err != nil {
-		log.FromContext(ctx).V(1).Info("progress not readable yet", "error", err.Error())
-	}
-	phase := sealv1.PhasePC1
-	if rep != nil && (rep.Phase == "pc2" || rep.Phase == "done") {
-		phase = sealv1.PhasePC2
-	}
-	if b.Status.Phase == sealv1.PhasePC2 {
-		phase = sealv1.PhasePC2 // never go backwards on a late report
+	var rep *ProgressReport
+	phase := sealv1.PhaseUpdating
+	if !b.Spec.IsUpdate() {
+		var err error
+		if rep, err = r.Progress.Read(ctx, pod, r.metricsPort(b)); err != nil {
+			log.FromContext(ctx).V(1).Info("progress not readable yet", "error", err.Error())
+		}
+		phase = sealv1.PhasePC1
+		if rep != nil && (rep.Phase == "pc2" || rep.Phase == "done") {
+			phase = sealv1.PhasePC2
+		}
+		if b.Status.Phase == sealv1.PhasePC2 {
+			phase = sealv1.PhasePC2 // never go backwards on a late report
+		}
 	}
 	old := b.Status.Phase
 	if rep != nil {
@@ -317,6 +348,8 @@ func (r *SealerReconciler) track(ctx context.Context, b *sealv1.SealBatch, pod *
 		case sealv1.PhasePC2:
 			setCondition(b, CondPC1Complete, metav1.ConditionTrue, ReasonLayersWritten, "all layers written")
 			setCondition(b, CondPC2Complete, metav1.ConditionFalse, ReasonTreesBuilding, "sealer is building tree-c and tree-r-last")
+		case sealv1.PhaseUpdating:
+			setCondition(b, CondUpdated, metav1.ConditionFalse, ReasonEncoding, "sealer is encoding the data into the sector keys")
 		}
 		b.Status.Message = fmt.Sprintf("sealer running (%s)", strings.ToLower(string(phase)))
 	}, func(b *sealv1.SealBatch) {
@@ -337,6 +370,10 @@ func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, po
 		return r.fail(ctx, b, ReasonSealerFailed, err.Error())
 	}
 	metricBatchProgress.DeleteLabelValues(b.Namespace, b.Name, b.Status.Node)
+	done := fmt.Sprintf("%d sectors sealed", len(res.Sectors))
+	if b.Spec.IsUpdate() {
+		done = fmt.Sprintf("%d sectors updated", len(res.Sectors))
+	}
 	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
 		now := metav1.Now()
 		b.Status.Phase = sealv1.PhaseCompleted
@@ -346,12 +383,16 @@ func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, po
 			b.Status.Progress.Percent = "100"
 			b.Status.Progress.ETASeconds = 0
 		}
-		setCondition(b, CondPC1Complete, metav1.ConditionTrue, ReasonLayersWritten, "all layers written")
-		setCondition(b, CondPC2Complete, metav1.ConditionTrue, ReasonCommitted, fmt.Sprintf("%d sectors sealed", len(res.Sectors)))
-		b.Status.Message = fmt.Sprintf("%d sectors sealed", len(res.Sectors))
+		if b.Spec.IsUpdate() {
+			setCondition(b, CondUpdated, metav1.ConditionTrue, ReasonEncoded, done)
+		} else {
+			setCondition(b, CondPC1Complete, metav1.ConditionTrue, ReasonLayersWritten, "all layers written")
+			setCondition(b, CondPC2Complete, metav1.ConditionTrue, ReasonCommitted, done)
+		}
+		b.Status.Message = done
 	}, func(b *sealv1.SealBatch) {
 		metricBatchTransitions.WithLabelValues(string(sealv1.PhaseCompleted)).Inc()
-		r.Recorder.Eventf(b, pod, corev1.EventTypeNormal, "Completed", "Seal", "%d sectors sealed", len(res.Sectors))
+		r.Recorder.Eventf(b, pod, corev1.EventTypeNormal, "Completed", "Seal", "%s", done)
 	})
 }
 
@@ -364,7 +405,7 @@ func (r *SealerReconciler) failOrRetry(ctx context.Context, b *sealv1.SealBatch,
 	if b.Status.Attempts <= b.Spec.Retries() {
 		if !at.cordoned {
 			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, string(ReasonRetrying), "Seal",
-				"attempt %d failed (%s: %s); retrying on %s, slot %d", b.Status.Attempts, reason, msg, b.Status.Node, *b.Status.Slot)
+				"attempt %d failed (%s: %s); retrying on %s", b.Status.Attempts, reason, msg, placedMessage(b.Status.Node, slotOf(b)))
 		}
 		return r.startAttempt(ctx, b, at, b.Status.Attempts+1)
 	}

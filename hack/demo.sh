@@ -12,6 +12,8 @@
 #   hack/demo.sh node       label node 127.0.0.1, give its SealerNode a file layer device, wait until Ready
 #   hack/demo.sh seal [NAME [SECTORS]]   seal a batch on 127.0.0.1 (default cc-8mib-demo, 4 sectors), show progress
 #   hack/demo.sh compare [NAME]          CommR of each sector vs `sealer oracle` (exit 1 when one differs)
+#   hack/demo.sh snap [FROM [NAME]]      SnapDeals update of FROM's first CC sector with new deal data
+#                                        (default: cc-8mib-demo into snap-8mib-demo); then compare NAME
 #   hack/demo.sh release [NAME]          wait for the Released condition
 #   hack/demo.sh fleet [N]               N simulated batches (default 40) on the kwok fleet; placed/pending counts
 #   hack/demo.sh check                   what this machine can do (root, SHA-NI, hugepages)
@@ -193,7 +195,48 @@ seal() {
   kc -n "$BATCH_NS" delete sealbatch "$name" --ignore-not-found --wait=true >/dev/null
   batch_yaml "$name" "$n" | kc apply -f - >/dev/null
   say "SealBatch $BATCH_NS/$name: $n 8 MiB sectors ($(( DATA_SECTORS < n ? DATA_SECTORS : n )) with deal data) on node $NODE"
-  local line last="" phase="" t=$(date +%s)
+  wait_batch "$name"
+  say "CPUs: layout on $(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.cpus}'), sealer granted $(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.runningCPUs.granted}; L3 groups {.status.runningCPUs.l3Groups}; moved {.status.runningCPUs.moves}')"
+}
+
+# snap [FROM [NAME]]: a SnapDeals update (spec.update) of batch FROM's first CC sector (number
+# 1000 + DATA_SECTORS + 1) with freshly staged deal data, reading FROM's lotus storage path on
+# the node (FROM must have completed; its slot may be released, its outputs stay).
+snap() {
+  local from=${1:-cc-8mib-demo} name=${2:-snap-8mib-demo} num=$((1000 + DATA_SECTORS + 1))
+  kc -n "$BATCH_NS" delete sealbatch "$name" --ignore-not-found --wait=true >/dev/null
+  {
+    cat <<EOF
+apiVersion: sealfleet.io/v1alpha1
+kind: SealBatch
+metadata:
+  name: $name
+  namespace: $BATCH_NS
+spec:
+  sectorSize: 8MiB
+  minerID: t01000
+  placement:
+    nodeName: "$NODE"
+  update:
+    sectorKeys:
+      hostPath: {path: "$OUTPUT_DIR/$BATCH_NS/$from"}
+      layout: Lotus
+  output:
+    hostPath: {path: "$OUTPUT_DIR"}
+  dataSource:
+    hostPath: {path: "$DEALS_DIR"}
+  sectors:
+  - number: $num
+EOF
+    stage_data "$name" "$num"
+  } | kc apply -f - >/dev/null
+  say "SealBatch $BATCH_NS/$name: SnapDeals update of sector $num (sealed by $from) with deal data"
+  wait_batch "$name"
+}
+
+# wait_batch NAME: follow a batch's phase and progress until it is Completed (0) or Failed (1).
+wait_batch() {
+  local name=$1 line last="" phase="" t=$(date +%s)
   while :; do
     line=$(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.phase}|{.status.progress.phase}|{.status.progress.layer}|{.status.progress.layers}|{.status.progress.percent}|{.status.message}' 2>/dev/null || true)
     IFS='|' read -r phase sp layer layers pct msg <<<"$line"
@@ -210,12 +253,13 @@ seal() {
     sleep 1
   done
   say "batch $name $phase after $(( $(date +%s) - t )) s"
-  say "CPUs: layout on $(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.cpus}'), sealer granted $(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.runningCPUs.granted}; L3 groups {.status.runningCPUs.l3Groups}; moved {.status.runningCPUs.moves}')"
   [ "$phase" = Completed ] || { kc -n "$BATCH_NS" get sealbatch "$name" -o yaml | sed -n '/^status:/,$p' >&2; return 1; }
 }
 
 # compare NAME: each sector's CommR from the batch status next to rust-fil-proofs' value for
-# the same config (`sealer oracle`, computed on the host from the batch's sealer ConfigMap).
+# the same config (`sealer oracle`, computed on the host from the batch's sealer ConfigMap);
+# for an update (spec.update), comm_r_new next to filecoin-proofs encode_into's
+# (`sealer oracle-snap`).
 compare() {
   local name=${1:-cc-8mib-demo} tmp
   tmp=$(mktemp -d)
@@ -231,13 +275,23 @@ c = json.load(open(d + "/in.json"))
 c["output_dir"] = d + "/out"          # the oracle's own scratch; the layer paths do not matter to it
 for k in ("metrics_port", "progress_file"):
     c.pop(k, None)
-# Data sectors' files as the host sees them (the pod reads the batch's dataSource at /data).
-src = (json.load(open(d + "/batch.json"))["spec"].get("dataSource") or {}).get("hostPath", {}).get("path")
+# Data sectors' files as the host sees them (the pod reads the batch's dataSource at /data),
+# and an update's sector keys (read at /sector-keys).
+spec = json.load(open(d + "/batch.json"))["spec"]
+src = (spec.get("dataSource") or {}).get("hostPath", {}).get("path")
+keys = ((spec.get("update") or {}).get("sectorKeys") or {}).get("hostPath", {}).get("path")
 for s in c["sectors"]:
     if "data" in s and src:
         s["data"]["path"] = src + s["data"]["path"].removeprefix("/data")
+    for k in ("sector_key", "sector_key_cache"):
+        if k in s and keys:
+            s[k] = keys + s[k].removeprefix("/sector-keys")
 json.dump(c, open(d + "/oracle.json", "w"))
 EOF
+  if kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.spec.update}' | grep -q .; then
+    say "computing the same updates with filecoin-proofs encode_into (sealer oracle-snap)"
+    "$SEALER" oracle-snap --config "$tmp/oracle.json" --work "$tmp/work" > "$tmp/oracle.out"
+  else
   if ! "$SEALER" oracle --help >/dev/null 2>&1; then
     python3 - "$tmp/batch.json" <<'EOF'
 import json, sys
@@ -249,12 +303,13 @@ EOF
   fi
   say "computing the same sectors with rust-fil-proofs (sealer oracle)"
   (cd "$tmp" && FIL_PROOFS_PARENT_CACHE=${FIL_PROOFS_PARENT_CACHE:-/var/tmp/filecoin-parents} "$SEALER" oracle --config "$tmp/oracle.json") > "$tmp/oracle.out"
+  fi
   python3 - "$tmp/batch.json" "$tmp/oracle.out" <<'EOF'
 import json, sys
 batch = json.load(open(sys.argv[1]))
 raw = open(sys.argv[2]).read()
 oracle = json.loads(raw[raw.index("{"):])
-want = {int(s["sector_id"]): s["comm_r"].lower().removeprefix("0x") for s in oracle["sectors"]}
+want = {int(s["sector_id"]): (s.get("comm_r_new") or s["comm_r"]).lower().removeprefix("0x") for s in oracle["sectors"]}
 bad = 0
 for s in sorted(batch["status"].get("sectors", []), key=lambda s: s["number"]):
     got = s.get("commR", "").lower().removeprefix("0x")
@@ -454,6 +509,9 @@ all() {
   local rc=0
   compare cc-8mib-demo || rc=$?
   release cc-8mib-demo
+  snap cc-8mib-demo snap-8mib-demo
+  compare snap-8mib-demo || rc=$?
+  release snap-8mib-demo
   fleet "${DEMO_BACKLOG:-40}"
   say "done in $(elapsed). The cluster keeps running: eval \"\$(hack/cluster.sh env)\"; kubectl get sealbatches -A"
   say "stop it and give the machine back with: make cluster-down"
@@ -462,7 +520,7 @@ all() {
 
 cmd=${1:-all}; shift || true
 case "$cmd" in
-  all|build|up|install|node|seal|compare|release|fleet|check|prom) "$cmd" "$@" ;;
+  all|build|up|install|node|seal|compare|snap|release|fleet|check|prom) "$cmd" "$@" ;;
   prom-targets) prom_targets "$@" ;;
   *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -12,6 +12,11 @@ import (
 // +kubebuilder:validation:XValidation:rule="has(self.dataSource) || !self.sectors.exists(s, has(s.data))",fieldPath=".dataSource",message="spec.dataSource: sectors with data read their staged files from it; give a hostPath or persistentVolumeClaim holding them"
 // +kubebuilder:validation:XValidation:rule="!has(self.dataSource) || self.sectors.exists(s, has(s.data))",fieldPath=".dataSource",message="spec.dataSource is only read for sectors with data; remove it, or give sectors their data"
 // +kubebuilder:validation:XValidation:rule="self.sectors.all(s, !has(s.data) || s.data.pieces.map(p, p.size).sum() <= {'2KiB': 2048, '8MiB': 8388608, '512MiB': 536870912, '32GiB': 34359738368, '64GiB': 68719476736}[self.sectorSize])",fieldPath=".sectors",message="spec.sectors[].data.pieces: the pieces of a sector are larger than spec.sectorSize; move pieces to another sector"
+// +kubebuilder:validation:XValidation:rule="has(self.update) || self.sectors.all(s, has(s.ticket))",fieldPath=".sectors",message="spec.sectors[].ticket: every sector sealed by the batch needs its ticket (32 bytes as 64 hex or 44 base64 characters)"
+// +kubebuilder:validation:XValidation:rule="!has(self.update) || self.sectors.all(s, !has(s.ticket) && has(s.data))",fieldPath=".sectors",message="spec.sectors: every sector of an update (spec.update) needs its data (the staged file and pieces to encode) and no ticket (the sealed sector already carries its own); give data and remove ticket"
+// +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.update.sectorKeys.hostPath) || (has(self.placement) && has(self.placement.nodeName))",fieldPath=".placement",message="spec.placement.nodeName: a hostPath spec.update.sectorKeys lives on one node; pin the update to the node holding the sealed sectors"
+// +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.pc2Engine) || self.pc2Engine == 'cpu'",fieldPath=".pc2Engine",message="spec.pc2Engine: an update (spec.update) encodes and builds tree-r-last on the CPU; remove pc2Engine or set it to cpu"
+// +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.output) || !has(self.output.layout) || self.output.layout == 'Sealfleet'",fieldPath=".output.layout",message="spec.output.layout: an update writes the Sealfleet layout (<sector>/sealed, <sector>/cache); lotus' update/ and update-cache/ layout is not written yet: remove layout or set Sealfleet"
 // +kubebuilder:validation:XValidation:rule="!has(self.releaseTTL) || self.releasePolicy == 'AfterTTL'",message="spec.releaseTTL is only used with spec.releasePolicy AfterTTL: remove releaseTTL or set releasePolicy: AfterTTL"
 // +kubebuilder:validation:XValidation:rule="self.releasePolicy != 'AfterTTL' || has(self.releaseTTL)",message="spec.releasePolicy AfterTTL needs spec.releaseTTL (e.g. releaseTTL: 24h)"
 // +kubebuilder:validation:XValidation:rule="self.sectors.all(s, self.sectors.exists_one(t, t.number == s.number))",message="spec.sectors: sector numbers must be unique within a batch; remove or renumber the duplicated sector"
@@ -60,6 +65,14 @@ type SealBatchSpec struct {
 	// read-only in the sealer pod; needed when a sector has data.
 	// +optional
 	DataSource *DataSource `json:"dataSource,omitempty"`
+
+	// update makes the batch a SnapDeals update instead of a seal: each sector's data
+	// (sectors[].data) is encoded into that sector's sealed CC replica, read from
+	// update.sectorKeys (filecoin-proofs encode_into), giving the updated replica, its
+	// tree-d and tree-r-last, and comm_r_new. An update labels no layers: it holds no NVMe
+	// slot or hugepages, only CPUs and output space, and needs no parent cache.
+	// +optional
+	Update *SnapUpdate `json:"update,omitempty"`
 
 	// output is where the sealed replicas and cache directories are written.
 	// +kubebuilder:default={hostPath: {path: "/var/lib/sealfleet/output"}}
@@ -117,11 +130,11 @@ type SectorSpec struct {
 	Number int64 `json:"number"`
 
 	// ticket is the 32-byte sealing randomness, as 64 hex characters or 44 characters of
-	// standard base64.
+	// standard base64. Required to seal; absent in an update (spec.update).
 	// +kubebuilder:validation:MaxLength=66
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=)$')",message="ticket must be 32 bytes: 64 hex characters or 44 characters of base64 ending in '='"
-	// +required
-	Ticket string `json:"ticket"`
+	// +optional
+	Ticket string `json:"ticket,omitempty"`
 
 	// commD is the unsealed data commitment: 64 hex characters or a baga6ea4seaq… piece CID.
 	// Only with data, and optional there: the sealer computes it from the pieces and
@@ -183,6 +196,38 @@ type DataSource struct {
 	// +optional
 	PersistentVolumeClaim *PVCOutput `json:"persistentVolumeClaim,omitempty"`
 }
+
+// SnapUpdate is a SnapDeals update: where the sealed CC sectors it updates are.
+type SnapUpdate struct {
+	// sectorKeys is the volume holding the sealed CC sectors (their replicas and cache
+	// directories with p_aux and t_aux), mounted read-only; typically an earlier batch's
+	// output directory.
+	// +required
+	SectorKeys SectorKeySource `json:"sectorKeys"`
+}
+
+// SectorKeySource is where sealed sectors are read from, and how they are laid out there.
+// +kubebuilder:validation:XValidation:rule="has(self.hostPath) != has(self.persistentVolumeClaim)",message="spec.update.sectorKeys: set exactly one of hostPath or persistentVolumeClaim"
+type SectorKeySource struct {
+	// hostPath reads them from a directory on the node (pin the update with
+	// spec.placement.nodeName), e.g. /var/lib/sealfleet/output/<namespace>/<batch>.
+	// +optional
+	HostPath *HostPathData `json:"hostPath,omitempty"`
+
+	// persistentVolumeClaim reads them from a claim in the batch's namespace.
+	// +optional
+	PersistentVolumeClaim *PVCOutput `json:"persistentVolumeClaim,omitempty"`
+
+	// layout is how the sectors are laid out there: Sealfleet (<sector>/sealed and
+	// <sector>/cache/) or Lotus (sealed/s-t0<miner>-<sector> and cache/s-t0<miner>-<sector>/),
+	// as spec.output.layout wrote them.
+	// +kubebuilder:default=Sealfleet
+	// +optional
+	Layout OutputLayout `json:"layout,omitempty"`
+}
+
+// IsUpdate reports whether the batch is a SnapDeals update (no PC1, no slot).
+func (s *SealBatchSpec) IsUpdate() bool { return s.Update != nil }
 
 // ProofTypeOrDefault is spec.proofType, V1_1 when unset.
 func (s *SealBatchSpec) ProofTypeOrDefault() ProofType {
@@ -314,22 +359,25 @@ type PVCOutput struct {
 }
 
 // SealBatchPhase is where a batch is in its life.
-// +kubebuilder:validation:Enum=Pending;Placed;PC1;PC2;Completed;Failed
+// +kubebuilder:validation:Enum=Pending;Placed;PC1;PC2;Updating;Completed;Failed
 type SealBatchPhase string
 
 // Phases, in order.
 const (
-	PhasePending   SealBatchPhase = "Pending"
-	PhasePlaced    SealBatchPhase = "Placed"
-	PhasePC1       SealBatchPhase = "PC1"
-	PhasePC2       SealBatchPhase = "PC2"
+	PhasePending SealBatchPhase = "Pending"
+	PhasePlaced  SealBatchPhase = "Placed"
+	PhasePC1     SealBatchPhase = "PC1"
+	PhasePC2     SealBatchPhase = "PC2"
+	// PhaseUpdating: an update's sealer is encoding (spec.update; there is no PC1 or PC2).
+	PhaseUpdating  SealBatchPhase = "Updating"
 	PhaseCompleted SealBatchPhase = "Completed"
 	PhaseFailed    SealBatchPhase = "Failed"
 )
 
 // SealBatchStatus is what the operator observed and decided.
 type SealBatchStatus struct {
-	// phase: Pending → Placed → PC1 → PC2 → Completed, or Failed.
+	// phase: Pending → Placed → PC1 → PC2 → Completed, or Failed; an update (spec.update)
+	// goes Pending → Placed → Updating → Completed.
 	// +optional
 	Phase SealBatchPhase `json:"phase,omitempty"`
 
@@ -355,7 +403,8 @@ type SealBatchStatus struct {
 	// +optional
 	Node string `json:"node,omitempty"`
 
-	// slot is the index of the NVMe layer slot the batch holds on that node.
+	// slot is the index of the NVMe layer slot the batch holds on that node (none for an
+	// update, which labels no layers).
 	// +optional
 	Slot *int32 `json:"slot,omitempty"`
 
@@ -551,6 +600,10 @@ type SectorStatus struct {
 	// commRCID is commR as a sealed CID (bagboea4b5abc…), as lotus and Curio show it.
 	// +optional
 	CommRCID string `json:"commRCID,omitempty"`
+	// commROld is, for an update, the sealed CC sector's commR (the sector key's); commD
+	// and commR are then the new data's commitment and the updated replica's comm_r_new.
+	// +optional
+	CommROld string `json:"commROld,omitempty"`
 	// state is Sealing, Sealed or Failed.
 	// +optional
 	State string `json:"state,omitempty"`
@@ -572,6 +625,7 @@ type SectorStatus struct {
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.sectorSize == oldSelf.spec.sectorSize",message="spec.sectorSize cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.proofType == oldSelf.spec.proofType",message="spec.proofType cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.minerID == oldSelf.spec.minerID",message="spec.minerID cannot change after the batch is placed: delete the batch and create a new one"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || has(self.spec.update) == has(oldSelf.spec.update) && (!has(self.spec.update) || self.spec.update == oldSelf.spec.update)",message="spec.update cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || has(self.spec.dataSource) == has(oldSelf.spec.dataSource) && (!has(self.spec.dataSource) || self.spec.dataSource == oldSelf.spec.dataSource)",message="spec.dataSource cannot change after the batch is placed: delete the batch and create a new one"
 type SealBatch struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -67,6 +67,14 @@ const (
 	dataSrc  = "dataSource: {hostPath: {path: /deals}}\n"
 )
 
+// An update's pieces: its sector keys on a node it is pinned to, and one sector with data and
+// no ticket.
+const (
+	updateKeys   = "update: {sectorKeys: {hostPath: {path: /var/lib/sealfleet/output/default/cc}, layout: Lotus}}\n"
+	pinned       = "placement: {nodeName: n1}\n"
+	updateSector = "sectors:\n- {number: 1, data: {file: s1, pieces: [{cid: " + pieceCID + ", size: 8388608}]}}\n"
+)
+
 // dataSector is one data sector's YAML with its file and pieces (flow-style piece list).
 func dataSector(file, pieces string) string {
 	return fmt.Sprintf("sectors:\n- {number: 1, ticket: %q, data: {file: %q, pieces: [%s]}}\n", ticketA, file, pieces)
@@ -153,6 +161,22 @@ func TestSealBatchValidation(t *testing.T) {
 			[]string{"spec.pc2Engine", "cpu", "gpu"}},
 		{"release-policy-unknown", okBase + "releasePolicy: Never\n" + sectorsYAML(1),
 			[]string{"spec.releasePolicy", "OnCompletion"}},
+		{"seal-without-ticket", okBase + "sectors:\n- {number: 1}\n",
+			[]string{"spec.sectors[].ticket", "needs its ticket"}},
+		{"update-with-ticket", okBase + updateKeys + pinned + dataSrc + dataSector("s1", "{cid: "+pieceCID+", size: 8388608}"),
+			[]string{"spec.sectors", "no ticket"}},
+		{"update-without-data", okBase + updateKeys + pinned + "sectors:\n- {number: 1}\n",
+			[]string{"spec.sectors", "needs its data"}},
+		{"update-hostpath-not-pinned", okBase + updateKeys + dataSrc + updateSector,
+			[]string{"spec.placement.nodeName", "pin the update"}},
+		{"update-gpu", okBase + updateKeys + pinned + "pc2Engine: gpu\n" + dataSrc + updateSector,
+			[]string{"spec.pc2Engine", "on the CPU"}},
+		{"update-lotus-output", okBase + updateKeys + pinned + "output: {hostPath: {path: /o}, layout: Lotus}\n" + dataSrc + updateSector,
+			[]string{"spec.output.layout", "update-cache"}},
+		{"update-keys-both", okBase + "update: {sectorKeys: {hostPath: {path: /k}, persistentVolumeClaim: {claimName: c}}}\n" + pinned + dataSrc + updateSector,
+			[]string{"spec.update.sectorKeys", "exactly one"}},
+		{"update-keys-layout-unknown", okBase + "update: {sectorKeys: {persistentVolumeClaim: {claimName: c}, layout: Boost}}\n" + dataSrc + updateSector,
+			[]string{"spec.update.sectorKeys.layout", "Lotus"}},
 	}
 	for _, tc := range bad {
 		t.Run("rejects/"+tc.name, func(t *testing.T) {
@@ -202,6 +226,9 @@ func TestSealBatchValidation(t *testing.T) {
 				"- {number: 1, ticket: \"" + ticketA + "\", commD: " + pieceCID + ", data: {file: staged/s-1, pieces: [{cid: " + pieceCID + ", size: 4194304}, {cid: " + strings.Repeat("0c", 32) + ", size: 4194304}]}}\n" +
 				"- {number: 2, ticket: \"" + ticketA + "\"}\n",
 			"data-128-sectors-full": "sectorSize: 64GiB\nminerID: f01\n" + dataSrc + dataSectors(128, 64),
+			"update-pinned":         okBase + updateKeys + pinned + dataSrc + updateSector,
+			"update-from-claim": okBase + "update: {sectorKeys: {persistentVolumeClaim: {claimName: cc}, layout: Lotus}}\n" +
+				"dataSource: {persistentVolumeClaim: {claimName: deals}}\n" + updateSector,
 		}
 		for name, spec := range good {
 			if err := env.Client.Create(ctx, batch(t, name, spec)); err != nil {

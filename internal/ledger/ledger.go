@@ -94,11 +94,15 @@ func (g Geometry) Range(slot int32) sealv1.SlotRange {
 	return sealv1.SlotRange{OffsetBytes: int64(slot) * g.PerDevice, LengthBytes: g.PerDevice}
 }
 
+// NoSlot is the Slot of a claim that holds no layer slot (a SnapDeals update labels no layers).
+const NoSlot int32 = -1
+
 // Claim is what one placed batch holds on its node.
 type Claim struct {
 	UID   types.UID
 	Batch string
 	Node  string
+	// Slot is the held layer slot (NoSlot: none, and Range is empty).
 	Slot  int32
 	Range sealv1.SlotRange
 	// Running is true while the sealer may run (Placed, PC1, PC2): only then does the batch
@@ -118,19 +122,23 @@ type Claim struct {
 // placed, or released). A slot range missing from an older status is derived from geometry.
 func ClaimOf(b *sealv1.SealBatch, geometry func(node string) Geometry) (Claim, bool) {
 	st := &b.Status
-	if st.Node == "" || st.Slot == nil || meta.IsStatusConditionTrue(st.Conditions, CondReleased) {
+	update := b.Spec.IsUpdate()
+	if st.Node == "" || (st.Slot == nil && !update) || meta.IsStatusConditionTrue(st.Conditions, CondReleased) {
 		return Claim{}, false
 	}
-	c := Claim{UID: b.UID, Batch: BatchKey(b), Node: st.Node, Slot: *st.Slot}
-	if st.SlotRange != nil {
-		c.Range = *st.SlotRange
-	} else if geometry != nil {
-		c.Range = geometry(st.Node).Range(*st.Slot)
+	c := Claim{UID: b.UID, Batch: BatchKey(b), Node: st.Node, Slot: NoSlot}
+	if st.Slot != nil {
+		c.Slot = *st.Slot
+		if st.SlotRange != nil {
+			c.Range = *st.SlotRange
+		} else if geometry != nil {
+			c.Range = geometry(st.Node).Range(*st.Slot)
+		}
 	}
 	switch st.Phase {
 	case sealv1.PhasePlaced, sealv1.PhasePC1:
-		c.Running, c.PC1 = true, true
-	case sealv1.PhasePC2:
+		c.Running, c.PC1 = true, !update
+	case sealv1.PhasePC2, sealv1.PhaseUpdating:
 		c.Running = true
 	}
 	if c.Running {
@@ -164,7 +172,7 @@ func (u *Usage) OutputBytes(p string) int64 {
 }
 
 // Slots is the number of held slots.
-func (u *Usage) Slots() int { return len(u.Claims) }
+func (u *Usage) Slots() int { return u.count(func(c *Claim) bool { return c.Slot != NoSlot }) }
 
 // Hugepages is the 1 GiB hugepages held by running batches.
 func (u *Usage) Hugepages() int64 {
@@ -206,7 +214,7 @@ func (u *Usage) FreeSlot(g Geometry) int32 {
 		r := g.Range(i)
 		free := true
 		for _, c := range u.Claims {
-			if c.Range.OffsetBytes < r.OffsetBytes+r.LengthBytes && r.OffsetBytes < c.Range.OffsetBytes+c.Range.LengthBytes {
+			if c.Slot != NoSlot && c.Range.OffsetBytes < r.OffsetBytes+r.LengthBytes && r.OffsetBytes < c.Range.OffsetBytes+c.Range.LengthBytes {
 				free = false
 				break
 			}
@@ -255,6 +263,9 @@ func (bk Book) Conflicts() []string {
 	for node, u := range bk {
 		for i := range u.Claims {
 			for j := i + 1; j < len(u.Claims); j++ {
+				if u.Claims[i].Slot == NoSlot || u.Claims[j].Slot == NoSlot {
+					continue
+				}
 				a, b := u.Claims[i].Range, u.Claims[j].Range
 				if a.OffsetBytes < b.OffsetBytes+b.LengthBytes && b.OffsetBytes < a.OffsetBytes+a.LengthBytes {
 					out = append(out, fmt.Sprintf("%s: slot %d of %s overlaps slot %d of %s", node,

@@ -146,3 +146,25 @@ func TestAssumedUntilObserved(t *testing.T) {
 		t.Error("an uncertain decision whose batch still shows no placement must expire")
 	}
 }
+
+// TestUpdateClaimsNoSlot: a placed update (spec.update, no status.slot) holds its CPUs and
+// output bytes while it runs, never a slot, and nothing once released.
+func TestUpdateClaimsNoSlot(t *testing.T) {
+	b := testutil.Batch("ns", "u", sealv1.SectorSize8MiB, 2, func(b *sealv1.SealBatch) {
+		b.Spec.Update = &sealv1.SnapUpdate{}
+		b.Status.Node, b.Status.Phase, b.Status.CPUs, b.Status.OutputBytes = "n", sealv1.PhaseUpdating, "2-3", 1<<20
+	})
+	c, ok := ClaimOf(b, nil)
+	if !ok || c.Slot != NoSlot || c.PC1 || !c.Running || len(c.CPUs) != 2 || c.OutputBytes != 1<<20 {
+		t.Fatalf("claim %+v %v", c, ok)
+	}
+	seal := testutil.Batch("ns", "s", sealv1.SectorSize8MiB, 2, testutil.Placed("n", 0, sealv1.PhasePC1))
+	bk := BookOf([]sealv1.SealBatch{*b, *seal}, nil, func(string) Geometry { return GeometryOf(sn(1 << 40)) })
+	if u := bk.Of("n"); u.Slots() != 1 || len(u.BusyCPUs()) != 2 || len(bk.Conflicts()) != 0 {
+		t.Errorf("book: %d slots, cpus %v, conflicts %v", u.Slots(), u.BusyCPUs(), bk.Conflicts())
+	}
+	b.Status.Node = ""
+	if _, ok := ClaimOf(b, nil); ok {
+		t.Error("an unplaced update holds something")
+	}
+}

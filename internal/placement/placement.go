@@ -98,7 +98,7 @@ type Decision struct {
 func (d *Decision) Claim() ledger.Claim {
 	return ledger.Claim{
 		UID: d.Batch.UID, Batch: ledger.BatchKey(d.Batch), Node: d.Node, Slot: d.Slot, Range: d.Range,
-		Running: true, PC1: true, Hugepages: d.Hugepages, CPUs: d.Layout.CoreCPUs(),
+		Running: true, PC1: !d.Batch.Spec.IsUpdate(), Hugepages: d.Hugepages, CPUs: d.Layout.CoreCPUs(),
 		GPU:        d.Batch.Spec.PC2Engine == sealv1.PC2EngineGPU,
 		OutputPath: d.Batch.Spec.OutputHostPath(), OutputBytes: d.OutputBytes,
 	}
@@ -157,6 +157,9 @@ type Need struct {
 	OutputBytes int64
 	// Proof is the registered proof: its graph's parent cache must be verified on the node.
 	Proof string
+	// Update: a SnapDeals update, which needs CPUs and output space but no layer slot, PC1
+	// pipeline, hugepages or parent cache.
+	Update bool
 }
 
 // NeedOf derives what a batch needs.
@@ -172,8 +175,14 @@ func NeedOf(b *sealv1.SealBatch) Need {
 		OutputPath: b.Spec.OutputHostPath(),
 		Proof:      sealv1.RegisteredProof(b.Spec.SectorSize, b.Spec.ProofTypeOrDefault()),
 	}
+	if b.Spec.IsUpdate() {
+		n.Update, n.SlotBytes, n.Hugepages, n.Proof = true, 0, 0, ""
+	}
 	if n.OutputPath != "" {
 		n.OutputBytes = OutputBytesFor(b.Spec.SectorSize, len(b.Spec.Sectors))
+		if n.Update {
+			n.OutputBytes = UpdateOutputBytesPerSector(b.Spec.SectorSize) * int64(len(b.Spec.Sectors))
+		}
 	}
 	if p := b.Spec.Placement; p != nil {
 		n.NodeName = p.NodeName
@@ -203,6 +212,20 @@ func OutputBytesFor(size sealv1.SectorSize, sectors int) int64 {
 // for p_aux and t_aux. The sealer's tests compare it with the files it writes.
 func OutputBytesPerSector(size sealv1.SectorSize) int64 {
 	s := int64(size.Bytes())
+	treeD, treeC, treeRLast := treeBytes(size)
+	return s + treeD + treeC + treeRLast + int64(size.Layers())*s + 4096
+}
+
+// UpdateOutputBytesPerSector is what a SnapDeals update writes for one sector: the updated
+// replica, its tree-d and tree-r-last, and 4 KiB for p_aux and t_aux.
+func UpdateOutputBytesPerSector(size sealv1.SectorSize) int64 {
+	treeD, _, treeRLast := treeBytes(size)
+	return int64(size.Bytes()) + treeD + treeRLast + 4096
+}
+
+// treeBytes is the size of a sector's tree-d, tree-c and tree-r-last files.
+func treeBytes(size sealv1.SectorSize) (treeD, treeC, treeRLast int64) {
+	s := int64(size.Bytes())
 	nodes := s / 32
 	trees := int64(1)
 	switch size.Bytes() {
@@ -226,10 +249,7 @@ func OutputBytesPerSector(size sealv1.SectorSize) int64 {
 		}
 		return t * 32
 	}
-	treeC := trees * sum(0)
-	treeRLast := trees * sum(rowsToDiscard(len(levels))+1)
-	treeD := (2*nodes - 1) * 32
-	return s + treeD + treeC + treeRLast + int64(size.Layers())*s + 4096
+	return (2*nodes - 1) * 32, trees * sum(0), trees * sum(rowsToDiscard(len(levels))+1)
 }
 
 // cacheReason is why the node's parent cache for proof is not usable yet ("" when it is
@@ -337,7 +357,43 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 	if !batchSizeSupported(sn, need.BatchSize) {
 		return fmt.Sprintf("batch size %d unsupported by its CPU layout", need.BatchSize), false
 	}
-	g, u := n.Geometry, n.usage()
+	u := n.usage()
+	if reason, transient := checkLayers(n, need); reason != "" {
+		return reason, transient
+	}
+	if need.GPU && u.GPUs() >= len(sn.Status.GPUs) {
+		return "all GPUs busy", true
+	}
+	if need.OutputPath != "" {
+		v := outputVolume(sn, need.OutputPath)
+		switch {
+		case v == nil:
+			return fmt.Sprintf("output path %s is not in its spec.outputPaths", need.OutputPath), false
+		case v.Reason != "":
+			return fmt.Sprintf("output path %s unusable: %s", need.OutputPath, v.Reason), false
+		case v.CapacityBytes < need.OutputBytes:
+			return fmt.Sprintf("output volume %s too small (%s < %s)", need.OutputPath, human(v.CapacityBytes), human(need.OutputBytes)), false
+		}
+		if free := v.AvailableBytes - u.OutputBytes(need.OutputPath); free < need.OutputBytes {
+			return fmt.Sprintf("output volume %s: %s free after running batches, %s needed", need.OutputPath, human(max(free, 0)), human(need.OutputBytes)), true
+		}
+	}
+	if _, err := n.Layout(need.BatchSize); err != nil {
+		if len(u.BusyCPUs()) > 0 {
+			return "not enough free cores beside the running batch", true
+		}
+		return "no core layout: " + err.Error(), false
+	}
+	return "", false
+}
+
+// checkLayers is check() for what labelling needs: a free layer slot large enough, the PC2
+// engine, a GPU, the parent cache, hugepages and a PC1 pipeline. An update needs none of them.
+func checkLayers(n *Node, need *Need) (reason string, transient bool) {
+	if need.Update {
+		return "", false
+	}
+	sn, g, u := n.Sealer, n.Geometry, n.usage()
 	if g.Count == 0 {
 		return "no layer slots (no ready layer devices)", false
 	}
@@ -369,29 +425,6 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 	}
 	if u.FreeSlot(g) < 0 {
 		return fmt.Sprintf("no free slot (%d/%d held)", u.Slots(), g.Count), true
-	}
-	if need.GPU && u.GPUs() >= len(sn.Status.GPUs) {
-		return "all GPUs busy", true
-	}
-	if need.OutputPath != "" {
-		v := outputVolume(sn, need.OutputPath)
-		switch {
-		case v == nil:
-			return fmt.Sprintf("output path %s is not in its spec.outputPaths", need.OutputPath), false
-		case v.Reason != "":
-			return fmt.Sprintf("output path %s unusable: %s", need.OutputPath, v.Reason), false
-		case v.CapacityBytes < need.OutputBytes:
-			return fmt.Sprintf("output volume %s too small (%s < %s)", need.OutputPath, human(v.CapacityBytes), human(need.OutputBytes)), false
-		}
-		if free := v.AvailableBytes - u.OutputBytes(need.OutputPath); free < need.OutputBytes {
-			return fmt.Sprintf("output volume %s: %s free after running batches, %s needed", need.OutputPath, human(max(free, 0)), human(need.OutputBytes)), true
-		}
-	}
-	if _, err := n.Layout(need.BatchSize); err != nil {
-		if len(u.BusyCPUs()) > 0 {
-			return "not enough free cores beside the running batch", true
-		}
-		return "no core layout: " + err.Error(), false
 	}
 	return "", false
 }
@@ -544,8 +577,11 @@ func Schedule(nodes []*Node, pending []*sealv1.SealBatch) ([]Decision, map[*seal
 			continue
 		}
 		lay, _ := best.Layout(need.BatchSize) // check() proved it exists
-		slot := best.usage().FreeSlot(best.Geometry)
-		d := Decision{Batch: b, Node: best.Sealer.Name, Slot: slot, Range: best.Geometry.Range(slot), Hugepages: need.Hugepages, Layout: lay, OutputBytes: need.OutputBytes}
+		d := Decision{Batch: b, Node: best.Sealer.Name, Slot: ledger.NoSlot, Hugepages: need.Hugepages, Layout: lay, OutputBytes: need.OutputBytes}
+		if !need.Update {
+			d.Slot = best.usage().FreeSlot(best.Geometry)
+			d.Range = best.Geometry.Range(d.Slot)
+		}
 		decisions = append(decisions, d)
 		best.usage().Add(d.Claim())
 		best.layouts = nil

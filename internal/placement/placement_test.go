@@ -409,3 +409,43 @@ func BenchmarkSchedule1000x5000(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/5000, "ns/decision")
 }
+
+// TestUpdateNeedsCoresAndOutputNotASlot: a SnapDeals update runs beside a PC1 batch on a node
+// whose only slot and pipeline are held and which has no hugepages or parent cache left for
+// it, books its output bytes and its cores, and never a slot.
+func TestUpdateNeedsCoresAndOutputNotASlot(t *testing.T) {
+	per := UpdateOutputBytesPerSector(sealv1.SectorSize8MiB)
+	if full := OutputBytesPerSector(sealv1.SectorSize8MiB); per >= full || per <= int64(sealv1.SectorSize8MiB.Bytes()) {
+		t.Fatalf("update bytes %d against a seal's %d", per, full)
+	}
+	n := node("a", 1, 1, outputFree(1<<40, 5*per), func(n *Node) { n.Sealer.Status.ParentCaches = nil })
+	running := batch("running", sealv1.SectorSize8MiB, 8, 0)
+	hold(n, running, 0, 1)
+	update := func(name string, age time.Duration) *sealv1.SealBatch {
+		return batch(name, sealv1.SectorSize8MiB, 4, age, func(b *sealv1.SealBatch) {
+			b.Spec.Update = &sealv1.SnapUpdate{SectorKeys: sealv1.SectorKeySource{HostPath: &sealv1.HostPathData{Path: "/k"}}}
+		})
+	}
+	first, second := update("first", time.Second), update("second", 2*time.Second)
+	dec, failed := Schedule([]*Node{n}, []*sealv1.SealBatch{first, second})
+	if len(dec) != 1 || dec[0].Batch != first {
+		t.Fatalf("decisions %+v, failed %v", dec, failed)
+	}
+	d := dec[0]
+	if d.Slot != ledger.NoSlot || d.Range != (sealv1.SlotRange{}) || d.Hugepages != 0 || d.OutputBytes != 4*per || len(d.Layout.CoreCPUs()) == 0 {
+		t.Errorf("update decision %+v", d)
+	}
+	if c := d.Claim(); c.PC1 || c.Slot != ledger.NoSlot {
+		t.Errorf("update claim %+v", c)
+	}
+	if n.usage().Slots() != 1 || n.usage().FreeSlot(n.Geometry) != -1 || len(ledger.Book{"a": n.usage()}.Conflicts()) != 0 {
+		t.Errorf("slots after the update: %d held, conflicts %v", n.usage().Slots(), ledger.Book{"a": n.usage()}.Conflicts())
+	}
+	if failed[second] == nil || !strings.Contains(failed[second].Error(), "output volume") {
+		t.Errorf("second update: %v", failed[second])
+	}
+	// A seal still finds no slot next to them.
+	if _, failed := Schedule([]*Node{n}, []*sealv1.SealBatch{batch("seal", sealv1.SectorSize8MiB, 1, 3*time.Second)}); len(failed) != 1 {
+		t.Errorf("a seal was placed with no slot free")
+	}
+}

@@ -153,6 +153,10 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 		volumes = append(volumes, v)
 		mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: DataMount, ReadOnly: true})
 	}
+	if v, ok := sectorKeysVolume(b); ok {
+		volumes = append(volumes, v)
+		mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: SectorKeysMount, ReadOnly: true})
+	}
 	if in.ParentCachePath != "" {
 		volumes = append(volumes, hostPathVolume("parent-cache", in.ParentCachePath, corev1.HostPathDirectory))
 		mounts = append(mounts, corev1.VolumeMount{Name: "parent-cache", MountPath: ParentCacheMount, ReadOnly: true})
@@ -225,7 +229,7 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 				Name:                     "sealer",
 				Image:                    o.Image,
 				ImagePullPolicy:          o.ImagePullPolicy,
-				Command:                  []string{"/sealer", "batch", "--quiet", "--config", ConfigDir + "/" + ConfigKey},
+				Command:                  sealerCommand(b),
 				Env:                      []corev1.EnvVar{{Name: "SEALER_TERMINATION_LOG", Value: corev1.TerminationMessagePathDefault}},
 				Resources:                corev1.ResourceRequirements{Requests: res, Limits: res},
 				VolumeMounts:             mounts,
@@ -285,18 +289,42 @@ func outputVolume(b *sealv1.SealBatch) corev1.Volume {
 	return v
 }
 
+// sealerCommand runs the batch: `sealer batch` seals, `sealer snap` updates (spec.update).
+func sealerCommand(b *sealv1.SealBatch) []string {
+	if b.Spec.IsUpdate() {
+		return []string{"/sealer", "snap", "--config", ConfigDir + "/" + ConfigKey}
+	}
+	return []string{"/sealer", "batch", "--quiet", "--config", ConfigDir + "/" + ConfigKey}
+}
+
+// sectorKeysVolume is an update's spec.update.sectorKeys as the read-only "sector-keys" volume:
+// an existing host directory or a claim.
+func sectorKeysVolume(b *sealv1.SealBatch) (corev1.Volume, bool) {
+	if b.Spec.Update == nil {
+		return corev1.Volume{}, false
+	}
+	return readOnlySource("sector-keys", b.Spec.Update.SectorKeys.HostPath, b.Spec.Update.SectorKeys.PersistentVolumeClaim)
+}
+
 // dataVolume is spec.dataSource as the pod's read-only "data" volume: an existing host
 // directory (never created: an empty one would hide a wrong path) or a claim.
 func dataVolume(b *sealv1.SealBatch) (corev1.Volume, bool) {
 	d := b.Spec.DataSource
-	switch {
-	case d == nil:
+	if d == nil {
 		return corev1.Volume{}, false
-	case d.PersistentVolumeClaim != nil:
-		return corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
-			ClaimName: d.PersistentVolumeClaim.ClaimName, ReadOnly: true}}}, true
-	case d.HostPath != nil:
-		return hostPathVolume("data", d.HostPath.Path, corev1.HostPathDirectory), true
+	}
+	return readOnlySource("data", d.HostPath, d.PersistentVolumeClaim)
+}
+
+// readOnlySource is a volume read from a host directory (never created: an empty one would
+// hide a wrong path) or a claim, mounted read-only; ok is false when neither is set.
+func readOnlySource(name string, host *sealv1.HostPathData, claim *sealv1.PVCOutput) (corev1.Volume, bool) {
+	switch {
+	case claim != nil:
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+			ClaimName: claim.ClaimName, ReadOnly: true}}}, true
+	case host != nil:
+		return hostPathVolume(name, host.Path, corev1.HostPathDirectory), true
 	}
 	return corev1.Volume{}, false
 }

@@ -69,7 +69,7 @@ func testBatch() *sealv1.SealBatch {
 	return &sealv1.SealBatch{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b", UID: "u1"},
 		Spec: sealv1.SealBatchSpec{SectorSize: sealv1.SectorSize32GiB, ProofType: sealv1.ProofTypeSyntheticPoRep, MinerID: "f01000",
-			PC2Engine: sealv1.PC2EngineGPU,
+			PC2Engine:  sealv1.PC2EngineGPU,
 			DataSource: &sealv1.DataSource{HostPath: &sealv1.HostPathData{Path: "/srv/deals"}},
 			Sectors: []sealv1.SectorSpec{{Number: 7, Ticket: strings.Repeat("ab", 32)}, {Number: 8, Ticket: strings.Repeat("cd", 32),
 				CommD: "baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq",
@@ -320,5 +320,73 @@ func TestParentCacheBuilderAndMount(t *testing.T) {
 	}
 	if !mounted {
 		t.Errorf("sealer pod does not mount the parent cache read-only: %+v", pod.Spec.Containers[0].VolumeMounts)
+	}
+}
+
+// updateBatch is testBatch as a SnapDeals update of its two sectors, sealed earlier under a
+// lotus storage path.
+func updateBatch() *sealv1.SealBatch {
+	b := testBatch()
+	b.Spec.ProofType, b.Spec.PC2Engine = sealv1.ProofTypeV1_1, sealv1.PC2EngineCPU
+	b.Spec.Update = &sealv1.SnapUpdate{SectorKeys: sealv1.SectorKeySource{
+		HostPath: &sealv1.HostPathData{Path: "/var/lib/sealfleet/output/ns/cc"}, Layout: sealv1.OutputLayoutLotus}}
+	for i := range b.Spec.Sectors {
+		b.Spec.Sectors[i].Ticket = ""
+	}
+	b.Spec.Sectors[0].Data = &sealv1.SectorData{File: "staged/s-t01000-7", Pieces: []sealv1.Piece{{CID: strings.Repeat("0c", 32), Size: 32 << 30}}}
+	return b
+}
+
+func TestUpdateConfigAndPod(t *testing.T) {
+	b := updateBatch()
+	cfg, err := UpdateConfig(b, "/output/ns/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RegisteredProof != "StackedDrg32GiBV1_1" || cfg.OutputDir != "/output/ns/b" || len(cfg.Sectors) != 2 {
+		t.Errorf("config: %+v", cfg)
+	}
+	s := cfg.Sectors[1]
+	if s.SectorKey != "/sector-keys/sealed/s-t01000-8" || s.SectorKeyCache != "/sector-keys/cache/s-t01000-8" ||
+		!strings.HasPrefix(s.CommD, "077e5fde") || s.Data == nil || s.Data.Path != "/data/staged/s-t01000-8" {
+		t.Errorf("sector 8: %+v", s)
+	}
+	if sealed, cache := SectorKeyPaths(sealv1.OutputLayoutSealfleet, 1000, 7); sealed != "/sector-keys/7/sealed" || cache != "/sector-keys/7/cache" {
+		t.Errorf("Sealfleet layout: %s %s", sealed, cache)
+	}
+	// The golden update config is the contract: the Rust sealer's tests parse this file
+	// (sealer-image/crates/sealer-config/src/snap.rs) and check every key it reads is here.
+	got, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Golden(t, filepath.Join("testdata", "snap-config.golden.json"), append(got, '\n'), *update, "./internal/render")
+
+	b.Spec.Sectors[0].Data = nil
+	if _, err := UpdateConfig(b, "/o"); err == nil || !strings.Contains(err.Error(), "spec.sectors[0].data") {
+		t.Errorf("a sector without data: %v", err)
+	}
+
+	pod := Pod(PodInput{Batch: updateBatch(), Node: "n1", Attempt: 1, CPUs: 2}, podOpts())
+	c := pod.Spec.Containers[0]
+	if strings.Join(c.Command, " ") != "/sealer snap --config /etc/sealer/config.json" {
+		t.Errorf("command %v", c.Command)
+	}
+	var keys *corev1.VolumeMount
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].MountPath == SectorKeysMount {
+			keys = &c.VolumeMounts[i]
+		}
+	}
+	if keys == nil || !keys.ReadOnly {
+		t.Errorf("sector keys not mounted read-only: %+v", c.VolumeMounts)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == "sector-keys" && (v.HostPath == nil || v.HostPath.Path != "/var/lib/sealfleet/output/ns/cc" || *v.HostPath.Type != corev1.HostPathDirectory) {
+			t.Errorf("sector-keys volume: %+v", v.VolumeSource)
+		}
+	}
+	if _, ok := c.Resources.Limits["hugepages-1Gi"]; ok {
+		t.Error("an update asked for hugepages")
 	}
 }
