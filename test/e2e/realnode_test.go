@@ -294,11 +294,51 @@ func TestRealNode(t *testing.T) {
 		sealDur.Seconds(), time.Since(start).Seconds(), summary(samples))
 	mu.Unlock()
 
+	t.Run("SnapUpdate", func(t *testing.T) { snapRun(t, step, batch) })
 	t.Run("StarvedHashersAlert", func(t *testing.T) { starvedRun(t, step) })
 	if fi, err := os.Stat(cacheManifest); err != nil || !fi.ModTime().Equal(built.ModTime()) {
 		t.Errorf("the parent cache was rebuilt by later batches (manifest %v, %v)", fi, err)
 	}
 	t.Run("CorruptParentCacheRebuilt", func(t *testing.T) { corruptCacheRun(t, step, cacheManifest) })
+}
+
+// snapRun updates the first CC sector that batch `from` sealed (hack/demo.sh snap) with new
+// deal data: the update runs without a slot, its comm_r_new matches filecoin-proofs
+// encode_into on the same files, its comm_r_old is the sector's CommR from the seal, and its
+// replica and trees are in its output directory.
+func snapRun(t *testing.T, step func(env []string, args ...string) string, from string) {
+	const name, ns = "e2e-snap", "sealfleet-batches"
+	step(nil, "snap", from, name)
+	if out := step(nil, "compare", name); strings.Count(out, "matches rust-fil-proofs") != 1 {
+		t.Errorf("the update's comm_r_new does not match filecoin-proofs encode_into")
+	}
+	step(nil, "release", name)
+	var src, up sealv1.SealBatch
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: from}, &src); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &up); err != nil {
+		t.Fatal(err)
+	}
+	if up.Status.Slot != nil || up.Status.Hugepages1Gi != 0 || len(up.Status.Sectors) != 1 {
+		t.Fatalf("update status: slot %v, hugepages %d, sectors %+v", up.Status.Slot, up.Status.Hugepages1Gi, up.Status.Sectors)
+	}
+	got := up.Status.Sectors[0]
+	for _, s := range src.Status.Sectors {
+		if s.Number == got.Number && s.CommR != got.CommROld {
+			t.Errorf("sector %d: the update's commROld %s is not the seal's commR %s", s.Number, got.CommROld, s.CommR)
+		}
+	}
+	if got.State != "Updated" || got.CommR == got.CommROld || !strings.HasPrefix(got.CommDCID, "baga6ea4seaq") {
+		t.Errorf("updated sector: %+v", got)
+	}
+	dir := filepath.Join("/var/lib/sealfleet/output", ns, name, strconv.FormatInt(got.Number, 10))
+	for _, f := range []string{"sealed", "cache/p_aux", "cache/t_aux", "cache/sc-02-data-tree-r-last.dat", "cache/sc-02-data-tree-d.dat"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("update output %s: %v", f, err)
+		}
+	}
+	t.Logf("sector %d updated: comm_r_old %s, comm_r_new %s (%s)", got.Number, got.CommROld, got.CommR, got.CommRCID)
 }
 
 // starvedRun seals a second batch whose sealer pod's block I/O is throttled to 128 KiB/s on

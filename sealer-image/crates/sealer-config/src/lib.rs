@@ -849,7 +849,7 @@ mod tests {
 
     /// The field names a derived `Deserialize` asks for (serde hands them to
     /// `deserialize_struct`): what the sealer reads, without a second list to keep in step.
-    fn read_keys<'de, T: Deserialize<'de>>() -> Vec<&'static str> {
+    pub(crate) fn read_keys<'de, T: Deserialize<'de>>() -> Vec<&'static str> {
         use serde::de::{self, Visitor};
         struct Probe(std::rc::Rc<std::cell::RefCell<Vec<&'static str>>>);
         impl<'de> de::Deserializer<'de> for Probe {

@@ -115,6 +115,30 @@ mod tests {
         })
     }
 
+    /// The operator's golden update config (internal/render/testdata in the Go module) is the
+    /// contract: it parses, and it carries every key `sealer snap` reads.
+    #[test]
+    fn operator_golden_snap_config_is_the_contract() {
+        use crate::tests::read_keys;
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../internal/render/testdata/snap-config.golden.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let c = SnapConfig::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!((c.proof.sector_size, c.sectors.len()), (32 << 30, 2));
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let missing = |keys: Vec<&'static str>, obj: &serde_json::Value| -> Vec<&'static str> {
+            keys.into_iter().filter(|k| obj.get(*k).is_none()).collect()
+        };
+        assert_eq!(missing(read_keys::<RawSnap>(), &v), Vec::<&str>::new(), "config keys never rendered");
+        let with_comm_d = v["sectors"].as_array().unwrap().iter().find(|s| s.get("comm_d").is_some()).unwrap();
+        assert_eq!(
+            missing(read_keys::<RawSnapSector>(), with_comm_d),
+            Vec::<&str>::new(),
+            "sector keys never rendered"
+        );
+        assert!(read_keys::<RawSnapSector>().len() == 5, "the probe must see the struct's fields");
+    }
+
     #[test]
     fn every_field_is_checked_and_named() {
         let c = SnapConfig::from_json(&base().to_string()).unwrap();

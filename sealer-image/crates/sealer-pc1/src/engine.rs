@@ -26,7 +26,8 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 const RING_FLAG: u32 = 1 << 31;
-/// Parent served from the previous layer kept whole in memory (only when a layer fits).
+/// Parent served from the previous layer in memory: kept whole (when a layer fits), or its
+/// resident part (node < `Geometry::resident`).
 const PREV_FLAG: u32 = 1 << 30;
 const PB: usize = DEGREE * 32; // bytes of one node's parents for one sector
 
@@ -131,8 +132,10 @@ impl SavedAffinity {
 pub struct LiveStats {
     /// Nodes (rows of all sectors) written in the current layer.
     pub nodes_done: AtomicU64,
-    /// Pages read from storage (total).
+    /// Pages read from storage for parents (total).
     pub pages_read: AtomicU64,
+    /// Pages read sequentially into the resident part of the previous layer (total).
+    pub resident_pages_read: AtomicU64,
     /// Pages written (total).
     pub pages_written: AtomicU64,
     /// Per-hasher busy nanoseconds (total).
@@ -144,6 +147,8 @@ pub struct LiveStats {
 /// Long-lived buffers of a batch run (allocated once, reused per layer).
 pub struct Buffers {
     rings: Vec<AlignedBuf>,
+    /// The resident part of the previous layer (`Geometry::resident` rows).
+    resident: AlignedBuf,
     slot_pages: Vec<AlignedBuf>,
     _slot_tables: Vec<Mutex<Vec<u32>>>,
     tables_ptr: Vec<*mut u32>,
@@ -167,7 +172,9 @@ impl Buffers {
         let k = g.chunk as usize;
         let nrings = if g.keep_prev_layer { 2 } else { 1 };
         let gather: usize = plan.groups.iter().map(|gr| k * gr.count * PB).sum();
-        nrings * (g.ring as usize * g.row).next_multiple_of(PAGE) + g.depth as usize * (k * DEGREE * PAGE + gather)
+        nrings * (g.ring as usize * g.row).next_multiple_of(PAGE)
+            + g.resident as usize * g.row
+            + g.depth as usize * (k * DEGREE * PAGE + gather)
     }
 
     /// Allocate for `g` and `plan`, from `arena` (1 GiB hugepages) while it has room, the
@@ -178,16 +185,17 @@ impl Buffers {
         let nrings = if g.keep_prev_layer { 2 } else { 1 };
         let buf = |len: usize| AlignedBuf::new_in(arena, len);
         let rings = (0..nrings).map(|_| buf(g.ring as usize * g.row)).collect();
+        let resident = if g.resident > 0 { buf(g.resident as usize * g.row) } else { AlignedBuf::new(0) };
         let slot_pages = (0..g.depth).map(|_| buf(max_pages * PAGE)).collect();
         let slot_tables: Vec<Mutex<Vec<u32>>> = (0..g.depth).map(|_| Mutex::new(vec![0u32; k * DEGREE])).collect();
         let tables_ptr = slot_tables.iter().map(|m| m.lock().unwrap().as_mut_ptr()).collect();
         let gather = plan.groups.iter().map(|gr| (0..g.depth).map(|_| buf(k * gr.count * PB)).collect()).collect();
-        Buffers { rings, slot_pages, _slot_tables: slot_tables, tables_ptr, gather, max_pages }
+        Buffers { rings, resident, slot_pages, _slot_tables: slot_tables, tables_ptr, gather, max_pages }
     }
 
     /// Bytes of the large buffers on hugepages and on ordinary pages.
     pub fn backing(&self) -> (usize, usize) {
-        let all = self.rings.iter().chain(&self.slot_pages).chain(self.gather.iter().flatten());
+        let all = self.rings.iter().chain([&self.resident]).chain(&self.slot_pages).chain(self.gather.iter().flatten());
         all.fold((0, 0), |(h, o), b| if b.on_hugepages() { (h + b.len(), o) } else { (h, o + b.len()) })
     }
 
@@ -219,6 +227,8 @@ struct LayerShared<'a> {
     stats: &'a LiveStats,
     slow_chunk_us: u64,
     prev_in_memory: bool,
+    /// Expander parents below `g.resident` come from the resident buffer (layer ≥ 2).
+    resident: bool,
 }
 
 impl LayerShared<'_> {
@@ -254,13 +264,14 @@ impl LayerShared<'_> {
         unsafe { r.as_mut_ptr().add((node % self.g.ring) as usize * self.g.row) }
     }
 
-    /// Row of node `p` of the previous layer when it is held in memory.
+    /// Row of node `p` of the previous layer when it is held in memory (whole, or resident).
     fn prev_ptr(&self, p: u64) -> *mut u8 {
-        let r = &self.bufs.rings[(self.layer as usize + 1) % 2];
-        // SAFETY: only called for PREV_FLAG entries, which exist only when prev_in_memory, hence
-        // keep_prev_layer: two rings of ring = padded >= nodes rows. So p * row is in bounds when
-        // p < nodes. NOT checked: p is an expander parent read from the mmapped parent cache, whose
-        // values are trusted; a corrupt cache file makes this offset (and the copy after it) OOB.
+        let r = if self.prev_in_memory { &self.bufs.rings[(self.layer as usize + 1) % 2] } else { &self.bufs.resident };
+        // SAFETY: only called for PREV_FLAG entries. With prev_in_memory (hence keep_prev_layer)
+        // there are two rings of ring = padded >= nodes rows, so p * row is in bounds when p < nodes;
+        // otherwise the reader made the entry only for p < resident, the resident buffer's rows.
+        // NOT checked: p is an expander parent read from the mmapped parent cache, whose values are
+        // trusted; a corrupt cache file makes this offset (and the copy after it) OOB.
         unsafe { r.as_mut_ptr().add(p as usize * self.g.row) }
     }
 }
@@ -305,6 +316,7 @@ pub fn run_layer(
         stats,
         slow_chunk_us: std::env::var("SEALER_TEST_SLOW_CHUNK_US").ok().and_then(|s| s.parse().ok()).unwrap_or(0),
         prev_in_memory: prev_in_memory && g.keep_prev_layer && layer >= 2,
+        resident: !(prev_in_memory && g.keep_prev_layer) && g.resident > 0 && layer >= 2,
     };
     stats.nodes_done.store(0, Ordering::Relaxed);
     {
@@ -376,6 +388,9 @@ fn reader(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
     let mut map: HashMap<(u32, u64), u32> = HashMap::with_capacity(sh.bufs.max_pages);
     let mut ios: Vec<PageIo> = Vec::with_capacity(sh.bufs.max_pages);
     let rc = g.ring_chunks();
+    if sh.resident {
+        fill_resident(sh, be)?;
+    }
     for c in 0..g.chunks {
         let slot = (c % g.depth) as usize;
         // slot free: every hasher finished chunk c - depth
@@ -405,7 +420,7 @@ fn reader(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
                     table[row + kk] = RING_FLAG | p as u32;
                     continue;
                 }
-                if kk >= 6 && sh.prev_in_memory {
+                if kk >= 6 && (sh.prev_in_memory || (sh.resident && p < g.resident)) {
                     table[row + kk] = PREV_FLAG | p as u32;
                     continue;
                 }
@@ -430,6 +445,35 @@ fn reader(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
             sh.stats.pages_read.fetch_add(ios.len() as u64, Ordering::Relaxed);
         }
         sh.read_ready.set(c + 1);
+    }
+    Ok(())
+}
+
+/// Read nodes `[0, resident)` of the previous layer (written and flushed before this layer
+/// started) into the resident buffer, sequentially. Runs in the reader before it publishes
+/// chunk 0, so every coordinator sees the rows (read_ready orders them).
+fn fill_resident(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
+    let g = &sh.g;
+    let pages = g.resident / g.npp;
+    let base = sh.bufs.resident.as_mut_ptr();
+    let mut ios: Vec<PageIo> = Vec::with_capacity(256);
+    let mut p = 0;
+    while p < pages {
+        ios.clear();
+        for q in p..(p + 256).min(pages) {
+            let (dev, offset) = sh.stripe.locate(sh.layer - 1, q);
+            // SAFETY: q < resident / npp, so q * PAGE + PAGE <= resident * row (npp * row = PAGE),
+            // the resident buffer's length; nothing else touches it until read_ready is set.
+            ios.push(PageIo { dev, offset, buf: unsafe { base.add(q as usize * PAGE) }, len: PAGE });
+        }
+        let n = ios.len() as u64;
+        coalesce(&mut ios, 1 << 20);
+        be.read(&ios).map_err(|e| {
+            sh.stats.io_errors.fetch_add(1, Ordering::Relaxed);
+            Pc1Error::Io(format!("reading the resident part of layer {}: {e}", sh.layer - 1))
+        })?;
+        sh.stats.resident_pages_read.fetch_add(n, Ordering::Relaxed);
+        p += n;
     }
     Ok(())
 }

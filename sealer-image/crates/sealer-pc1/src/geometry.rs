@@ -28,6 +28,11 @@ pub struct Geometry {
     /// Whole layers fit the cache budget twice: keep the previous layer in memory and serve
     /// expander parents from it (small sectors only; never for 32/64 GiB batches).
     pub keep_prev_layer: bool,
+    /// Otherwise: nodes `[0, resident)` of the previous layer are read into memory at the start
+    /// of each layer (one sequential read) and serve the expander parents among them, so each
+    /// resident byte saves the same share of random reads (expanders are uniform over the
+    /// layer). A multiple of the nodes per page, below 2^30; 0 when not used.
+    pub resident: u64,
 }
 
 /// Tunables for [`Geometry::new`].
@@ -39,11 +44,13 @@ pub struct Tuning {
     pub ring_bytes: u64,
     /// Chunks of read-ahead.
     pub depth: u64,
+    /// Memory for the resident part of the previous layer, bytes (default 0: none).
+    pub resident_bytes: u64,
 }
 
 impl Default for Tuning {
     fn default() -> Self {
-        Tuning { chunk_nodes: 512, ring_bytes: 1 << 30, depth: 4 }
+        Tuning { chunk_nodes: 512, ring_bytes: 1 << 30, depth: 4, resident_bytes: 0 }
     }
 }
 
@@ -70,7 +77,12 @@ impl Geometry {
         let budget_nodes = pow2_floor(t.ring_bytes / row as u64).max(chunk * (depth + 2));
         let ring = if budget_nodes >= padded { padded } else { budget_nodes };
         let keep_prev_layer = ring == padded && padded < (1 << 30) && 2 * padded * row as u64 <= t.ring_bytes;
-        Geometry { nodes, sectors, layers, row, npp, ppl, chunk, chunks, ring, depth, keep_prev_layer }
+        let resident = if keep_prev_layer {
+            0
+        } else {
+            (t.resident_bytes / row as u64).min(padded).min((1 << 30) - npp) / npp * npp
+        };
+        Geometry { nodes, sectors, layers, row, npp, ppl, chunk, chunks, ring, depth, keep_prev_layer, resident }
     }
 
     /// Chunks that fit in the ring.
@@ -102,5 +114,15 @@ mod tests {
         assert_eq!(g.ring, 1 << 18);
         assert!(!g.keep_prev_layer);
         assert!(g.ring_chunks() >= g.depth + 2);
+        assert_eq!(g.resident, 0);
+        // Half of a 32 GiB layer of 32 sectors resident: 16 GiB × 32 = 512 GiB.
+        let t = Tuning { resident_bytes: 512 << 30, ..Tuning::default() };
+        let g = Geometry::new(1 << 30, 32, 11, t);
+        assert_eq!(g.resident, 1 << 29);
+        // Never more than the layer, never with the whole previous layer kept.
+        let t = Tuning { resident_bytes: 1 << 40, ..Tuning::default() };
+        assert_eq!(Geometry::new(1 << 18, 8, 2, t).resident, 0);
+        let t = Tuning { ring_bytes: 1 << 20, resident_bytes: 1 << 40, ..Tuning::default() };
+        assert_eq!(Geometry::new(1 << 18, 8, 2, t).resident, 1 << 18);
     }
 }

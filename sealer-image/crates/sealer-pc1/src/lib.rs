@@ -136,6 +136,10 @@ pub struct Pc1Report {
     pub cpus: Option<sealer_config::CpuFit>,
     /// Where the buffers lived (None when no labelling ran).
     pub buffers: Option<BufferBacking>,
+    /// 4 KiB pages read at random for parents (this run).
+    pub pages_read: u64,
+    /// 4 KiB pages read sequentially into the resident part of the previous layer (this run).
+    pub resident_pages_read: u64,
 }
 
 /// comm_d and replica_id of every sector.
@@ -262,6 +266,8 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
             hasher_threads: plan.groups.iter().map(|g| g.hashers.len()).sum(),
             cpus,
             buffers: None,
+            pages_read: 0,
+            resident_pages_read: 0,
         });
     }
     if done > 0 {
@@ -333,6 +339,8 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
         hasher_threads: plan.groups.iter().map(|g| g.hashers.len()).sum(),
         cpus,
         buffers: Some(buffers),
+        pages_read: stats.pages_read.load(std::sync::atomic::Ordering::Relaxed),
+        resident_pages_read: stats.resident_pages_read.load(std::sync::atomic::Ordering::Relaxed),
     })
 }
 

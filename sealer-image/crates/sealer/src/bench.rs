@@ -26,6 +26,9 @@ pub struct BenchOptions {
     /// When > 0, run every N twice: buffers on ordinary pages, then on up to this many 1 GiB
     /// hugepages (the node's pool must hold them free).
     pub hugepages: usize,
+    /// Percentages of the previous layer held resident; every N runs once per value (e.g.
+    /// 0, 50, 100). Only matters when the node cache cannot keep the whole previous layer.
+    pub resident_percents: Vec<u64>,
 }
 
 /// One row of the result table.
@@ -43,6 +46,8 @@ pub struct Row {
     pub cpu_seconds: f64,
     /// Sector-labels computed.
     pub labels: f64,
+    /// 4 KiB random page reads per sector-label (sealer rows only).
+    pub reads_per_label: Option<f64>,
 }
 
 impl Row {
@@ -184,6 +189,7 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
         seconds: o.sha_seconds,
         cpu_seconds: c1,
         labels: s1 * o.sha_seconds,
+        reads_per_label: None,
     });
     let (s2, c2) = cpu_timed(|| sha_bound(None, true, o.sha_seconds));
     rows.push(Row {
@@ -193,6 +199,7 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
         seconds: o.sha_seconds,
         cpu_seconds: c2,
         labels: s2 * o.sha_seconds,
+        reads_per_label: None,
     });
     let (s3, c3) = cpu_timed(|| sha_bound(Some(Kernel::Portable), false, o.sha_seconds));
     rows.push(Row {
@@ -202,6 +209,7 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
         seconds: o.sha_seconds,
         cpu_seconds: c3,
         labels: s3 * o.sha_seconds,
+        reads_per_label: None,
     });
 
     // Build the parent cache first so neither side pays for it in the timings.
@@ -230,12 +238,16 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
             seconds: secs,
             cpu_seconds: cpu,
             labels,
+            reads_per_label: None,
         });
         let _ = std::fs::remove_dir_all(&work);
     }
 
     let backings: &[usize] = if o.hugepages > 0 { &[0, o.hugepages] } else { &[0] };
-    for (&n, &huge) in o.batches.iter().flat_map(|n| backings.iter().map(move |h| (n, h))) {
+    let residents: &[u64] = if o.resident_percents.is_empty() { &[0] } else { &o.resident_percents };
+    let runs =
+        o.batches.iter().flat_map(|n| backings.iter().flat_map(move |h| residents.iter().map(move |r| (n, h, r))));
+    for (&n, &huge, &resident_pct) in runs {
         log::info!("sealer PC1, N = {n}…");
         let out = o.dir.join(format!("sealer-n{n}"));
         let _ = std::fs::remove_dir_all(&out);
@@ -250,8 +262,10 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
         );
         let mut cfg = cfg;
         cfg.hugepages_1gi = huge;
+        // The resident share of one layer of the batch (N × sector size bytes).
+        let resident_bytes = resident_pct * n as u64 * o.sector_size / 100;
         let opts = Pc1Options {
-            tuning: Tuning { ring_bytes: o.cache_bytes, ..Tuning::default() },
+            tuning: Tuning { ring_bytes: o.cache_bytes, resident_bytes, ..Tuning::default() },
             restart: true,
             ..Default::default()
         };
@@ -266,19 +280,27 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
             _ if o.hugepages > 0 => ", buffers on 4 KiB pages".to_string(),
             _ => String::new(),
         };
+        let expanders = if rep.geometry.keep_prev_layer {
+            "memory".to_string()
+        } else if rep.geometry.resident > 0 {
+            format!(
+                "storage, {:.0} % of the previous layer resident",
+                100.0 * rep.geometry.resident as f64 / rep.geometry.nodes as f64
+            )
+        } else {
+            "storage".to_string()
+        };
         rows.push(Row {
             name: format!(
-                "sealer PC1, N = {n} ({} hasher threads, {:?}, {}, expanders from {}{pages})",
-                rep.hasher_threads,
-                rep.kernel,
-                rep.backend,
-                if rep.geometry.keep_prev_layer { "memory" } else { "storage" }
+                "sealer PC1, N = {n} ({} hasher threads, {:?}, {}, expanders from {expanders}{pages})",
+                rep.hasher_threads, rep.kernel, rep.backend,
             ),
             labels_per_s: rep.labels as f64 / rep.seconds,
             cores,
             seconds: rep.seconds,
             cpu_seconds: cpu,
             labels: rep.labels as f64,
+            reads_per_label: Some(rep.pages_read as f64 / rep.labels as f64),
         });
         let _ = std::fs::remove_dir_all(&out);
         let _ = std::fs::remove_dir_all(o.dir.join(format!("sealer-n{n}-layers")));
@@ -295,7 +317,8 @@ pub fn render(rows: &[Row], sector_size: u64) -> String {
         "sector size {sector_size} B, {} CPUs available, load average at end: {}\n\
          M labels/s/core (wall) = sector-labels/s ÷ cores the run may use; M labels/CPU-s = sector-labels ÷ CPU seconds this process consumed.\n\
          Ratios use labels per CPU-second.\n\
-         | measurement | wall s | cores | M labels/s | M labels/s/core (wall) | M labels/CPU-s | vs rust-fil-proofs | vs SHA bound (1 stream) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+         4 KiB reads per sector-label: random parent page reads ÷ sector-labels (the resident part's sequential fill not counted).\n\
+         | measurement | wall s | cores | M labels/s | M labels/s/core (wall) | M labels/CPU-s | 4 KiB reads / sector-label | vs rust-fil-proofs | vs SHA bound (1 stream) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         sealer_config::allowed_cpus().len(),
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
@@ -304,13 +327,14 @@ pub fn render(rows: &[Row], sector_size: u64) -> String {
             b.filter(|b| *b > 0.0).map(|b| format!("{:.2}×", r.per_cpu_second() / b)).unwrap_or_else(|| "–".into())
         };
         s += &format!(
-            "| {} | {:.2} | {} | {:.3} | {:.3} | {:.3} | {} | {} |\n",
+            "| {} | {:.2} | {} | {:.3} | {:.3} | {:.3} | {} | {} | {} |\n",
             r.name,
             r.seconds,
             r.cores,
             r.labels_per_s / 1e6,
             r.per_core() / 1e6,
             r.per_cpu_second() / 1e6,
+            r.reads_per_label.map_or("–".into(), |x| format!("{x:.3}")),
             vs(base),
             vs(bound)
         );

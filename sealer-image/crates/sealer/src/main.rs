@@ -40,6 +40,10 @@ enum Cmd {
         /// Node-cache budget in MiB.
         #[arg(long, default_value_t = 1024)]
         cache_mib: u64,
+        /// Memory in MiB for the resident part of the previous layer (read sequentially at each
+        /// layer's start; expander parents in it need no random read). 0: none.
+        #[arg(long, default_value_t = 0)]
+        resident_mib: u64,
     },
     /// PC2 for a batch whose PC1 is complete: tree-c, tree-r-last, replica, p_aux/t_aux, results.json.
     Pc2 {
@@ -121,6 +125,9 @@ enum Cmd {
         /// Node-cache budget in MiB (as `pc1 --cache-mib`).
         #[arg(long, default_value_t = 1024)]
         cache_mib: u64,
+        /// Resident part of the previous layer in MiB (as `pc1 --resident-mib`).
+        #[arg(long, default_value_t = 0)]
+        resident_mib: u64,
         /// Estimate outputs without the layer files in each cache directory.
         #[arg(long)]
         no_layer_files: bool,
@@ -160,6 +167,20 @@ enum Cmd {
         /// sector_key, sector_key_cache, data {path, pieces}, comm_d?}.
         #[arg(long)]
         config: PathBuf,
+        /// Also write the results here (Kubernetes termination message; env SEALER_TERMINATION_LOG).
+        #[arg(long, env = "SEALER_TERMINATION_LOG")]
+        termination_log: Option<PathBuf>,
+    },
+    /// SnapDeals with crates.io filecoin-proofs (`encode_into`, one sector at a time) on an
+    /// update config: prints the results in `sealer snap`'s format, the reference the e2e
+    /// compares sealfleet's updates with. Test sector sizes only.
+    OracleSnap {
+        /// Update config (JSON), as for `sealer snap`; its output_dir is not used.
+        #[arg(long)]
+        config: PathBuf,
+        /// Work directory for the updated replicas.
+        #[arg(long, default_value = "/var/tmp/sealer-oracle-snap")]
+        work: PathBuf,
     },
     /// Seal the config's sectors with crates.io filecoin-proofs (PC1 + PC2, one at a time) and
     /// print their commitments in the results.json format: the reference the demo and the
@@ -218,6 +239,10 @@ enum BenchCmd {
         /// node's pool), for a row on ordinary pages and one on hugepages.
         #[arg(long, default_value_t = 0)]
         hugepages: usize,
+        /// Percentages of the previous layer held resident, one run each (e.g. 0,50,100); used
+        /// when --cache-mib cannot keep the whole previous layer.
+        #[arg(long, default_value = "")]
+        resident: String,
     },
 }
 
@@ -276,21 +301,25 @@ fn pc2_and_report(
             if let Some(b) = pc1.and_then(|r| r.buffers.as_ref()) {
                 v["buffers"] = serde_json::json!(b);
             }
-            println!("{}", serde_json::to_string_pretty(&v).unwrap());
-            // One line the operator finds in the log when the termination message (4 KiB)
-            // cannot hold a large batch's results (stderr, so stdout stays one JSON document).
-            eprintln!("SEALER_RESULTS {v}");
-            if let Some(t) = term {
-                let mut s = v.to_string();
-                if s.len() > 4096 {
-                    s = serde_json::json!({"sectors": res.len(), "results": cfg.output_dir.join("results.json")})
-                        .to_string();
-                }
-                let _ = std::fs::write(t, s);
-            }
+            report_results(&v, res.len(), &cfg.output_dir, term);
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),
+    }
+}
+
+/// Print the results on stdout, as one `SEALER_RESULTS` line on stderr (the operator finds it
+/// in the log when the termination message, 4 KiB, cannot hold a large batch's results), and
+/// in the termination message (or there, only where `results.json` is).
+fn report_results(v: &serde_json::Value, sectors: usize, output_dir: &Path, term: Option<PathBuf>) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap());
+    eprintln!("SEALER_RESULTS {v}");
+    if let Some(t) = term {
+        let mut s = v.to_string();
+        if s.len() > 4096 {
+            s = serde_json::json!({"sectors": sectors, "results": output_dir.join("results.json")}).to_string();
+        }
+        let _ = std::fs::write(t, s);
     }
 }
 
@@ -339,7 +368,7 @@ fn use_node_parent_cache(cfg: &BatchConfig) {
 }
 
 /// `sealer snap`: check each sector's data against its pieces, encode them all, write results.json.
-fn snap(path: &Path) -> Result<serde_json::Value, Pc1Error> {
+fn snap(path: &Path) -> Result<(serde_json::Value, sealer_config::SnapConfig), Pc1Error> {
     let text =
         std::fs::read_to_string(path).map_err(|e| Pc1Error::Input(format!("cannot read {}: {e}", path.display())))?;
     let cfg = sealer_config::SnapConfig::from_json(&text)?;
@@ -381,7 +410,7 @@ fn snap(path: &Path) -> Result<serde_json::Value, Pc1Error> {
         .map_err(|e| Pc1Error::Io(format!("writing results.json: {e}")))?;
     std::fs::rename(&tmp, cfg.output_dir.join("results.json"))
         .map_err(|e| Pc1Error::Io(format!("renaming results.json: {e}")))?;
-    Ok(v)
+    Ok((v, cfg))
 }
 
 fn main() -> ExitCode {
@@ -390,7 +419,7 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Pc1 { config, allow_portable_hash, restart, no_pin, quiet, cache_mib } => {
+        Cmd::Pc1 { config, allow_portable_hash, restart, no_pin, quiet, cache_mib, resident_mib } => {
             let cfg = match load(&config) {
                 Ok(c) => c,
                 Err(e) => return fail(e),
@@ -403,6 +432,7 @@ fn main() -> ExitCode {
                 ..Default::default()
             };
             opts.tuning.ring_bytes = cache_mib << 20;
+            opts.tuning.resident_bytes = resident_mib << 20;
             if let Err(e) = check_data_before_pc1(&cfg) {
                 return fail(e);
             }
@@ -533,7 +563,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Plan { config, rate, cache_mib, no_layer_files, json } => {
+        Cmd::Plan { config, rate, cache_mib, resident_mib, no_layer_files, json } => {
             let cfg = match load(&config) {
                 Ok(c) => c,
                 Err(e) => return fail(e),
@@ -542,7 +572,11 @@ fn main() -> ExitCode {
                 eprintln!("sealer: --rate must be a positive number of labels per second");
                 return ExitCode::from(2);
             }
-            let tuning = sealer_pc1::Tuning { ring_bytes: cache_mib << 20, ..Default::default() };
+            let tuning = sealer_pc1::Tuning {
+                ring_bytes: cache_mib << 20,
+                resident_bytes: resident_mib << 20,
+                ..Default::default()
+            };
             let p = sealer::plan::plan(&cfg, tuning, rate, !no_layer_files);
             if json {
                 println!("{}", serde_json::to_string_pretty(&p).unwrap());
@@ -555,13 +589,32 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         }
-        Cmd::Snap { config } => match snap(&config) {
-            Ok(v) => {
-                println!("{}", serde_json::to_string_pretty(&v).unwrap());
+        Cmd::Snap { config, termination_log } => match snap(&config) {
+            Ok((v, cfg)) => {
+                report_results(&v, cfg.sectors.len(), &cfg.output_dir, termination_log);
                 ExitCode::SUCCESS
             }
             Err(e) => fail(e),
         },
+        Cmd::OracleSnap { config, work } => {
+            let cfg = match std::fs::read_to_string(&config)
+                .map_err(|e| Pc1Error::Input(format!("cannot read {}: {e}", config.display())))
+                .and_then(|t| sealer_config::SnapConfig::from_json(&t).map_err(Pc1Error::from))
+            {
+                Ok(c) => c,
+                Err(e) => return fail(e),
+            };
+            match sealer::oracle::snap_update(&cfg, &work) {
+                Ok(v) => {
+                    println!("{}", serde_json::to_string_pretty(&v).unwrap());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("sealer oracle-snap: {e:#}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         Cmd::Oracle { config, work } => {
             let cfg = match load(&config) {
                 Ok(c) => c,
@@ -655,7 +708,8 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Bench {
-            what: BenchCmd::Pc1 { sector_size, batches, dir, skip_baseline, sha_seconds, cache_mib, hugepages },
+            what:
+                BenchCmd::Pc1 { sector_size, batches, dir, skip_baseline, sha_seconds, cache_mib, hugepages, resident },
         } => {
             let size = match sealer_config::SECTOR_SIZES
                 .iter()
@@ -680,7 +734,17 @@ fn main() -> ExitCode {
                 sha_seconds,
                 cache_bytes: cache_mib << 20,
                 hugepages,
+                resident_percents: resident
+                    .split(',')
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|s| s.trim().parse::<u64>().ok().filter(|p| *p <= 100))
+                    .collect::<Option<Vec<_>>>()
+                    .unwrap_or_default(),
             };
+            if !resident.trim().is_empty() && o.resident_percents.is_empty() {
+                eprintln!("sealer: --resident takes percentages from 0 to 100, e.g. 0,50,100");
+                return ExitCode::from(2);
+            }
             match sealer::bench::run(&o) {
                 Ok(rows) => {
                     println!("{}", sealer::bench::render(&rows, size));

@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use filecoin_proofs::{seal_pre_commit_phase1, PoRepConfig, SealPreCommitPhase1Output, SectorShapeBase};
-use sealer_config::{ApiVersion, BatchConfig, Feature, SectorSpec};
+use sealer_config::{ApiVersion, BatchConfig, Feature, RegisteredProof, SectorSpec, SnapConfig};
 use std::path::Path;
 use storage_proofs_core::api_version::{ApiFeature, ApiVersion as SpApi};
 use storage_proofs_core::sector::SectorId;
@@ -97,20 +97,33 @@ pub fn filecoin_proofs_layers(sector_size: u64) -> usize {
 
 /// The filecoin-proofs PoRepConfig of a batch (size, porep id, API version, features).
 pub fn porep_config(cfg: &BatchConfig) -> anyhow::Result<PoRepConfig> {
-    let api = match cfg.api_version {
+    porep_config_of(cfg.sector_size, cfg.porep_id, cfg.api_version, &cfg.features)
+}
+
+/// The filecoin-proofs PoRepConfig of a registered proof.
+pub fn proof_config(p: &RegisteredProof) -> anyhow::Result<PoRepConfig> {
+    porep_config_of(p.sector_size, sealer_config::porep_id_for(p.proof_id), p.api_version, &p.features)
+}
+
+fn porep_config_of(
+    sector_size: u64,
+    porep_id: [u8; 32],
+    api_version: ApiVersion,
+    features: &[Feature],
+) -> anyhow::Result<PoRepConfig> {
+    let api = match api_version {
         ApiVersion::V1_0_0 => SpApi::V1_0_0,
         ApiVersion::V1_1_0 => SpApi::V1_1_0,
         ApiVersion::V1_2_0 => SpApi::V1_2_0,
     };
-    let feats = cfg
-        .features
+    let feats = features
         .iter()
         .map(|f| match f {
             Feature::SyntheticPoRep => ApiFeature::SyntheticPoRep,
             Feature::NonInteractivePoRep => ApiFeature::NonInteractivePoRep,
         })
         .collect();
-    PoRepConfig::new_groth16_with_features(cfg.sector_size, cfg.porep_id, api, feats).context("PoRepConfig")
+    PoRepConfig::new_groth16_with_features(sector_size, porep_id, api, feats).context("PoRepConfig")
 }
 
 /// Output of a full filecoin-proofs PC1 + PC2 on one sector (files kept in `work`).
@@ -208,21 +221,66 @@ pub fn snap_encode(
     replica: &Path,
     cache: &Path,
 ) -> anyhow::Result<([u8; 32], [u8; 32], [u8; 32])> {
-    let pc = porep_config(cfg)?;
     let (data, pieces) = sector_input(cfg, s)?;
+    encode_into(&porep_config(cfg)?, &data, &pieces, sector_key, sector_key_cache, replica, cache)
+}
+
+/// filecoin-proofs `encode_into` of a staged file holding `pieces` into a sector key.
+fn encode_into(
+    pc: &PoRepConfig,
+    data: &Path,
+    pieces: &[filecoin_proofs::PieceInfo],
+    sector_key: &Path,
+    sector_key_cache: &Path,
+    replica: &Path,
+    cache: &Path,
+) -> anyhow::Result<([u8; 32], [u8; 32], [u8; 32])> {
     std::fs::create_dir_all(cache)?;
-    std::fs::File::create(replica)?.set_len(cfg.sector_size)?;
+    std::fs::File::create(replica)?.set_len(u64::from(pc.sector_size))?;
     let out = filecoin_proofs::encode_into::<SectorShapeBase>(
-        &filecoin_proofs::SectorUpdateConfig::from_porep_config(&pc),
+        &filecoin_proofs::SectorUpdateConfig::from_porep_config(pc),
         replica,
         cache,
         sector_key,
         sector_key_cache,
-        &data,
-        &pieces,
+        data,
+        pieces,
     )
     .context("encode_into")?;
     Ok((out.comm_r_new, out.comm_r_last_new, out.comm_d_new))
+}
+
+/// filecoin-proofs `encode_into` for every sector of an update config, one at a time, into
+/// `work` (its files removed after each); the results in `sealer snap`'s format, without
+/// comm_r_old (the sealed sector's comm_r, which its own seal reported).
+pub fn snap_update(cfg: &SnapConfig, work: &Path) -> anyhow::Result<serde_json::Value> {
+    let pc = proof_config(&cfg.proof)?;
+    let mut out = Vec::with_capacity(cfg.sectors.len());
+    for s in &cfg.sectors {
+        let pieces = sealer_data::piece_infos(cfg.proof.sector_size, &s.data.pieces)
+            .map_err(anyhow::Error::msg)
+            .context("pieces")?;
+        let dir = work.join(format!("oracle-update-{}", s.sector_id));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (cr, crl, cd) = encode_into(
+            &pc,
+            &s.data.path,
+            &pieces,
+            &s.sector_key,
+            &s.sector_key_cache,
+            &dir.join("sealed"),
+            &dir.join("cache"),
+        )
+        .with_context(|| format!("sector {}", s.sector_id))?;
+        out.push(serde_json::json!({
+            "sector_id": s.sector_id,
+            "comm_d_new": hex::encode(cd),
+            "comm_r_last_new": hex::encode(crl),
+            "comm_r_new": hex::encode(cr),
+        }));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(serde_json::json!({ "sectors": out }))
 }
 
 /// filecoin-proofs' vanilla SnapDeals proofs of every partition, generated from an update's

@@ -55,8 +55,10 @@ pub struct Resources {
     pub pc1_seconds: f64,
     /// Whether the previous layer fits the node cache (expander parents then come from memory).
     pub previous_layer_in_memory: bool,
+    /// Share of the previous layer held resident (0-1; 1 when kept whole).
+    pub previous_layer_resident: f64,
     /// 4 KiB page reads per second PC1 needs for expander parents at that rate (8 per node
-    /// step when the previous layer is not in memory; far base parents not counted).
+    /// step for the part of the previous layer not in memory; far base parents not counted).
     pub read_iops: f64,
     /// 4 KiB page writes per second PC1 needs at that rate.
     pub write_iops: f64,
@@ -154,7 +156,9 @@ pub fn resources(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool
         labels_per_second_per_hasher: rate,
         pc1_seconds: labels as f64 / labels_per_s,
         previous_layer_in_memory: g.keep_prev_layer,
-        read_iops: if g.keep_prev_layer { 0.0 } else { node_steps * 8.0 },
+        previous_layer_resident: if g.keep_prev_layer { 1.0 } else { g.resident as f64 / g.nodes as f64 },
+        // Expanders are uniform over the previous layer: the resident share needs no read.
+        read_iops: if g.keep_prev_layer { 0.0 } else { node_steps * 8.0 * (1.0 - g.resident as f64 / g.nodes as f64) },
         write_iops: node_steps / g.npp as f64,
     };
     (r, g)
@@ -331,7 +335,7 @@ pub fn render(p: &Plan) -> String {
          sealer buffers: {} ({} x 1 GiB hugepages)\n\
          parent cache: {}\n\
          outputs: {} per sector, {} for the batch\n\
-         PC1 at {:.2} M labels/s per hasher x {} hashers: {:.0} s; expander reads {} ({:.0} 4 KiB reads/s), {:.0} 4 KiB writes/s\n",
+         PC1 at {:.2} M labels/s per hasher x {} hashers: {:.0} s; expander parents {} ({:.0} 4 KiB reads/s), {:.0} 4 KiB writes/s\n",
         r.sectors,
         gib(r.sector_size),
         r.layers,
@@ -346,7 +350,11 @@ pub fn render(p: &Plan) -> String {
         r.labels_per_second_per_hasher / 1e6,
         r.hashers,
         r.pc1_seconds,
-        if r.previous_layer_in_memory { "from memory" } else { "from storage" },
+        if r.previous_layer_in_memory {
+            "from memory".to_string()
+        } else {
+            format!("{:.0} % from storage", 100.0 * (1.0 - r.previous_layer_resident))
+        },
         r.read_iops,
         r.write_iops,
     );
@@ -374,5 +382,10 @@ mod tests {
         // 8 expander page reads per node step, one page write per 4 node steps (N = 32: 4 nodes a page).
         let steps = 1e6 * r.hashers as f64 / 32.0;
         assert_eq!((r.read_iops, r.write_iops), (8.0 * steps, steps / 4.0));
+        // Half of the previous layer resident (16 GiB × 32 = 512 GiB): half the reads, and the
+        // memory counted in the buffers.
+        let (h, _) = resources(&cfg, Tuning { resident_bytes: 512 << 30, ..Tuning::default() }, 1e6, true);
+        assert_eq!((h.previous_layer_resident, h.read_iops), (0.5, 4.0 * steps));
+        assert_eq!(h.buffer_bytes, r.buffer_bytes + (512 << 30));
     }
 }

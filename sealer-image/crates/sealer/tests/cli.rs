@@ -277,10 +277,36 @@ fn snap_updates_sealed_cc_sectors_like_filecoin_proofs() {
     assert!(!work.path().join("update").exists(), "an update was written for mismatching data");
 
     snap["sectors"][0].as_object_mut().unwrap().remove("comm_d");
-    let out = run(&snap);
+    let term = work.path().join("termination-log");
+    let f = work.path().join("snap.json");
+    std::fs::write(&f, snap.to_string()).unwrap();
+    let out =
+        bin().args(["snap", "--config", f.to_str().unwrap()]).env("SEALER_TERMINATION_LOG", &term).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let res: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(res["sectors"][0]["comm_r_old"], sealed["sectors"][1]["comm_r"]);
+    // The operator reads the results from the termination message, or the log's results line.
+    let msg: serde_json::Value = serde_json::from_slice(&std::fs::read(&term).unwrap()).unwrap();
+    assert_eq!(msg, res, "termination message");
+    let line =
+        String::from_utf8_lossy(&out.stderr).lines().find_map(|l| l.strip_prefix("SEALER_RESULTS ").map(String::from));
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&line.expect("results line")).unwrap(), res);
+    // `sealer oracle-snap` (the e2e's reference) runs filecoin-proofs on the same config.
+    let o = bin()
+        .args([
+            "oracle-snap",
+            "--config",
+            f.to_str().unwrap(),
+            "--work",
+            work.path().join("oracle-snap").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let theirs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for k in ["comm_r_new", "comm_r_last_new", "comm_d_new"] {
+        assert_eq!(theirs["sectors"][0][k], res["sectors"][0][k], "oracle-snap {k}");
+    }
     let mut data_sector = sector.clone();
     data_sector.data = Some(sealer_config::SectorData { path: staged.clone(), pieces: pieces.clone() });
     let o = work.path().join("oracle");

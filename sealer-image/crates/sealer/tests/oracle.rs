@@ -9,7 +9,15 @@ mod common;
 
 use sealer_pc1::{Pc1Options, Tuning};
 
-fn run_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, devices: usize, tuning: Tuning, portable: bool) {
+fn run_case(
+    sector_size: u64,
+    proof_id: u64,
+    n: usize,
+    seed: u64,
+    devices: usize,
+    tuning: Tuning,
+    portable: bool,
+) -> sealer_pc1::Pc1Report {
     common::init();
     // Large cases keep their layers in tmpfs when there is one: this checks correctness, and
     // a virtio disk at ~140k random reads/s would make layer 2 alone take ~15 minutes.
@@ -39,6 +47,7 @@ fn run_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, devices: usize
         serde_json::from_str(&std::fs::read_to_string(cfg.progress_file.as_ref().unwrap()).unwrap()).unwrap();
     assert_eq!(p["state"], "done");
     assert_eq!(p["percent"].as_f64().unwrap(), 100.0);
+    rep
 }
 
 const KIB2: u64 = 2048;
@@ -85,12 +94,34 @@ fn mib8_v1_1_n1_whole_layer_cache() {
 
 #[test]
 fn mib8_v1_0_n2_small_cache_far_parents_from_storage() {
-    run_case(MIB8, 1, 2, 202, 3, Tuning { chunk_nodes: 256, ring_bytes: 256 << 10, depth: 3 }, false);
+    run_case(
+        MIB8,
+        1,
+        2,
+        202,
+        3,
+        Tuning { chunk_nodes: 256, ring_bytes: 256 << 10, depth: 3, resident_bytes: 0 },
+        false,
+    );
 }
 
+/// A small node cache with the first half of the previous layer resident (32 of its 64 MiB):
+/// expander parents come from memory below the half and from storage above it.
 #[test]
-fn mib8_synth_n8_small_cache() {
-    run_case(MIB8, 11, 8, 203, 2, Tuning { chunk_nodes: 512, ring_bytes: 4 << 20, depth: 4 }, false);
+fn mib8_synth_n8_small_cache_half_layer_resident() {
+    let t = Tuning { chunk_nodes: 512, ring_bytes: 4 << 20, depth: 4, resident_bytes: 32 << 20 };
+    let rep = run_case(MIB8, 11, 8, 203, 2, t, false);
+    // Layer 2 read half of layer 1 (2^17 nodes, 16 a page) sequentially.
+    assert_eq!((rep.geometry.resident, rep.resident_pages_read), (1 << 17, (1 << 17) / 16));
+}
+
+/// The previous layer resident but not kept whole (no ring budget for two layers).
+#[test]
+fn kib2_v1_1_n8_resident_previous_layer() {
+    let rep =
+        run_case(KIB2, 5, 8, 204, 2, Tuning { ring_bytes: 0, resident_bytes: 32 * 256, ..Tuning::default() }, false);
+    assert!(!rep.geometry.keep_prev_layer);
+    assert_eq!((rep.geometry.resident, rep.resident_pages_read), (32, 2));
 }
 
 fn slow_512() {
