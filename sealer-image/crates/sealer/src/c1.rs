@@ -1,15 +1,24 @@
-//! NI-PoRep after PC2: C1 needs no interactive seed (its challenges come from comm_r), so each
-//! sector's C1 output is made right after PC2, with filecoin-proofs-api's `seal_commit_phase1`
-//! on the sealer's outputs, and written as `commit-phase1-output` in the sector's cache
-//! directory: the serde JSON of `SealCommitPhase1Output`, the bytes filecoin-ffi returns from
-//! C1 and lotus and Curio hand to C2. Its vanilla proofs are checked by filecoin-proofs while
-//! it is made. Then the layer files are no longer needed and are removed.
+//! C1 (seal commit phase 1) on the sealer's outputs, written as `commit-phase1-output` in the
+//! sector's cache directory: the serde JSON of filecoin-proofs-api's `SealCommitPhase1Output`,
+//! the bytes filecoin-ffi returns from C1 and lotus and Curio hand to C2. Its vanilla proofs are
+//! checked by filecoin-proofs while it is made.
+//!
+//! - NI-PoRep: no interactive seed (its challenges come from comm_r), so C1 runs right after
+//!   PC2 on the layer files PC2 wrote, which are removed afterwards ([`write_sector`]).
+//! - V1_1 (interactive): the seed comes about 150 epochs after precommit. The layers stay in the
+//!   slot, not in the cache directories; once the seeds are known, [`from_slot`] writes each
+//!   sector's layer files holding only the labels C1 opens (its challenges' and their parents'
+//!   columns, every layer; the rest of each file is a hole), runs C1, and removes them.
 
 use anyhow::Context;
+use filecoin_hashers::{poseidon::PoseidonDomain, Domain};
 use filecoin_proofs_api::seal::{seal_commit_phase1, SealPreCommitPhase2Output};
 use filecoin_proofs_api::{RegisteredSealProof, SectorId};
 use sealer_config::{BatchConfig, Feature};
-use std::path::Path;
+use std::collections::BTreeSet;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use storage_proofs_porep::stacked::Challenges;
 
 /// The C1 output file in a sector's cache directory.
 pub const C1_OUTPUT_FILE: &str = "commit-phase1-output";
@@ -48,20 +57,130 @@ pub fn write_sector(
         s.sector_id,
         cache.display()
     );
+    // NI-PoRep ignores the seed; filecoin-ffi callers pass zeros.
+    let seeded = SeededSector { index: sector, seed: [0; 32], comm_r, comm_d };
+    commit_and_clear(cfg, &seeded, cache, sealed, &layers)
+}
+
+/// seal_commit_phase1 on the files in `cache`, its output written there, then the layer files
+/// removed.
+fn commit_and_clear(
+    cfg: &BatchConfig,
+    seeded: &SeededSector,
+    cache: &Path,
+    sealed: &Path,
+    layers: &[PathBuf],
+) -> anyhow::Result<()> {
+    let SeededSector { index, seed, comm_r, comm_d } = *seeded;
+    let s = &cfg.sectors[index];
+    let out = cache.join(C1_OUTPUT_FILE);
     let pieces = match &s.data {
         Some(d) => sealer_data::piece_infos(cfg.sector_size, &d.pieces).map_err(anyhow::Error::msg)?,
         None => vec![],
     };
     let pre = SealPreCommitPhase2Output { registered_proof: registered_proof(cfg)?, comm_r, comm_d };
-    // NI-PoRep ignores the seed; filecoin-ffi callers pass zeros.
-    let c1 =
-        seal_commit_phase1(cache, sealed, s.prover_id, SectorId::from(s.sector_id), s.ticket, [0; 32], pre, &pieces)
-            .with_context(|| format!("sector {}: seal_commit_phase1", s.sector_id))?;
+    let c1 = seal_commit_phase1(cache, sealed, s.prover_id, SectorId::from(s.sector_id), s.ticket, seed, pre, &pieces)
+        .with_context(|| format!("sector {}: seal_commit_phase1", s.sector_id))?;
     let tmp = cache.join(format!("{C1_OUTPUT_FILE}.tmp"));
     std::fs::write(&tmp, serde_json::to_vec(&c1)?).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &out).with_context(|| format!("renaming {}", tmp.display()))?;
-    for l in &layers {
+    for l in layers {
         std::fs::remove_file(l).with_context(|| format!("removing {}", l.display()))?;
     }
     Ok(())
+}
+
+/// One sector's seed for C1 from the slot, with the commitments its PC2 reported.
+#[derive(Clone, Debug)]
+pub struct SeededSector {
+    /// Index of the sector in the config.
+    pub index: usize,
+    /// The interactive seed (chain randomness at the seed epoch).
+    pub seed: [u8; 32],
+    /// comm_r and comm_d from PC2.
+    pub comm_r: [u8; 32],
+    /// See `comm_r`.
+    pub comm_d: [u8; 32],
+}
+
+/// The nodes whose labels (every layer) C1 of a V1_1 sector opens: each challenge of every
+/// partition (storage-proofs' interactive challenges of replica id and seed) and its 14 parents.
+pub fn c1_nodes(
+    cfg: &BatchConfig,
+    replica_id: &[u8; 32],
+    seed: &[u8; 32],
+    parents: &sealer_graph::Parents,
+) -> anyhow::Result<BTreeSet<u64>> {
+    let pc = crate::oracle::porep_config(cfg)?;
+    let sp = filecoin_proofs::parameters::setup_params(&pc)?;
+    let Challenges::Interactive(challenges) = &sp.challenges else {
+        anyhow::bail!("{}: C1 from the slot is for interactive (V1_1) proofs", cfg.proof_name());
+    };
+    let rid = PoseidonDomain::try_from_bytes(replica_id).context("replica id")?;
+    let mut nodes = BTreeSet::new();
+    for k in 0..usize::from(pc.partitions) {
+        for c in challenges.derive(sp.nodes, &rid, seed, k as u8) {
+            nodes.insert(c as u64);
+            nodes.extend(parents.get(c as u64).iter().map(|&p| p as u64));
+        }
+    }
+    Ok(nodes)
+}
+
+/// V1_1 C1 for the seeded sectors, reading the labels from the slot: per sector, its layer
+/// files are written sparse (only the labels of [`c1_nodes`], each page of the slot read once
+/// for all sectors that need it), C1 runs on them and they are removed. Sectors whose output
+/// exists are skipped (resumable). Returns each sector's output path.
+pub fn from_slot(
+    cfg: &BatchConfig,
+    seeded: &[SeededSector],
+    reader: &mut sealer_pc1::LayerReader,
+    parents: &sealer_graph::Parents,
+) -> anyhow::Result<Vec<(u64, PathBuf)>> {
+    anyhow::ensure!(!enabled(cfg) && !crate::synth::enabled(cfg), "C1 from the slot is for V1_1 (interactive) sectors");
+    let (rids, _) = sealer_pc1::sector_ids(cfg);
+    let mut out = Vec::with_capacity(seeded.len());
+    let mut todo = Vec::new();
+    for s in seeded {
+        let id = cfg.sectors[s.index].sector_id;
+        let p = sealer_pc2::sector_paths(cfg, id);
+        let done = p.cache.join(C1_OUTPUT_FILE);
+        out.push((id, done.clone()));
+        if !done.exists() {
+            todo.push((s, p, c1_nodes(cfg, &rids[s.index], &s.seed, parents)?));
+        }
+    }
+    let layers = cfg.num_layers();
+    let files: Vec<Vec<(PathBuf, std::fs::File)>> = todo
+        .iter()
+        .map(|(_, p, _)| {
+            (1..=layers)
+                .map(|l| {
+                    let path = p.cache.join(format!("sc-02-data-layer-{l}.dat"));
+                    let f = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+                    f.set_len(cfg.sector_size).with_context(|| format!("sizing {}", path.display()))?;
+                    Ok((path, f))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let union: BTreeSet<u64> = todo.iter().flat_map(|(_, _, n)| n.iter().copied()).collect();
+    let mut page = sealer_storage::AlignedBuf::new(4096);
+    for layer in 1..=layers {
+        for &v in &union {
+            let row = reader.read_row(layer as u32, v, &mut page).map_err(|e| anyhow::anyhow!("{e}"))?;
+            for (t, (s, _, nodes)) in todo.iter().enumerate() {
+                if nodes.contains(&v) {
+                    let label = &row[s.index * 32..s.index * 32 + 32];
+                    files[t][layer - 1].1.write_all_at(label, v * 32).context("writing a label")?;
+                }
+            }
+        }
+    }
+    for (t, (s, p, _)) in todo.iter().enumerate() {
+        let paths: Vec<PathBuf> = files[t].iter().map(|(path, _)| path.clone()).collect();
+        commit_and_clear(cfg, s, &p.cache, &p.sealed, &paths)?;
+        log::info!("sector {}: C1 output written", cfg.sectors[s.index].sector_id);
+    }
+    Ok(out)
 }

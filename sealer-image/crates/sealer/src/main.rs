@@ -171,6 +171,20 @@ enum Cmd {
         #[arg(long, env = "SEALER_TERMINATION_LOG")]
         termination_log: Option<PathBuf>,
     },
+    /// V1_1 C1 from the slot, after PC2 and once the seeds are known: each seeded sector's
+    /// `commit-phase1-output` in its cache directory, from the labels in the slot (no layer
+    /// files kept). The batch's results.json (PC2) gives comm_r and comm_d.
+    C1 {
+        /// Batch config (JSON), as for `batch`.
+        #[arg(long)]
+        config: PathBuf,
+        /// Seeds (JSON): {"sectors": [{"sector_id": N, "seed": "<64 hex>"}]}.
+        #[arg(long)]
+        seeds: PathBuf,
+        /// Also write the results here (Kubernetes termination message; env SEALER_TERMINATION_LOG).
+        #[arg(long, env = "SEALER_TERMINATION_LOG")]
+        termination_log: Option<PathBuf>,
+    },
     /// SnapDeals with crates.io filecoin-proofs (`encode_into`, one sector at a time) on an
     /// update config: prints the results in `sealer snap`'s format, the reference the e2e
     /// compares sealfleet's updates with. Test sector sizes only.
@@ -365,6 +379,48 @@ fn use_node_parent_cache(cfg: &BatchConfig) {
     if let Some(dir) = &cfg.parent_cache_dir {
         std::env::set_var("FIL_PROOFS_PARENT_CACHE", dir);
     }
+}
+
+/// `sealer c1`: the seeds and PC2's commitments of each seeded sector, then C1 from the slot.
+fn c1_from_slot(cfg: &BatchConfig, seeds_path: &Path) -> Result<serde_json::Value, Pc1Error> {
+    let input = |m: String| Pc1Error::Input(m);
+    let text =
+        std::fs::read_to_string(seeds_path).map_err(|e| input(format!("cannot read {}: {e}", seeds_path.display())))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| input(format!("{}: {e}", seeds_path.display())))?;
+    let results: serde_json::Value = std::fs::read_to_string(cfg.output_dir.join("results.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or_else(|| input(format!("no results.json in {}: run PC2 first", cfg.output_dir.display())))?;
+    let hex32 = |field: &str, v: &serde_json::Value| sealer_config::parse_hex32(field, v).map_err(Pc1Error::from);
+    let mut seeded = Vec::new();
+    for (i, s) in
+        v["sectors"].as_array().ok_or_else(|| input("seeds: want {\"sectors\": [...]}".into()))?.iter().enumerate()
+    {
+        let id = s["sector_id"].as_u64().ok_or_else(|| input(format!("sectors[{i}].sector_id: missing")))?;
+        let index = cfg
+            .sectors
+            .iter()
+            .position(|c| c.sector_id == id)
+            .ok_or_else(|| input(format!("sectors[{i}].sector_id: sector {id} is not in the batch")))?;
+        let r = results["sectors"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["sector_id"].as_u64() == Some(id)))
+            .ok_or_else(|| input(format!("sector {id}: not in results.json (PC2 did not finish it)")))?;
+        seeded.push(sealer::c1::SeededSector {
+            index,
+            seed: hex32(&format!("sectors[{i}].seed"), &s["seed"])?,
+            comm_r: hex32("results comm_r", &r["comm_r"])?,
+            comm_d: hex32("results comm_d", &r["comm_d"])?,
+        });
+    }
+    let mut reader = sealer_pc1::LayerReader::open(cfg)?;
+    let parents = sealer_pc1::open_parents(cfg)?;
+    let done =
+        sealer::c1::from_slot(cfg, &seeded, &mut reader, &parents).map_err(|e| Pc1Error::Io(format!("{e:#}")))?;
+    let sectors: Vec<_> =
+        done.iter().map(|(id, p)| serde_json::json!({"sector_id": id, "c1_output": p.display().to_string()})).collect();
+    Ok(serde_json::json!({ "sectors": sectors }))
 }
 
 /// `sealer snap`: check each sector's data against its pieces, encode them all, write results.json.
@@ -596,6 +652,20 @@ fn main() -> ExitCode {
             }
             Err(e) => fail(e),
         },
+        Cmd::C1 { config, seeds, termination_log } => {
+            let cfg = match load(&config) {
+                Ok(c) => c,
+                Err(e) => return fail(e),
+            };
+            use_node_parent_cache(&cfg);
+            match c1_from_slot(&cfg, &seeds) {
+                Ok(v) => {
+                    report_results(&v, cfg.sectors.len(), &cfg.output_dir, termination_log);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
         Cmd::OracleSnap { config, work } => {
             let cfg = match std::fs::read_to_string(&config)
                 .map_err(|e| Pc1Error::Input(format!("cannot read {}: {e}", config.display())))
