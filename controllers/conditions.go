@@ -7,6 +7,10 @@ const (
 	CondPlaced      = "Placed"
 	CondPC1Complete = "PC1Complete"
 	CondPC2Complete = "PC2Complete"
+	// CondC1Complete: the operator's C1 from the slot (spec.commit1 FromSlot) wrote the
+	// sectors' commit-phase1-output; CondSeedsMissing names sectors whose seeds never came.
+	CondC1Complete   = "C1Complete"
+	CondSeedsMissing = "SeedsMissing"
 	// CondUpdated is an update's (spec.update) in place of PC1Complete and PC2Complete.
 	CondUpdated           = "Updated"
 	CondFailed            = "Failed"
@@ -28,9 +32,16 @@ const (
 	ReasonCommitted     Reason = "CommitmentsComputed"
 	// ReasonEncoding and ReasonEncoded: an update's sealer is encoding, or has written
 	// every sector's updated replica and comm_r_new.
-	ReasonEncoding     Reason = "Encoding"
-	ReasonEncoded      Reason = "Encoded"
-	ReasonSealerFailed Reason = "SealerFailed"
+	ReasonEncoding Reason = "Encoding"
+	// ReasonWaitingForSeeds, ReasonC1Running, ReasonC1Written and ReasonSeedTimeout: C1 from
+	// the slot waits for spec.seeds, runs, has written its outputs, or gave up on sectors
+	// whose seeds did not come within spec.seedTimeout.
+	ReasonWaitingForSeeds Reason = "WaitingForSeeds"
+	ReasonC1Running       Reason = "ReadingSlot"
+	ReasonC1Written       Reason = "C1OutputWritten"
+	ReasonSeedTimeout     Reason = "SeedTimeout"
+	ReasonEncoded         Reason = "Encoded"
+	ReasonSealerFailed    Reason = "SealerFailed"
 	// ReasonDataMismatch: a data sector's staged file or commD does not match its pieces
 	// (the message names the sector and both commitments); never retried.
 	ReasonDataMismatch   Reason = "DataMismatch"

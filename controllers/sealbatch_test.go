@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -577,4 +579,139 @@ func TestSnapUpdateRunsBesideASealWithoutASlot(t *testing.T) {
 	if l := h.held("node-u"); len(l) != 1 || l[0].Batch != ns+"/cc" {
 		t.Errorf("claims on the node: %+v", l)
 	}
+}
+
+// c1Results is what `sealer c1` reports for the given sectors.
+func c1Results(numbers ...int64) string {
+	var parts []string
+	for _, n := range numbers {
+		parts = append(parts, fmt.Sprintf(`{"sector_id":%d,"c1_output":"/output/x/cache/%d/commit-phase1-output"}`, n, n))
+	}
+	return `{"sectors":[` + strings.Join(parts, ",") + `]}`
+}
+
+// TestC1FromSlot: a commit1 FromSlot batch seals without layer copies, holds its slot (and
+// nothing else) after PC2 until spec.seeds covers every sector, then runs C1 on its node with
+// the seeds fixed in a ConfigMap (a failed C1 pod is retried), and completes and releases.
+func TestC1FromSlot(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	ns := h.namespace("c1")
+	h.addNode("node-c", 1, 8, nil)
+	b := h.newBatch(ns, "c", 2, func(b *sealv1.SealBatch) {
+		b.Spec.Commit1 = sealv1.Commit1FromSlot
+		b.Spec.SeedTimeout = &metav1.Duration{Duration: time.Hour}
+	})
+	pod := h.waitPod(ns, "c-sealer-1")
+	if !slices.Contains(pod.Spec.Containers[0].Command, "--no-layer-files") {
+		t.Errorf("seal command %v copies the layers", pod.Spec.Containers[0].Command)
+	}
+	h.setPod(pod, corev1.PodSucceeded, 0, results(b))
+	got := h.waitPhase(ns, "c", sealv1.PhaseWaitingForSeeds)
+	if got.Status.SeedDeadline == nil || len(got.Status.Sectors) != 2 || got.Status.Sectors[0].CommR == "" {
+		t.Errorf("waiting for seeds: %+v", got.Status)
+	}
+	if l := h.held("node-c"); len(l) != 1 || l[0].Running || len(l[0].CPUs) != 0 || l[0].Hugepages != 0 {
+		t.Errorf("claims while waiting for seeds (want the slot alone): %+v", l)
+	}
+	if c := condition(got, controllers.CondC1Complete); c == nil || c.Reason != string(controllers.ReasonWaitingForSeeds) || !strings.Contains(c.Message, "0/2") {
+		t.Errorf("C1Complete while waiting: %+v", c)
+	}
+
+	// The seeds arrive (one in base64): C1 starts with them.
+	got.Spec.Seeds = []sealv1.SectorSeed{
+		{Number: b.Spec.Sectors[0].Number, Randomness: strings.Repeat("5e", 32), Epoch: 1000},
+		{Number: b.Spec.Sectors[1].Number, Randomness: "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=", Epoch: 1001},
+	}
+	if err := h.c.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	c1 := h.waitPod(ns, "c-c1-1")
+	if cmd := strings.Join(c1.Spec.Containers[0].Command, " "); cmd != "/sealer c1 --config /etc/sealer/config.json --seeds /etc/sealer-seeds/seeds.json" {
+		t.Errorf("C1 command %q", cmd)
+	}
+	mounts := map[string]bool{}
+	for _, m := range c1.Spec.Containers[0].VolumeMounts {
+		mounts[m.Name] = true
+	}
+	if !mounts["seeds"] || !mounts["config"] || !mounts["output"] || !mounts["layer-0"] || mounts["hugepages"] {
+		t.Errorf("C1 pod mounts %v", mounts)
+	}
+	var cm corev1.ConfigMap
+	if err := h.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "c-c1-seeds"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`{"sectors":[{"sector_id":%d,"seed":"%s"},{"sector_id":%d,"seed":"0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20"}]}`,
+		b.Spec.Sectors[0].Number, strings.Repeat("5e", 32), b.Spec.Sectors[1].Number)
+	if cm.Data[render.SeedsKey] != want {
+		t.Errorf("seeds file %s\nwant %s", cm.Data[render.SeedsKey], want)
+	}
+	h.waitPhase(ns, "c", sealv1.PhaseC1)
+
+	// A failed C1 is retried; the second attempt writes both outputs.
+	h.setPod(c1, corev1.PodFailed, 3, "sealer: reading layer pages: I/O error")
+	c1 = h.waitPod(ns, "c-c1-2")
+	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(b.Spec.Sectors[0].Number, b.Spec.Sectors[1].Number))
+	h.succeedScrub(ns, "c")
+	h.eventually("completed and released", func() (bool, string) {
+		got = h.batch(ns, "c")
+		r := condition(got, controllers.CondReleased)
+		return got.Status.Phase == sealv1.PhaseCompleted && r != nil && r.Status == "True", got.Status.Message
+	})
+	for _, s := range got.Status.Sectors {
+		if s.State != "C1Written" {
+			t.Errorf("sector %d state %s", s.Number, s.State)
+		}
+	}
+	if c := condition(got, controllers.CondC1Complete); c == nil || c.Status != "True" || condition(got, controllers.CondSeedsMissing) != nil {
+		t.Errorf("conditions: %+v", got.Status.Conditions)
+	}
+}
+
+// TestSeedsThatNeverCome: at spec.seedTimeout C1 runs for the seeded sectors only, and the
+// batch completes naming the sectors that lost their layers; with no seed at all it completes
+// without a C1 pod.
+func TestSeedsThatNeverCome(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	ns := h.namespace("seedless")
+	h.addNode("node-s", 2, 8, nil)
+	mk := func(name string) *sealv1.SealBatch {
+		b := h.newBatch(ns, name, 2, func(b *sealv1.SealBatch) {
+			b.Spec.Commit1 = sealv1.Commit1FromSlot
+			b.Spec.SeedTimeout = &metav1.Duration{Duration: 3 * time.Second}
+		})
+		pod := h.waitPod(ns, name+"-sealer-1")
+		h.setPod(pod, corev1.PodSucceeded, 0, results(b))
+		h.waitPhase(ns, name, sealv1.PhaseWaitingForSeeds)
+		return b
+	}
+	half := mk("half")
+	got := h.batch(ns, "half")
+	got.Spec.Seeds = []sealv1.SectorSeed{{Number: half.Spec.Sectors[1].Number, Randomness: strings.Repeat("77", 32), Epoch: 5}}
+	if err := h.c.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	c1 := h.waitPod(ns, "half-c1-1")
+	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(half.Spec.Sectors[1].Number))
+	h.succeedScrub(ns, "half")
+	got = h.waitPhase(ns, "half", sealv1.PhaseCompleted)
+	lost := condition(got, controllers.CondSeedsMissing)
+	if lost == nil || lost.Reason != string(controllers.ReasonSeedTimeout) || !strings.Contains(lost.Message, strconv.FormatInt(half.Spec.Sectors[0].Number, 10)) ||
+		strings.Contains(lost.Message, strconv.FormatInt(half.Spec.Sectors[1].Number, 10)) {
+		t.Errorf("SeedsMissing: %+v", lost)
+	}
+	if got.Status.Sectors[0].State != "SeedMissing" || got.Status.Sectors[1].State != "C1Written" {
+		t.Errorf("sector states: %+v", got.Status.Sectors)
+	}
+
+	none := mk("none")
+	got = h.waitPhase(ns, "none", sealv1.PhaseCompleted)
+	if h.pod(ns, "none-c1-1") != nil {
+		t.Error("a C1 pod ran with no seeds")
+	}
+	if c := condition(got, controllers.CondSeedsMissing); c == nil || !strings.Contains(c.Message, strconv.FormatInt(none.Spec.Sectors[1].Number, 10)) {
+		t.Errorf("SeedsMissing: %+v", c)
+	}
+	h.succeedScrub(ns, "none")
 }

@@ -87,6 +87,12 @@ func (r *SealerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if err := r.ensureConfig(ctx, &b, &sn, lay); err != nil {
 		return reconcile.Result{}, err
 	}
+	switch b.Status.Phase {
+	case sealv1.PhaseWaitingForSeeds:
+		return r.awaitSeeds(ctx, &b, at)
+	case sealv1.PhaseC1:
+		return r.runC1(ctx, &b, at)
+	}
 
 	if b.Status.Attempts == 0 {
 		return r.startAttempt(ctx, &b, at, 1)
@@ -257,6 +263,13 @@ const waitForCache = 5 * time.Second
 // would not stop it, and an admin draining the node expects it to empty. The batch's layers
 // are on that node, so it waits there for the uncordon.
 func (r *SealerReconciler) startAttempt(ctx context.Context, b *sealv1.SealBatch, at attemptTarget, attempt int32) (reconcile.Result, error) {
+	return r.startStep(ctx, b, at, render.StepSeal, attempt)
+}
+
+// startStep is startAttempt for a step: the seal, or C1 from the slot (its seeds written
+// first; it reads the slot and the node's parent cache, and asks for one CPU that placement
+// does not book: the batch's cores went back when PC2 ended).
+func (r *SealerReconciler) startStep(ctx context.Context, b *sealv1.SealBatch, at attemptTarget, step render.Step, attempt int32) (reconcile.Result, error) {
 	if at.cordoned {
 		msg := fmt.Sprintf("node %s is cordoned: attempt %d waits for it to be uncordoned (the batch's layers are there)", b.Status.Node, attempt)
 		return r.waitAttempt(ctx, b, msg, "WaitingForUncordon", waitForUncordon)
@@ -285,6 +298,12 @@ func (r *SealerReconciler) startAttempt(ctx context.Context, b *sealv1.SealBatch
 	if !b.Spec.IsUpdate() { // an update reads no layers and no graph
 		in.Devices, in.DeviceMode, in.ParentCachePath = at.sn.Status.LayerDevices, at.sn.Spec.DeviceMode, r.parentCachePath(at.sn)
 	}
+	if step == render.StepC1 {
+		if err := r.ensureSeeds(ctx, b); err != nil {
+			return reconcile.Result{}, err
+		}
+		in.Step, in.CPUs, in.Hugepages = render.StepC1, 1, 0
+	}
 	pod := render.Pod(in, r.podOptionsFor(b))
 	if err := controllerutil.SetControllerReference(b, pod, r.Scheme()); err != nil {
 		return reconcile.Result{}, err
@@ -293,9 +312,17 @@ func (r *SealerReconciler) startAttempt(ctx context.Context, b *sealv1.SealBatch
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{}, updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
-		b.Status.Attempts = attempt
 		b.Status.PodName = pod.Name
 		b.Status.Message = fmt.Sprintf("sealer pod %s (attempt %d) created", pod.Name, attempt)
+		if step == render.StepC1 {
+			b.Status.C1Attempts = attempt
+			b.Status.Phase = sealv1.PhaseC1
+			msg := fmt.Sprintf("C1 pod %s (attempt %d) reads %d seeded sectors' labels from the slot", pod.Name, attempt, len(b.Spec.Seeds))
+			setCondition(b, CondC1Complete, metav1.ConditionFalse, ReasonC1Running, msg)
+			b.Status.Message = msg
+			return
+		}
+		b.Status.Attempts = attempt
 	}, func(b *sealv1.SealBatch) {
 		r.Recorder.Eventf(b, pod, corev1.EventTypeNormal, "PodCreated", "Seal", "sealer pod %s created (attempt %d)", pod.Name, attempt)
 	})
@@ -369,6 +396,9 @@ func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, po
 	if err := res.matches(b); err != nil {
 		return r.fail(ctx, b, ReasonSealerFailed, err.Error())
 	}
+	if b.Spec.FromSlot() {
+		return r.toWaitingForSeeds(ctx, b, pod, res)
+	}
 	metricBatchProgress.DeleteLabelValues(b.Namespace, b.Name, b.Status.Node)
 	done := fmt.Sprintf("%d sectors sealed", len(res.Sectors))
 	if b.Spec.IsUpdate() {
@@ -399,15 +429,24 @@ func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, po
 // failOrRetry starts the next attempt on the same node and slot when retries remain and the
 // failure could go differently next time, else fails the batch.
 func (r *SealerReconciler) failOrRetry(ctx context.Context, b *sealv1.SealBatch, at attemptTarget, reason Reason, msg string, retriable bool) (reconcile.Result, error) {
+	return r.failOrRetryStep(ctx, b, at, render.StepSeal, reason, msg, retriable)
+}
+
+// failOrRetryStep is failOrRetry for a step (the seal's attempts, or C1's).
+func (r *SealerReconciler) failOrRetryStep(ctx context.Context, b *sealv1.SealBatch, at attemptTarget, step render.Step, reason Reason, msg string, retriable bool) (reconcile.Result, error) {
 	if !retriable {
 		return reconcile.Result{}, r.fail(ctx, b, reason, msg+" (not retried: another attempt would fail the same way)")
 	}
-	if b.Status.Attempts <= b.Spec.Retries() {
+	attempts := b.Status.Attempts
+	if step == render.StepC1 {
+		attempts = b.Status.C1Attempts
+	}
+	if attempts <= b.Spec.Retries() {
 		if !at.cordoned {
 			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, string(ReasonRetrying), "Seal",
-				"attempt %d failed (%s: %s); retrying on %s", b.Status.Attempts, reason, msg, placedMessage(b.Status.Node, slotOf(b)))
+				"attempt %d failed (%s: %s); retrying on %s", attempts, reason, msg, placedMessage(b.Status.Node, slotOf(b)))
 		}
-		return r.startAttempt(ctx, b, at, b.Status.Attempts+1)
+		return r.startStep(ctx, b, at, step, attempts+1)
 	}
 	return reconcile.Result{}, r.fail(ctx, b, reason, msg)
 }

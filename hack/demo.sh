@@ -12,6 +12,8 @@
 #   hack/demo.sh node       label node 127.0.0.1, give its SealerNode a file layer device, wait until Ready
 #   hack/demo.sh seal [NAME [SECTORS]]   seal a batch on 127.0.0.1 (default cc-8mib-demo, 4 sectors), show progress
 #   hack/demo.sh compare [NAME]          CommR of each sector vs `sealer oracle` (exit 1 when one differs)
+#   COMMIT1=FromSlot hack/demo.sh seal NAME N   seal without layer copies; the batch waits for its seeds
+#   hack/demo.sh seeds [NAME]            write random seeds into NAME (default c1-8mib-demo): C1 from the slot
 #   hack/demo.sh snap [FROM [NAME]]      SnapDeals update of FROM's first CC sector with new deal data
 #                                        (default: cc-8mib-demo into snap-8mib-demo); then compare NAME
 #   hack/demo.sh release [NAME]          wait for the Released condition
@@ -32,6 +34,7 @@ BATCH_NS=sealfleet-batches
 OUTPUT_DIR=${OUTPUT_DIR:-/var/lib/sealfleet/output}
 DEALS_DIR=${DEALS_DIR:-/var/lib/sealfleet/deals}  # staged data sectors (the batch's dataSource)
 DATA_SECTORS=${DATA_SECTORS:-1}                   # how many of a batch's sectors hold deal data
+COMMIT1=${COMMIT1:-}                              # FromSlot: the operator runs C1 from the slot once `seeds` gives the seeds
 PROOF=StackedDrg8MiBV1_1  # the demo's batches: 8 MiB, V1_1
 NODE=127.0.0.1
 LAYER_FILE=${DEMO_LAYER_FILE:-/var/lib/sealfleet/demo/layers.img}
@@ -180,6 +183,7 @@ spec:
     hostPath: {path: "$OUTPUT_DIR"}
     layout: Lotus
 EOF
+  [ -n "$COMMIT1" ] && printf '  commit1: %s\n' "$COMMIT1"
   # The first DATA_SECTORS sectors hold deal data, staged on the node under $DEALS_DIR.
   (( DATA_SECTORS > 0 )) && printf '  dataSource:\n    hostPath: {path: "%s"}\n' "$DEALS_DIR"
   echo "  sectors:"
@@ -234,9 +238,26 @@ EOF
   wait_batch "$name"
 }
 
-# wait_batch NAME: follow a batch's phase and progress until it is Completed (0) or Failed (1).
+# seeds NAME: what lotus or Curio would do once each sector's seed epoch has passed: write every
+# sector's seed (random here) into spec.seeds, then follow the batch through C1.
+seeds() {
+  local name=${1:-c1-8mib-demo} patch
+  patch=$(kc -n "$BATCH_NS" get sealbatch "$name" -o json | python3 -c '
+import json, os, sys
+b = json.load(sys.stdin)
+print(json.dumps({"spec": {"seeds": [{"number": s["number"], "randomness": os.urandom(32).hex(), "epoch": 4000 + i}
+    for i, s in enumerate(b["spec"]["sectors"])]}}))')
+  kc -n "$BATCH_NS" patch sealbatch "$name" --type=merge -p "$patch" >/dev/null
+  say "seeds written for every sector of $name: C1 from the slot"
+  wait_batch "$name" 'Completed|Failed'
+  kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{range .status.sectors[*]}{"  sector "}{.number}{": "}{.state}{"\n"}{end}' >&2
+}
+
+# wait_batch NAME [STOPS]: follow a batch's phase and progress until it is Completed (0) or
+# Failed (1), or waits for its seeds (0: commit1 FromSlot after PC2); STOPS, a regex of phases,
+# narrows where it stops.
 wait_batch() {
-  local name=$1 line last="" phase="" t=$(date +%s)
+  local name=$1 stops=${2:-Completed|Failed|WaitingForSeeds} line last="" phase="" t=$(date +%s)
   while :; do
     line=$(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.phase}|{.status.progress.phase}|{.status.progress.layer}|{.status.progress.layers}|{.status.progress.percent}|{.status.message}' 2>/dev/null || true)
     IFS='|' read -r phase sp layer layers pct msg <<<"$line"
@@ -248,12 +269,12 @@ wait_batch() {
       printf '  %4ss  %s%s\n' $(( $(date +%s) - t )) "$show" "$( [ "$phase" = Pending ] || [ "$phase" = Failed ] && echo "  ($msg)")" >&2
       last=$show
     fi
-    case "$phase" in Completed|Failed) break ;; esac
+    [[ "$phase" =~ ^($stops)$ ]] && break
     (( $(date +%s) - t > ${SEAL_TIMEOUT:-900} )) && die "batch $name not done after ${SEAL_TIMEOUT:-900} s"
     sleep 1
   done
   say "batch $name $phase after $(( $(date +%s) - t )) s"
-  [ "$phase" = Completed ] || { kc -n "$BATCH_NS" get sealbatch "$name" -o yaml | sed -n '/^status:/,$p' >&2; return 1; }
+  [ "$phase" = Completed ] || [ "$phase" = WaitingForSeeds ] || { kc -n "$BATCH_NS" get sealbatch "$name" -o yaml | sed -n '/^status:/,$p' >&2; return 1; }
 }
 
 # compare NAME: each sector's CommR from the batch status next to rust-fil-proofs' value for
@@ -512,6 +533,9 @@ all() {
   snap cc-8mib-demo snap-8mib-demo
   compare snap-8mib-demo || rc=$?
   release snap-8mib-demo
+  COMMIT1=FromSlot seal c1-8mib-demo 2
+  seeds c1-8mib-demo
+  release c1-8mib-demo
   fleet "${DEMO_BACKLOG:-40}"
   say "done in $(elapsed). The cluster keeps running: eval \"\$(hack/cluster.sh env)\"; kubectl get sealbatches -A"
   say "stop it and give the machine back with: make cluster-down"
@@ -520,7 +544,7 @@ all() {
 
 cmd=${1:-all}; shift || true
 case "$cmd" in
-  all|build|up|install|node|seal|compare|snap|release|fleet|check|prom) "$cmd" "$@" ;;
+  all|build|up|install|node|seal|compare|snap|seeds|release|fleet|check|prom) "$cmd" "$@" ;;
   prom-targets) prom_targets "$@" ;;
   *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"path"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,10 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.update.sectorKeys.hostPath) || (has(self.placement) && has(self.placement.nodeName))",fieldPath=".placement",message="spec.placement.nodeName: a hostPath spec.update.sectorKeys lives on one node; pin the update to the node holding the sealed sectors"
 // +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.pc2Engine) || self.pc2Engine == 'cpu'",fieldPath=".pc2Engine",message="spec.pc2Engine: an update (spec.update) encodes and builds tree-r-last on the CPU; remove pc2Engine or set it to cpu"
 // +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.output) || !has(self.output.layout) || self.output.layout == 'Sealfleet'",fieldPath=".output.layout",message="spec.output.layout: an update writes the Sealfleet layout (<sector>/sealed, <sector>/cache); lotus' update/ and update-cache/ layout is not written yet: remove layout or set Sealfleet"
+// +kubebuilder:validation:XValidation:rule="self.commit1 != 'FromSlot' || (self.proofType in ['V1', 'V1_1'] && !has(self.update))",fieldPath=".commit1",message="spec.commit1 FromSlot is for interactive proofs (proofType V1 or V1_1) that seal: SyntheticPoRep and NI-PoRep batches write their proofs right after PC2, and an update has no C1; remove commit1"
+// +kubebuilder:validation:XValidation:rule="!has(self.seeds) || self.commit1 == 'FromSlot'",fieldPath=".seeds",message="spec.seeds are read only with spec.commit1 FromSlot (the operator runs C1); with LayerFiles your lotus or Curio runs C1 and takes the seed itself"
+// +kubebuilder:validation:XValidation:rule="!has(self.seedTimeout) || self.commit1 == 'FromSlot'",fieldPath=".seedTimeout",message="spec.seedTimeout is only used with spec.commit1 FromSlot"
+// +kubebuilder:validation:XValidation:rule="!has(self.seeds) || self.seeds.all(x, self.sectors.exists(s, s.number == x.number))",fieldPath=".seeds",message="spec.seeds: every seed must be for a sector of the batch (spec.sectors[].number)"
 // +kubebuilder:validation:XValidation:rule="!has(self.releaseTTL) || self.releasePolicy == 'AfterTTL'",message="spec.releaseTTL is only used with spec.releasePolicy AfterTTL: remove releaseTTL or set releasePolicy: AfterTTL"
 // +kubebuilder:validation:XValidation:rule="self.releasePolicy != 'AfterTTL' || has(self.releaseTTL)",message="spec.releasePolicy AfterTTL needs spec.releaseTTL (e.g. releaseTTL: 24h)"
 // +kubebuilder:validation:XValidation:rule="self.sectors.all(s, self.sectors.exists_one(t, t.number == s.number))",message="spec.sectors: sector numbers must be unique within a batch; remove or renumber the duplicated sector"
@@ -65,6 +70,33 @@ type SealBatchSpec struct {
 	// read-only in the sealer pod; needed when a sector has data.
 	// +optional
 	DataSource *DataSource `json:"dataSource,omitempty"`
+
+	// commit1 says who runs C1 of an interactive (V1, V1_1) batch. LayerFiles (the default):
+	// PC2 copies every layer into each sector's cache directory (layers × sector size per
+	// sector) and the provider's lotus or Curio runs C1 from there. FromSlot: no layer copies;
+	// after PC2 the batch keeps its slot (phase WaitingForSeeds) until spec.seeds holds every
+	// sector's seed, or seedTimeout passes, then the operator runs C1 on the node from the
+	// labels in the slot (phase C1) and writes each sector's commit-phase1-output into its
+	// cache directory, and the release policy applies.
+	// +kubebuilder:validation:Enum=LayerFiles;FromSlot
+	// +kubebuilder:default=LayerFiles
+	// +optional
+	Commit1 Commit1Mode `json:"commit1,omitempty"`
+
+	// seeds are the sectors' interactive PoRep seeds, written once each sector's precommit has
+	// landed and its seed epoch has passed (commit1 FromSlot). A seed once given cannot change.
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=map
+	// +listMapKey=number
+	// +optional
+	Seeds []SectorSeed `json:"seeds,omitempty"`
+
+	// seedTimeout is how long after PC2 a FromSlot batch waits for all its seeds (default
+	// 24h, at most 720h). Then C1 runs for the sectors that have one; the others lose their
+	// layers with the slot (condition SeedsMissing names them) and must be sealed again.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('720h')",message="spec.seedTimeout must be between 0s and 720h"
+	// +optional
+	SeedTimeout *metav1.Duration `json:"seedTimeout,omitempty"`
 
 	// update makes the batch a SnapDeals update instead of a seal: each sector's data
 	// (sectors[].data) is encoded into that sector's sealed CC replica, read from
@@ -196,6 +228,49 @@ type DataSource struct {
 	// +optional
 	PersistentVolumeClaim *PVCOutput `json:"persistentVolumeClaim,omitempty"`
 }
+
+// Commit1Mode says who runs C1 of an interactive batch.
+type Commit1Mode string
+
+// C1 modes.
+const (
+	Commit1LayerFiles Commit1Mode = "LayerFiles"
+	Commit1FromSlot   Commit1Mode = "FromSlot"
+)
+
+// SectorSeed is one sector's interactive PoRep seed: the chain randomness drawn at its seed
+// epoch (lotus' and Curio's seed value and height).
+type SectorSeed struct {
+	// number is the sector (one of spec.sectors).
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	Number int64 `json:"number"`
+
+	// randomness is the 32-byte seed, as 64 hex characters or 44 characters of base64.
+	// +kubebuilder:validation:MaxLength=66
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=)$')",message="randomness must be 32 bytes: 64 hex characters or 44 characters of base64 ending in '='"
+	// +required
+	Randomness string `json:"randomness"`
+
+	// epoch is the chain epoch the seed was drawn at.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	Epoch int64 `json:"epoch"`
+}
+
+// FromSlot reports whether the operator runs the batch's C1 from its slot.
+func (s *SealBatchSpec) FromSlot() bool { return s.Commit1 == Commit1FromSlot }
+
+// SeedWait is spec.seedTimeout with its default (24h).
+func (s *SealBatchSpec) SeedWait() time.Duration {
+	if s.SeedTimeout == nil {
+		return DefaultSeedTimeout
+	}
+	return s.SeedTimeout.Duration
+}
+
+// DefaultSeedTimeout is how long a FromSlot batch waits for its seeds by default.
+const DefaultSeedTimeout = 24 * time.Hour
 
 // SnapUpdate is a SnapDeals update: where the sealed CC sectors it updates are.
 type SnapUpdate struct {
@@ -359,7 +434,7 @@ type PVCOutput struct {
 }
 
 // SealBatchPhase is where a batch is in its life.
-// +kubebuilder:validation:Enum=Pending;Placed;PC1;PC2;Updating;Completed;Failed
+// +kubebuilder:validation:Enum=Pending;Placed;PC1;PC2;WaitingForSeeds;C1;Updating;Completed;Failed
 type SealBatchPhase string
 
 // Phases, in order.
@@ -368,6 +443,11 @@ const (
 	PhasePlaced  SealBatchPhase = "Placed"
 	PhasePC1     SealBatchPhase = "PC1"
 	PhasePC2     SealBatchPhase = "PC2"
+	// PhaseWaitingForSeeds: PC2 is done and a commit1 FromSlot batch holds its slot until its
+	// seeds are given (spec.seeds) or spec.seedTimeout passes.
+	PhaseWaitingForSeeds SealBatchPhase = "WaitingForSeeds"
+	// PhaseC1: the operator's C1 pod reads the labels from the slot.
+	PhaseC1 SealBatchPhase = "C1"
 	// PhaseUpdating: an update's sealer is encoding (spec.update; there is no PC1 or PC2).
 	PhaseUpdating  SealBatchPhase = "Updating"
 	PhaseCompleted SealBatchPhase = "Completed"
@@ -376,8 +456,9 @@ const (
 
 // SealBatchStatus is what the operator observed and decided.
 type SealBatchStatus struct {
-	// phase: Pending → Placed → PC1 → PC2 → Completed, or Failed; an update (spec.update)
-	// goes Pending → Placed → Updating → Completed.
+	// phase: Pending → Placed → PC1 → PC2 → Completed, or Failed; with commit1 FromSlot
+	// PC2 → WaitingForSeeds → C1 → Completed; an update (spec.update) goes Pending → Placed →
+	// Updating → Completed.
 	// +optional
 	Phase SealBatchPhase `json:"phase,omitempty"`
 
@@ -441,6 +522,14 @@ type SealBatchStatus struct {
 	// onto them (same cores and L3 groups shared). The node agent measures busy ratios here.
 	// +optional
 	RunningCPUs *RunningCPUs `json:"runningCPUs,omitempty"`
+
+	// seedDeadline is when a WaitingForSeeds batch stops waiting (PC2's end + seedTimeout).
+	// +optional
+	SeedDeadline *metav1.Time `json:"seedDeadline,omitempty"`
+
+	// c1Attempts counts C1 pods started for this batch (commit1 FromSlot).
+	// +optional
+	C1Attempts int32 `json:"c1Attempts,omitempty"`
 
 	// podName is the sealer pod.
 	// +optional
@@ -604,7 +693,9 @@ type SectorStatus struct {
 	// and commR are then the new data's commitment and the updated replica's comm_r_new.
 	// +optional
 	CommROld string `json:"commROld,omitempty"`
-	// state is Sealing, Sealed or Failed.
+	// state is Sealed, Updated (an update), C1Written (commit1 FromSlot: commit-phase1-output
+	// is in the sector's cache directory) or SeedMissing (no seed before seedTimeout: the
+	// sector cannot be committed).
 	// +optional
 	State string `json:"state,omitempty"`
 }
@@ -625,6 +716,8 @@ type SectorStatus struct {
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.sectorSize == oldSelf.spec.sectorSize",message="spec.sectorSize cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.proofType == oldSelf.spec.proofType",message="spec.proofType cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.minerID == oldSelf.spec.minerID",message="spec.minerID cannot change after the batch is placed: delete the batch and create a new one"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.seeds) || oldSelf.spec.seeds.all(o, has(self.spec.seeds) && self.spec.seeds.exists(s, s == o))",message="spec.seeds: a seed once given cannot change or be removed"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.commit1 == oldSelf.spec.commit1",message="spec.commit1 cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || has(self.spec.update) == has(oldSelf.spec.update) && (!has(self.spec.update) || self.spec.update == oldSelf.spec.update)",message="spec.update cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || has(self.spec.dataSource) == has(oldSelf.spec.dataSource) && (!has(self.spec.dataSource) || self.spec.dataSource == oldSelf.spec.dataSource)",message="spec.dataSource cannot change after the batch is placed: delete the batch and create a new one"
 type SealBatch struct {

@@ -175,6 +175,18 @@ func TestSealBatchValidation(t *testing.T) {
 			[]string{"spec.output.layout", "update-cache"}},
 		{"update-keys-both", okBase + "update: {sectorKeys: {hostPath: {path: /k}, persistentVolumeClaim: {claimName: c}}}\n" + pinned + dataSrc + updateSector,
 			[]string{"spec.update.sectorKeys", "exactly one"}},
+		{"from-slot-synthetic", okBase + "proofType: V1_1_Feat_SyntheticPoRep\ncommit1: FromSlot\n" + sectorsYAML(1),
+			[]string{"spec.commit1", "interactive proofs"}},
+		{"seeds-without-from-slot", okBase + "seeds: [{number: 1000, randomness: \"" + ticketA + "\", epoch: 1}]\n" + sectorsYAML(1),
+			[]string{"spec.seeds", "commit1 FromSlot"}},
+		{"seed-for-another-sector", okBase + "commit1: FromSlot\nseeds: [{number: 7, randomness: \"" + ticketA + "\", epoch: 1}]\n" + sectorsYAML(1),
+			[]string{"spec.seeds", "a sector of the batch"}},
+		{"seed-not-32-bytes", okBase + "commit1: FromSlot\nseeds: [{number: 1000, randomness: abcd, epoch: 1}]\n" + sectorsYAML(1),
+			[]string{"spec.seeds[0].randomness", "32 bytes"}},
+		{"seed-timeout-without-from-slot", okBase + "seedTimeout: 1h\n" + sectorsYAML(1),
+			[]string{"spec.seedTimeout", "FromSlot"}},
+		{"commit1-unknown", okBase + "commit1: Later\n" + sectorsYAML(1),
+			[]string{"spec.commit1", "LayerFiles"}},
 		{"update-keys-layout-unknown", okBase + "update: {sectorKeys: {persistentVolumeClaim: {claimName: c}, layout: Boost}}\n" + dataSrc + updateSector,
 			[]string{"spec.update.sectorKeys.layout", "Lotus"}},
 	}
@@ -227,6 +239,7 @@ func TestSealBatchValidation(t *testing.T) {
 				"- {number: 2, ticket: \"" + ticketA + "\"}\n",
 			"data-128-sectors-full": "sectorSize: 64GiB\nminerID: f01\n" + dataSrc + dataSectors(128, 64),
 			"update-pinned":         okBase + updateKeys + pinned + dataSrc + updateSector,
+			"from-slot-seeded": okBase + "commit1: FromSlot\nseedTimeout: 48h\nseeds: [{number: 1001, randomness: \"" + ticketA + "\", epoch: 4242}]\n" + sectorsYAML(2),
 			"update-from-claim": okBase + "update: {sectorKeys: {persistentVolumeClaim: {claimName: cc}, layout: Lotus}}\n" +
 				"dataSource: {persistentVolumeClaim: {claimName: deals}}\n" + updateSector,
 		}
@@ -276,6 +289,40 @@ func TestSealBatchValidation(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), field+" cannot change after the batch is placed") {
 				t.Errorf("edit of %s after placement: want rejection naming the field, got %v", field, err)
 			}
+		}
+		// Seeds are added after placement; one given cannot change.
+		var seeded sealv1.SealBatch
+		u2 := batch(t, "seeded", okBase+"commit1: FromSlot\n"+sectorsYAML(2))
+		if err := env.Client.Create(ctx, u2); err != nil {
+			t.Fatal(err)
+		}
+		k2 := types.NamespacedName{Namespace: "default", Name: "seeded"}
+		if err := env.Client.Get(ctx, k2, &seeded); err != nil {
+			t.Fatal(err)
+		}
+		seeded.Status.Node = "node-a"
+		if err := env.Client.Status().Update(ctx, &seeded); err != nil {
+			t.Fatal(err)
+		}
+		seeded.Spec.Seeds = []sealv1.SectorSeed{{Number: 1000, Randomness: ticketA, Epoch: 10}}
+		if err := env.Client.Update(ctx, &seeded); err != nil {
+			t.Fatalf("adding a seed after placement rejected: %v", err)
+		}
+		seeded.Spec.Seeds = append(seeded.Spec.Seeds, sealv1.SectorSeed{Number: 1001, Randomness: ticketA, Epoch: 11})
+		if err := env.Client.Update(ctx, &seeded); err != nil {
+			t.Fatalf("adding a second seed rejected: %v", err)
+		}
+		seeded.Spec.Seeds[0].Epoch = 12
+		if err := env.Client.Update(ctx, &seeded); err == nil || !strings.Contains(err.Error(), "a seed once given cannot change") {
+			t.Errorf("changing a seed: %v", err)
+		}
+		if err := env.Client.Get(ctx, k2, &seeded); err != nil {
+			t.Fatal(err)
+		}
+		seeded.Spec.Commit1 = sealv1.Commit1LayerFiles
+		seeded.Spec.Seeds = nil
+		if err := env.Client.Update(ctx, &seeded); err == nil || !strings.Contains(err.Error(), "spec.commit1 cannot change") {
+			t.Errorf("changing commit1 after placement: %v", err)
 		}
 		// Fields that are not frozen still change.
 		var cur sealv1.SealBatch

@@ -180,8 +180,11 @@ func NeedOf(b *sealv1.SealBatch) Need {
 	}
 	if n.OutputPath != "" {
 		n.OutputBytes = OutputBytesFor(b.Spec.SectorSize, len(b.Spec.Sectors))
-		if n.Update {
+		switch {
+		case n.Update:
 			n.OutputBytes = UpdateOutputBytesPerSector(b.Spec.SectorSize) * int64(len(b.Spec.Sectors))
+		case b.Spec.FromSlot():
+			n.OutputBytes = FromSlotOutputBytesPerSector(b.Spec.SectorSize) * int64(len(b.Spec.Sectors))
 		}
 	}
 	if p := b.Spec.Placement; p != nil {
@@ -214,6 +217,23 @@ func OutputBytesPerSector(size sealv1.SectorSize) int64 {
 	s := int64(size.Bytes())
 	treeD, treeC, treeRLast := treeBytes(size)
 	return s + treeD + treeC + treeRLast + int64(size.Layers())*s + 4096
+}
+
+// FromSlotOutputBytesPerSector is what a commit1 FromSlot batch writes for one sector: no
+// layer copies, and C1OutputBytes for its C1.
+func FromSlotOutputBytesPerSector(size sealv1.SectorSize) int64 {
+	return OutputBytesPerSector(size) - int64(size.Layers())*int64(size.Bytes()) + C1OutputBytes(size)
+}
+
+// C1OutputBytes is an upper estimate of what C1 from the slot adds per sector: its
+// commit-phase1-output (every partition's vanilla proofs as JSON) and, while it runs, the sparse
+// layer files holding the labels it opens (a 4 KiB block per label: challenges × 15 nodes ×
+// layers).
+func C1OutputBytes(size sealv1.SectorSize) int64 {
+	if size.Bytes() >= 32<<30 {
+		return 512 << 20
+	}
+	return 4 << 20 // test sizes have a few challenges
 }
 
 // UpdateOutputBytesPerSector is what a SnapDeals update writes for one sector: the updated

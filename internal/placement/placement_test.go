@@ -449,3 +449,15 @@ func TestUpdateNeedsCoresAndOutputNotASlot(t *testing.T) {
 		t.Errorf("a seal was placed with no slot free")
 	}
 }
+
+// TestFromSlotBooksNoLayerCopies: with commit1 FromSlot the layers stay in the slot, so the
+// output booking drops the layer copies and adds C1's outputs.
+func TestFromSlotBooksNoLayerCopies(t *testing.T) {
+	for _, size := range []sealv1.SectorSize{sealv1.SectorSize8MiB, sealv1.SectorSize32GiB} {
+		b := batch("c1", size, 4, 0, func(b *sealv1.SealBatch) { b.Spec.Commit1 = sealv1.Commit1FromSlot })
+		layers := int64(size.Layers()) * int64(size.Bytes())
+		if got, want := NeedOf(b).OutputBytes, 4*(OutputBytesPerSector(size)-layers+C1OutputBytes(size)); got != want || got >= NeedOf(batch("lf", size, 4, 0)).OutputBytes {
+			t.Errorf("%s: FromSlot books %d, want %d", size, got, want)
+		}
+	}
+}

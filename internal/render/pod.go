@@ -46,6 +46,29 @@ func PodName(b *sealv1.SealBatch, attempt int32) string {
 	return fmt.Sprintf("%s-sealer-%d", b.Name, attempt)
 }
 
+// C1PodName is the pod of one C1 attempt (commit1 FromSlot).
+func C1PodName(b *sealv1.SealBatch, attempt int32) string {
+	return fmt.Sprintf("%s-c1-%d", b.Name, attempt)
+}
+
+// SeedsConfigMapName holds the seeds a batch's C1 runs with (fixed when C1 starts).
+func SeedsConfigMapName(b *sealv1.SealBatch) string { return b.Name + "-c1-seeds" }
+
+// Seeds file of the C1 pod.
+const (
+	SeedsKey = "seeds.json"
+	SeedsDir = "/etc/sealer-seeds"
+)
+
+// Step is what a sealer pod runs.
+type Step string
+
+// Steps: the seal (PC1 and PC2, or an update), or C1 from the slot.
+const (
+	StepSeal Step = ""
+	StepC1   Step = "c1"
+)
+
 // PodOptions are operator-wide settings for sealer pods.
 type PodOptions struct {
 	Image           string
@@ -87,6 +110,8 @@ type PodInput struct {
 	DeviceMode sealv1.DeviceMode
 	// ParentCachePath is the node's parent-cache directory, mounted read-only.
 	ParentCachePath string
+	// Step is what the pod runs (the seal by default).
+	Step Step
 }
 
 // OutputDir is where a batch writes inside the pod: <mount>/<namespace>/<name> for host paths
@@ -153,6 +178,11 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 		volumes = append(volumes, v)
 		mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: DataMount, ReadOnly: true})
 	}
+	if in.Step == StepC1 {
+		volumes = append(volumes, corev1.Volume{Name: "seeds", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: SeedsConfigMapName(b)}}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "seeds", MountPath: SeedsDir, ReadOnly: true})
+	}
 	if v, ok := sectorKeysVolume(b); ok {
 		volumes = append(volumes, v)
 		mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: SectorKeysMount, ReadOnly: true})
@@ -207,9 +237,13 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 	if o.MetricsPort > 0 {
 		ports = append(ports, corev1.ContainerPort{Name: "metrics", ContainerPort: int32(o.MetricsPort)})
 	}
+	name := PodName(b, in.Attempt)
+	if in.Step == StepC1 {
+		name = C1PodName(b, in.Attempt)
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        PodName(b, in.Attempt),
+			Name:        name,
 			Namespace:   b.Namespace,
 			Labels:      componentLabels(b, ComponentSeal),
 			Annotations: map[string]string{"sealfleet.io/attempt": strconv.Itoa(int(in.Attempt))},
@@ -229,7 +263,7 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 				Name:                     "sealer",
 				Image:                    o.Image,
 				ImagePullPolicy:          o.ImagePullPolicy,
-				Command:                  sealerCommand(b),
+				Command:                  sealerCommand(b, in.Step),
 				Env:                      []corev1.EnvVar{{Name: "SEALER_TERMINATION_LOG", Value: corev1.TerminationMessagePathDefault}},
 				Resources:                corev1.ResourceRequirements{Requests: res, Limits: res},
 				VolumeMounts:             mounts,
@@ -289,12 +323,19 @@ func outputVolume(b *sealv1.SealBatch) corev1.Volume {
 	return v
 }
 
-// sealerCommand runs the batch: `sealer batch` seals, `sealer snap` updates (spec.update).
-func sealerCommand(b *sealv1.SealBatch) []string {
-	if b.Spec.IsUpdate() {
-		return []string{"/sealer", "snap", "--config", ConfigDir + "/" + ConfigKey}
+// sealerCommand runs the batch: `sealer batch` seals (without layer copies when the operator
+// runs C1 from the slot), `sealer snap` updates (spec.update), `sealer c1` is C1 from the slot.
+func sealerCommand(b *sealv1.SealBatch, step Step) []string {
+	config := ConfigDir + "/" + ConfigKey
+	switch {
+	case step == StepC1:
+		return []string{"/sealer", "c1", "--config", config, "--seeds", SeedsDir + "/" + SeedsKey}
+	case b.Spec.IsUpdate():
+		return []string{"/sealer", "snap", "--config", config}
+	case b.Spec.FromSlot():
+		return []string{"/sealer", "batch", "--quiet", "--no-layer-files", "--config", config}
 	}
-	return []string{"/sealer", "batch", "--quiet", "--config", ConfigDir + "/" + ConfigKey}
+	return []string{"/sealer", "batch", "--quiet", "--config", config}
 }
 
 // sectorKeysVolume is an update's spec.update.sectorKeys as the read-only "sector-keys" volume:

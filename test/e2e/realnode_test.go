@@ -295,6 +295,7 @@ func TestRealNode(t *testing.T) {
 	mu.Unlock()
 
 	t.Run("SnapUpdate", func(t *testing.T) { snapRun(t, step, batch) })
+	t.Run("C1FromSlot", func(t *testing.T) { c1Run(t, step) })
 	t.Run("StarvedHashersAlert", func(t *testing.T) { starvedRun(t, step) })
 	if fi, err := os.Stat(cacheManifest); err != nil || !fi.ModTime().Equal(built.ModTime()) {
 		t.Errorf("the parent cache was rebuilt by later batches (manifest %v, %v)", fi, err)
@@ -339,6 +340,58 @@ func snapRun(t *testing.T, step func(env []string, args ...string) string, from 
 		}
 	}
 	t.Logf("sector %d updated: comm_r_old %s, comm_r_new %s (%s)", got.Number, got.CommROld, got.CommR, got.CommRCID)
+}
+
+// c1Run seals a commit1 FromSlot batch (a data sector and a CC one): after PC2 it holds its slot
+// with no layer files in its outputs until the seeds are written (hack/demo.sh seeds), then
+// the operator's C1 writes each sector's commit-phase1-output (filecoin-proofs-api's C1 output,
+// for the sector's own commR and the seed given) and the slot is released.
+func c1Run(t *testing.T, step func(env []string, args ...string) string) {
+	const name, ns = "e2e-c1", "sealfleet-batches"
+	step([]string{"COMMIT1=FromSlot"}, "seal", name, "2")
+	get := func() *sealv1.SealBatch {
+		var b sealv1.SealBatch
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
+			t.Fatal(err)
+		}
+		return &b
+	}
+	b := get()
+	if b.Status.Phase != sealv1.PhaseWaitingForSeeds || b.Status.Slot == nil || len(b.Status.Sectors) != 2 {
+		t.Fatalf("after PC2: phase %s, slot %v, sectors %+v", b.Status.Phase, b.Status.Slot, b.Status.Sectors)
+	}
+	dir := filepath.Join("/var/lib/sealfleet/output", ns, name)
+	cache := func(n int64) string { return filepath.Join(dir, "cache", fmt.Sprintf("s-t01000-%d", n)) }
+	for _, s := range b.Spec.Sectors {
+		if layers, _ := filepath.Glob(filepath.Join(cache(s.Number), "sc-02-data-layer-*")); len(layers) > 0 {
+			t.Errorf("sector %d: layer files in its outputs: %v", s.Number, layers)
+		}
+	}
+	step(nil, "seeds", name)
+	b = get()
+	seeds := map[int64]string{}
+	for _, s := range b.Spec.Seeds {
+		seeds[s.Number] = s.Randomness
+	}
+	for _, s := range b.Status.Sectors {
+		raw, err := os.ReadFile(filepath.Join(cache(s.Number), "commit-phase1-output"))
+		var out struct {
+			CommR [32]byte `json:"comm_r"`
+			Seed  [32]byte `json:"seed"`
+		}
+		if err != nil || json.Unmarshal(raw, &out) != nil {
+			t.Errorf("sector %d: commit-phase1-output: %v", s.Number, err)
+			continue
+		}
+		if s.State != "C1Written" || fmt.Sprintf("%x", out.CommR) != s.CommR || fmt.Sprintf("%x", out.Seed) != seeds[s.Number] {
+			t.Errorf("sector %d (%s): C1 output for commR %x seed %x, want %s and %s", s.Number, s.State, out.CommR, out.Seed, s.CommR, seeds[s.Number])
+		}
+		if layers, _ := filepath.Glob(filepath.Join(cache(s.Number), "sc-02-data-layer-*")); len(layers) > 0 {
+			t.Errorf("sector %d: layer files left after C1: %v", s.Number, layers)
+		}
+		t.Logf("sector %d: commit-phase1-output %d bytes", s.Number, len(raw))
+	}
+	step(nil, "release", name)
 }
 
 // starvedRun seals a second batch whose sealer pod's block I/O is throttled to 128 KiB/s on
