@@ -34,6 +34,7 @@ BATCH_NS=sealfleet-batches
 OUTPUT_DIR=${OUTPUT_DIR:-/var/lib/sealfleet/output}
 DEALS_DIR=${DEALS_DIR:-/var/lib/sealfleet/deals}  # staged data sectors (the batch's dataSource)
 DATA_SECTORS=${DATA_SECTORS:-1}                   # how many of a batch's sectors hold deal data
+PROOF_TYPE=${PROOF_TYPE:-}                        # spec.proofType of sealed batches (default: the API's, V1_1)
 COMMIT1=${COMMIT1:-}                              # FromSlot: the operator runs C1 from the slot once `seeds` gives the seeds
 PROOF=StackedDrg8MiBV1_1  # the demo's batches: 8 MiB, V1_1
 NODE=127.0.0.1
@@ -183,6 +184,7 @@ spec:
     hostPath: {path: "$OUTPUT_DIR"}
     layout: Lotus
 EOF
+  [ -n "$PROOF_TYPE" ] && printf '  proofType: %s\n' "$PROOF_TYPE"
   [ -n "$COMMIT1" ] && printf '  commit1: %s\n' "$COMMIT1"
   # The first DATA_SECTORS sectors hold deal data, staged on the node under $DEALS_DIR.
   (( DATA_SECTORS > 0 )) && printf '  dataSource:\n    hostPath: {path: "%s"}\n' "$DEALS_DIR"
