@@ -35,6 +35,7 @@ OUTPUT_DIR=${OUTPUT_DIR:-/var/lib/sealfleet/output}
 DEALS_DIR=${DEALS_DIR:-/var/lib/sealfleet/deals}  # staged data sectors (the batch's dataSource)
 DATA_SECTORS=${DATA_SECTORS:-1}                   # how many of a batch's sectors hold deal data
 PROOF_TYPE=${PROOF_TYPE:-}                        # spec.proofType of sealed batches (default: the API's, V1_1)
+SECTOR_SIZE=${SECTOR_SIZE:-8MiB}                  # spec.sectorSize of sealed batches (CC only when not 8MiB)
 COMMIT1=${COMMIT1:-}                              # FromSlot: the operator runs C1 from the slot once `seeds` gives the seeds
 PROOF=StackedDrg8MiBV1_1  # the demo's batches: 8 MiB, V1_1
 NODE=127.0.0.1
@@ -144,7 +145,7 @@ node() {
 
 # ---- seal on the real node ------------------------------------------------------------------
 
-# batch_yaml NAME N: N 8 MiB sectors 1001.. pinned to the real node, the first DATA_SECTORS holding data.
+# batch_yaml NAME N: N $SECTOR_SIZE sectors 1001.. pinned to the real node, the first DATA_SECTORS holding data.
 # stage_data NAME NUMBER: a data sector's file under $DEALS_DIR/NAME/ from two random pieces (1 MiB
 # and 4 MiB padded, 3 MiB of alignment padding between them), staged by `sealer stage` as lotus
 # would; prints the sector's `data:` YAML (file relative to $DEALS_DIR, pieces).
@@ -175,7 +176,7 @@ metadata:
   name: $name
   namespace: $BATCH_NS
 spec:
-  sectorSize: 8MiB
+  sectorSize: $SECTOR_SIZE
   minerID: t01000
   placement:
     nodeName: "$NODE"
@@ -200,7 +201,7 @@ seal() {
   local name=${1:-cc-8mib-demo} n=${2:-4}
   kc -n "$BATCH_NS" delete sealbatch "$name" --ignore-not-found --wait=true >/dev/null
   batch_yaml "$name" "$n" | kc apply -f - >/dev/null
-  say "SealBatch $BATCH_NS/$name: $n 8 MiB sectors ($(( DATA_SECTORS < n ? DATA_SECTORS : n )) with deal data) on node $NODE"
+  say "SealBatch $BATCH_NS/$name: $n $SECTOR_SIZE ${PROOF_TYPE:-V1_1} sectors ($(( DATA_SECTORS < n ? DATA_SECTORS : n )) with deal data) on node $NODE"
   wait_batch "$name"
   say "CPUs: layout on $(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.cpus}'), sealer granted $(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.runningCPUs.granted}; L3 groups {.status.runningCPUs.l3Groups}; moved {.status.runningCPUs.moves}')"
 }
