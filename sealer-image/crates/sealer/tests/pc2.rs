@@ -243,3 +243,9 @@ fn pc2_kib2_synth_data_sector_proofs_and_c1() {
 fn pc2_kib2_ni_porep_c1_after_pc2() {
     pc2_case_with(2048, 15, 2, 611, 2, true, false, &[&[], &[100, 500, 200]]);
 }
+
+/// NI-PoRep at 8 MiB: a CC sector's C1 output equals filecoin-proofs-api's on its own files.
+#[test]
+fn pc2_mib8_ni_porep_c1_after_pc2() {
+    pc2_case_with(8 << 20, 16, 1, 612, 1, true, false, &[]);
+}
