@@ -22,6 +22,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.seeds) || self.commit1 == 'FromSlot'",fieldPath=".seeds",message="spec.seeds are read only with spec.commit1 FromSlot (the operator runs C1); with LayerFiles your lotus or Curio runs C1 and takes the seed itself"
 // +kubebuilder:validation:XValidation:rule="!has(self.seedTimeout) || self.commit1 == 'FromSlot'",fieldPath=".seedTimeout",message="spec.seedTimeout is only used with spec.commit1 FromSlot"
 // +kubebuilder:validation:XValidation:rule="!has(self.seeds) || self.seeds.all(x, self.sectors.exists(s, s.number == x.number))",fieldPath=".seeds",message="spec.seeds: every seed must be for a sector of the batch (spec.sectors[].number)"
+// +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.residentLayerPercent) || self.residentLayerPercent == 0",fieldPath=".residentLayerPercent",message="spec.residentLayerPercent: an update labels no layers; remove it"
 // +kubebuilder:validation:XValidation:rule="!has(self.releaseTTL) || self.releasePolicy == 'AfterTTL'",message="spec.releaseTTL is only used with spec.releasePolicy AfterTTL: remove releaseTTL or set releasePolicy: AfterTTL"
 // +kubebuilder:validation:XValidation:rule="self.releasePolicy != 'AfterTTL' || has(self.releaseTTL)",message="spec.releasePolicy AfterTTL needs spec.releaseTTL (e.g. releaseTTL: 24h)"
 // +kubebuilder:validation:XValidation:rule="self.sectors.all(s, self.sectors.exists_one(t, t.number == s.number))",message="spec.sectors: sector numbers must be unique within a batch; remove or renumber the duplicated sector"
@@ -70,6 +71,18 @@ type SealBatchSpec struct {
 	// read-only in the sealer pod; needed when a sector has data.
 	// +optional
 	DataSource *DataSource `json:"dataSource,omitempty"`
+
+	// residentLayerPercent is the share of the previous layer (all sectors) the sealer keeps in
+	// memory while it labels the next one, on 1 GiB hugepages the batch books on top of its
+	// buffers: expander parents are uniform over the previous layer, so each percent held
+	// removes that share of PC1's random parent reads from storage (the part is read once,
+	// sequentially, at each layer's start). 0 (the default): parents come from storage. Where
+	// two whole layers fit the sealer's node cache (test sizes) the previous layer is in
+	// memory anyway.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	ResidentLayerPercent int32 `json:"residentLayerPercent,omitempty"`
 
 	// commit1 says who runs C1 of an interactive (V1, V1_1) batch. LayerFiles (the default):
 	// PC2 copies every layer into each sector's cache directory (layers × sector size per
@@ -256,6 +269,12 @@ type SectorSeed struct {
 	// +kubebuilder:validation:Minimum=0
 	// +required
 	Epoch int64 `json:"epoch"`
+}
+
+// ResidentLayerBytes is the memory spec.residentLayerPercent asks for: that share of one layer
+// of every sector.
+func (s *SealBatchSpec) ResidentLayerBytes() int64 {
+	return int64(s.ResidentLayerPercent) * int64(s.SectorSize.Bytes()) * int64(len(s.Sectors)) / 100
 }
 
 // FromSlot reports whether the operator runs the batch's C1 from its slot.

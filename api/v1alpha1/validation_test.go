@@ -185,6 +185,10 @@ func TestSealBatchValidation(t *testing.T) {
 			[]string{"spec.seeds[0].randomness", "32 bytes"}},
 		{"seed-timeout-without-from-slot", okBase + "seedTimeout: 1h\n" + sectorsYAML(1),
 			[]string{"spec.seedTimeout", "FromSlot"}},
+		{"resident-over-100", okBase + "residentLayerPercent: 101\n" + sectorsYAML(1),
+			[]string{"spec.residentLayerPercent", "less than or equal to 100"}},
+		{"resident-in-update", okBase + updateKeys + pinned + "residentLayerPercent: 50\n" + dataSrc + updateSector,
+			[]string{"spec.residentLayerPercent", "an update labels no layers"}},
 		{"commit1-unknown", okBase + "commit1: Later\n" + sectorsYAML(1),
 			[]string{"spec.commit1", "LayerFiles"}},
 		{"update-keys-layout-unknown", okBase + "update: {sectorKeys: {persistentVolumeClaim: {claimName: c}, layout: Boost}}\n" + dataSrc + updateSector,
@@ -239,6 +243,7 @@ func TestSealBatchValidation(t *testing.T) {
 				"- {number: 2, ticket: \"" + ticketA + "\"}\n",
 			"data-128-sectors-full": "sectorSize: 64GiB\nminerID: f01\n" + dataSrc + dataSectors(128, 64),
 			"update-pinned":         okBase + updateKeys + pinned + dataSrc + updateSector,
+			"resident-half":         "sectorSize: 32GiB\nminerID: f01\nresidentLayerPercent: 50\n" + sectorsYAML(32),
 			"from-slot-seeded":      okBase + "commit1: FromSlot\nseedTimeout: 48h\nseeds: [{number: 1001, randomness: \"" + ticketA + "\", epoch: 4242}]\n" + sectorsYAML(2),
 			"update-from-claim": okBase + "update: {sectorKeys: {persistentVolumeClaim: {claimName: cc}, layout: Lotus}}\n" +
 				"dataSource: {persistentVolumeClaim: {claimName: deals}}\n" + updateSector,

@@ -167,7 +167,7 @@ func NeedOf(b *sealv1.SealBatch) Need {
 	n := Need{
 		BatchSize:  len(b.Spec.Sectors),
 		SlotBytes:  SlotBytesFor(b.Spec.SectorSize, len(b.Spec.Sectors)),
-		Hugepages:  HugepagesFor(b.Spec.SectorSize, len(b.Spec.Sectors)),
+		Hugepages:  HugepagesFor(b.Spec.SectorSize, len(b.Spec.Sectors)) + ResidentPages(b),
 		PC2Engine:  b.Spec.PC2Engine,
 		GPU:        b.Spec.PC2Engine == sealv1.PC2EngineGPU,
 		Selector:   labels.Everything(),
@@ -331,6 +331,12 @@ func HugepagesFor(size sealv1.SectorSize, sectors int) int32 {
 		return 36
 	}
 	return 1
+}
+
+// ResidentPages is the 1 GiB hugepages the resident part of the previous layer takes
+// (spec.residentLayerPercent), booked on top of the sealer's buffers.
+func ResidentPages(b *sealv1.SealBatch) int32 {
+	return int32((b.Spec.ResidentLayerBytes() + 1<<30 - 1) >> 30)
 }
 
 // hugepagesAvailable is the 1 GiB pages of the node not held by batches running there, and

@@ -461,3 +461,21 @@ func TestFromSlotBooksNoLayerCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestResidentLayerBooksHugepages: spec.residentLayerPercent books that share of one layer of
+// every sector as 1 GiB hugepages on top of the sealer's buffers, and a node without them
+// free waits.
+func TestResidentLayerBooksHugepages(t *testing.T) {
+	b := batch("r", sealv1.SectorSize32GiB, 32, 0, func(b *sealv1.SealBatch) { b.Spec.ResidentLayerPercent = 50 })
+	if got := NeedOf(b).Hugepages; got != 36+512 {
+		t.Errorf("50%% of 32 × 32 GiB resident: %d pages, want 36 + 512", got)
+	}
+	small := batch("s", sealv1.SectorSize8MiB, 4, 0, func(b *sealv1.SealBatch) { b.Spec.ResidentLayerPercent = 1 })
+	if got := NeedOf(small).Hugepages; got != 2 {
+		t.Errorf("a sliver of a small layer still takes a whole page: %d", got)
+	}
+	_, failed := Schedule([]*Node{node("a", 1, 100)}, []*sealv1.SealBatch{b})
+	if failed[b] == nil || !strings.Contains(failed[b].Error(), "hugepages-1Gi 100 total < 548 needed") {
+		t.Errorf("reason: %v", failed[b])
+	}
+}

@@ -92,7 +92,8 @@ func TestConfig(t *testing.T) {
 	}
 	b := testBatch()
 	b.Spec.Output = &sealv1.OutputSpec{HostPath: &sealv1.HostPathOutput{Path: "/srv/sealed"}, Layout: sealv1.OutputLayoutLotus}
-	b.Status.Hugepages1Gi = 36
+	b.Status.Hugepages1Gi = 36 + 32
+	b.Spec.ResidentLayerPercent = 50 // half of a 2 × 32 GiB layer: 32 GiB
 	cfg, err := Config(ConfigInput{Batch: b, LayerPaths: []string{"/dev/nvme1n1", "/dev/nvme2n1"}, SlotOffset: 1 << 40, OutputDir: "/output/ns/b",
 		Layout: lj, MetricsPort: 9465, MetricsAddress: "127.0.0.1", ParentCacheDir: ParentCacheMount})
 	if err != nil {
@@ -114,6 +115,9 @@ func TestConfig(t *testing.T) {
 	if d := cfg.Sectors[1].Data; d == nil || d.Path != "/data/staged/s-t01000-8" || len(d.Pieces) != 2 ||
 		!strings.HasPrefix(d.Pieces[0].CommP, "077e5fde") || d.Pieces[1] != (SealerPiece{CommP: strings.Repeat("0c", 32), Size: 1 << 30}) {
 		t.Errorf("data sector: %+v", cfg.Sectors[1].Data)
+	}
+	if cfg.ResidentBytes != 32<<30 {
+		t.Errorf("resident bytes %d", cfg.ResidentBytes)
 	}
 	if cfg.MetricsPort != 9465 || cfg.MetricsAddress != "127.0.0.1" {
 		t.Errorf("metrics listener: %d %q", cfg.MetricsPort, cfg.MetricsAddress)

@@ -35,6 +35,9 @@ type SealerConfig struct {
 	Lotus *SealerLotus `json:"lotus,omitempty"`
 	// Hugepages1Gi is how many 1 GiB hugepages the pod holds: the sealer maps its buffers there.
 	Hugepages1Gi int32 `json:"hugepages_1gi"`
+	// ResidentBytes is the resident part of the previous layer (spec.residentLayerPercent),
+	// mapped from those hugepages.
+	ResidentBytes int64 `json:"resident_bytes,omitempty"`
 	// ParentCacheDir is the node's parent-cache directory in the pod (read-only): the sealer
 	// takes the verified cache from there and never builds one.
 	ParentCacheDir string `json:"parent_cache_dir,omitempty"`
@@ -170,6 +173,7 @@ func Config(in ConfigInput) (*SealerConfig, error) {
 		MetricsPort:     in.MetricsPort,
 		MetricsAddress:  in.MetricsAddress,
 		Hugepages1Gi:    b.Status.Hugepages1Gi,
+		ResidentBytes:   b.Spec.ResidentLayerBytes(),
 		ParentCacheDir:  in.ParentCacheDir,
 	}
 	if o := b.Spec.Output; o != nil && o.Layout == sealv1.OutputLayoutLotus {

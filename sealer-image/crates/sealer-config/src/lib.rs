@@ -232,6 +232,9 @@ pub struct BatchConfig {
     pub lotus: Option<LotusStore>,
     /// 1 GiB hugepages the process may map for its buffers (the pod's `hugepages-1Gi`).
     pub hugepages_1gi: usize,
+    /// Memory for the resident part of the previous layer (PC1 `Tuning::resident_bytes`): the
+    /// batch's share of it, on the hugepages the operator booked for it. 0: none.
+    pub resident_bytes: u64,
     /// The node's parent-cache directory (read-only): the verified cache is taken from there
     /// and never built. None: build or reuse it under `FIL_PROOFS_PARENT_CACHE` (standalone).
     pub parent_cache_dir: Option<PathBuf>,
@@ -372,6 +375,7 @@ struct RawConfig {
     metrics_address: Option<serde_json::Value>,
     lotus: Option<serde_json::Value>,
     hugepages_1gi: Option<serde_json::Value>,
+    resident_bytes: Option<serde_json::Value>,
     parent_cache_dir: Option<serde_json::Value>,
 }
 
@@ -732,6 +736,11 @@ impl BatchConfig {
             },
         };
 
+        let resident_bytes = match &raw.resident_bytes {
+            None | Some(serde_json::Value::Null) => 0,
+            Some(v) => as_u64("resident_bytes", v)?,
+        };
+
         let parent_cache_dir = match &raw.parent_cache_dir {
             None | Some(serde_json::Value::Null) => None,
             Some(v) => match as_str("parent_cache_dir", v)? {
@@ -754,6 +763,7 @@ impl BatchConfig {
             metrics_address,
             lotus,
             hugepages_1gi,
+            resident_bytes,
             parent_cache_dir,
         })
     }
@@ -823,6 +833,9 @@ impl BatchConfig {
         }
         if self.hugepages_1gi > 0 {
             v["hugepages_1gi"] = self.hugepages_1gi.into();
+        }
+        if self.resident_bytes > 0 {
+            v["resident_bytes"] = self.resident_bytes.into();
         }
         if let Some(l) = &self.lotus {
             v["lotus"] = serde_json::json!({"miner": l.miner, "storage_id": l.storage_id});

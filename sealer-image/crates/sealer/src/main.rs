@@ -488,7 +488,8 @@ fn main() -> ExitCode {
                 ..Default::default()
             };
             opts.tuning.ring_bytes = cache_mib << 20;
-            opts.tuning.resident_bytes = resident_mib << 20;
+            // The flag overrides the config's share (resident_bytes, booked by the operator).
+            opts.tuning.resident_bytes = if resident_mib > 0 { resident_mib << 20 } else { cfg.resident_bytes };
             if let Err(e) = check_data_before_pc1(&cfg) {
                 return fail(e);
             }
@@ -536,8 +537,9 @@ fn main() -> ExitCode {
                 return code;
             }
             use_node_parent_cache(&cfg);
-            let opts =
+            let mut opts =
                 Pc1Options { allow_portable_hash, pin_threads: !no_pin, progress_bar: !quiet, ..Default::default() };
+            opts.tuning.resident_bytes = cfg.resident_bytes;
             if let Err(e) = check_data_before_pc1(&cfg) {
                 return fail(e);
             }
@@ -628,11 +630,8 @@ fn main() -> ExitCode {
                 eprintln!("sealer: --rate must be a positive number of labels per second");
                 return ExitCode::from(2);
             }
-            let tuning = sealer_pc1::Tuning {
-                ring_bytes: cache_mib << 20,
-                resident_bytes: resident_mib << 20,
-                ..Default::default()
-            };
+            let resident_bytes = if resident_mib > 0 { resident_mib << 20 } else { cfg.resident_bytes };
+            let tuning = sealer_pc1::Tuning { ring_bytes: cache_mib << 20, resident_bytes, ..Default::default() };
             let p = sealer::plan::plan(&cfg, tuning, rate, !no_layer_files);
             if json {
                 println!("{}", serde_json::to_string_pretty(&p).unwrap());
