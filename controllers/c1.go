@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
@@ -158,14 +157,5 @@ func (r *SealerReconciler) ensureSeeds(ctx context.Context, b *sealv1.SealBatch)
 	if err != nil {
 		return r.fail(ctx, b, ReasonInvalidSpec, err.Error())
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Name: render.SeedsConfigMapName(b), Namespace: b.Namespace, Labels: render.BatchLabels(b),
-	}, Data: map[string]string{render.SeedsKey: string(data)}}
-	if err := controllerutil.SetControllerReference(b, cm, r.Scheme()); err != nil {
-		return err
-	}
-	if err := r.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	return nil
+	return r.createOnce(ctx, b, render.SeedsConfigMapName(b), render.SeedsKey, data)
 }

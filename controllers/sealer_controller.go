@@ -206,10 +206,15 @@ func (r *SealerReconciler) ensureConfig(ctx context.Context, b *sealv1.SealBatch
 	if err != nil {
 		return err
 	}
+	return r.createOnce(ctx, b, render.ConfigMapName(b), render.ConfigKey, data)
+}
+
+// createOnce creates a ConfigMap the batch owns with one key, unless it exists: what a pod
+// reads is fixed when first written, so every retry sees the same.
+func (r *SealerReconciler) createOnce(ctx context.Context, b *sealv1.SealBatch, name, key string, data []byte) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Name: render.ConfigMapName(b), Namespace: b.Namespace,
-		Labels: render.BatchLabels(b),
-	}, Data: map[string]string{render.ConfigKey: string(data)}}
+		Name: name, Namespace: b.Namespace, Labels: render.BatchLabels(b),
+	}, Data: map[string]string{key: string(data)}}
 	if err := controllerutil.SetControllerReference(b, cm, r.Scheme()); err != nil {
 		return err
 	}

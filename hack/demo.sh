@@ -167,19 +167,26 @@ for p in d["pieces"]:
 ' "$out" "$name/s-$num"
 }
 
-batch_yaml() {
-  local name=$1 n=$2 i
+# batch_head NAME SIZE: the start of a SealBatch of SIZE sectors of t01000 pinned to the real node.
+batch_head() {
   cat <<EOF
 apiVersion: sealfleet.io/v1alpha1
 kind: SealBatch
 metadata:
-  name: $name
+  name: $1
   namespace: $BATCH_NS
 spec:
-  sectorSize: $SECTOR_SIZE
+  sectorSize: $2
   minerID: t01000
   placement:
     nodeName: "$NODE"
+EOF
+}
+
+batch_yaml() {
+  local name=$1 n=$2 i
+  batch_head "$name" "$SECTOR_SIZE"
+  cat <<EOF
   # A lotus/Curio storage path per batch: $OUTPUT_DIR/$BATCH_NS/$name/{sectorstore.json,sealed,cache}.
   output:
     hostPath: {path: "$OUTPUT_DIR"}
@@ -213,17 +220,8 @@ snap() {
   local from=${1:-cc-8mib-demo} name=${2:-snap-8mib-demo} num=$((1000 + DATA_SECTORS + 1))
   kc -n "$BATCH_NS" delete sealbatch "$name" --ignore-not-found --wait=true >/dev/null
   {
+    batch_head "$name" 8MiB
     cat <<EOF
-apiVersion: sealfleet.io/v1alpha1
-kind: SealBatch
-metadata:
-  name: $name
-  namespace: $BATCH_NS
-spec:
-  sectorSize: 8MiB
-  minerID: t01000
-  placement:
-    nodeName: "$NODE"
   update:
     sectorKeys:
       hostPath: {path: "$OUTPUT_DIR/$BATCH_NS/$from"}
