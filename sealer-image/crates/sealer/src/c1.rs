@@ -46,7 +46,7 @@ pub fn write_sector(
     comm_d: [u8; 32],
 ) -> anyhow::Result<()> {
     let s = &cfg.sectors[sector];
-    let layers: Vec<_> = (1..=cfg.num_layers()).map(|l| cache.join(format!("sc-02-data-layer-{l}.dat"))).collect();
+    let layers = layer_files(cfg, cache);
     let out = cache.join(C1_OUTPUT_FILE);
     if out.exists() && layers.iter().all(|l| !l.exists()) {
         return Ok(());
@@ -103,41 +103,66 @@ pub struct SeededSector {
     pub comm_d: [u8; 32],
 }
 
-/// The nodes whose labels (every layer) C1 of a V1_1 sector opens: each challenge of every
-/// partition (storage-proofs' interactive challenges of replica id and seed) and its 14 parents.
-pub fn c1_nodes(
-    cfg: &BatchConfig,
-    replica_id: &[u8; 32],
-    seed: &[u8; 32],
-    parents: &sealer_graph::Parents,
-) -> anyhow::Result<BTreeSet<u64>> {
-    let pc = crate::oracle::porep_config(cfg)?;
-    let sp = filecoin_proofs::parameters::setup_params(&pc)?;
-    let Challenges::Interactive(challenges) = &sp.challenges else {
-        anyhow::bail!("{}: C1 from the slot is for interactive (V1_1) proofs", cfg.proof_name());
-    };
-    let rid = PoseidonDomain::try_from_bytes(replica_id).context("replica id")?;
-    let mut nodes = BTreeSet::new();
-    for k in 0..usize::from(pc.partitions) {
-        for c in challenges.derive(sp.nodes, &rid, seed, k as u8) {
-            nodes.insert(c as u64);
-            nodes.extend(parents.get(c as u64).iter().map(|&p| p as u64));
-        }
+/// Storage-proofs' interactive challenges of a config's proof: the same for every sector of
+/// the batch, so derived once.
+struct ChallengePlan {
+    challenges: Challenges,
+    nodes: usize,
+    partitions: usize,
+}
+
+impl ChallengePlan {
+    fn of(cfg: &BatchConfig) -> anyhow::Result<Self> {
+        let pc = crate::oracle::porep_config(cfg)?;
+        let sp = filecoin_proofs::parameters::setup_params(&pc)?;
+        anyhow::ensure!(
+            matches!(sp.challenges, Challenges::Interactive(_)),
+            "{}: C1 from the slot is for interactive (V1, V1_1) proofs",
+            cfg.proof_name()
+        );
+        Ok(ChallengePlan { challenges: sp.challenges, nodes: sp.nodes, partitions: usize::from(pc.partitions) })
     }
-    Ok(nodes)
+
+    /// The nodes whose labels (every layer) C1 of a sector opens: each challenge of every
+    /// partition (from the replica id and seed) and its 14 parents.
+    fn nodes(
+        &self,
+        replica_id: &[u8; 32],
+        seed: &[u8; 32],
+        parents: &sealer_graph::Parents,
+    ) -> anyhow::Result<BTreeSet<u64>> {
+        let Challenges::Interactive(challenges) = &self.challenges else {
+            unreachable!("checked in ChallengePlan::of")
+        };
+        let rid = PoseidonDomain::try_from_bytes(replica_id).context("replica id")?;
+        let mut nodes = BTreeSet::new();
+        for k in 0..self.partitions {
+            for c in challenges.derive(self.nodes, &rid, seed, k as u8) {
+                nodes.insert(c as u64);
+                nodes.extend(parents.get(c as u64).iter().map(|&p| p as u64));
+            }
+        }
+        Ok(nodes)
+    }
+}
+
+/// The layer files of a sector's cache directory, as filecoin-proofs names them.
+fn layer_files(cfg: &BatchConfig, cache: &Path) -> Vec<PathBuf> {
+    (1..=cfg.num_layers()).map(|l| cache.join(format!("sc-02-data-layer-{l}.dat"))).collect()
 }
 
 /// V1_1 C1 for the seeded sectors, reading the labels from the slot: per sector, its layer
-/// files are written sparse (only the labels of [`c1_nodes`], each page of the slot read once
-/// for all sectors that need it), C1 runs on them and they are removed. Sectors whose output
-/// exists are skipped (resumable). Returns each sector's output path.
+/// files are written sparse (only the labels of its challenges and their parents, each page of
+/// the slot read once for all sectors that need it), C1 runs on them and they are removed.
+/// Sectors whose output exists are skipped (resumable; sparse files a crash left are removed).
+/// Returns each sector's output path.
 pub fn from_slot(
     cfg: &BatchConfig,
     seeded: &[SeededSector],
     reader: &mut sealer_pc1::LayerReader,
     parents: &sealer_graph::Parents,
 ) -> anyhow::Result<Vec<(u64, PathBuf)>> {
-    anyhow::ensure!(!enabled(cfg) && !crate::synth::enabled(cfg), "C1 from the slot is for V1_1 (interactive) sectors");
+    let plan = ChallengePlan::of(cfg)?;
     let (rids, _) = sealer_pc1::sector_ids(cfg);
     let mut out = Vec::with_capacity(seeded.len());
     let mut todo = Vec::new();
@@ -146,40 +171,39 @@ pub fn from_slot(
         let p = sealer_pc2::sector_paths(cfg, id);
         let done = p.cache.join(C1_OUTPUT_FILE);
         out.push((id, done.clone()));
-        if !done.exists() {
-            todo.push((s, p, c1_nodes(cfg, &rids[s.index], &s.seed, parents)?));
+        if done.exists() {
+            for l in layer_files(cfg, &p.cache) {
+                let _ = std::fs::remove_file(l);
+            }
+        } else {
+            let nodes = plan.nodes(&rids[s.index], &s.seed, parents)?;
+            todo.push((s, layer_files(cfg, &p.cache), p, nodes));
         }
     }
-    let layers = cfg.num_layers();
-    let files: Vec<Vec<(PathBuf, std::fs::File)>> = todo
-        .iter()
-        .map(|(_, p, _)| {
-            (1..=layers)
-                .map(|l| {
-                    let path = p.cache.join(format!("sc-02-data-layer-{l}.dat"));
-                    let f = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-                    f.set_len(cfg.sector_size).with_context(|| format!("sizing {}", path.display()))?;
-                    Ok((path, f))
-                })
-                .collect::<anyhow::Result<Vec<_>>>()
-        })
-        .collect::<anyhow::Result<_>>()?;
-    let union: BTreeSet<u64> = todo.iter().flat_map(|(_, _, n)| n.iter().copied()).collect();
+    let union: BTreeSet<u64> = todo.iter().flat_map(|(.., n)| n.iter().copied()).collect();
     let mut page = sealer_storage::AlignedBuf::new(4096);
-    for layer in 1..=layers {
+    // One layer at a time: a file per sector open, not one per sector and layer.
+    for layer in 1..=cfg.num_layers() {
+        let files = todo
+            .iter()
+            .map(|(_, paths, ..)| {
+                let path = &paths[layer - 1];
+                let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+                f.set_len(cfg.sector_size).with_context(|| format!("sizing {}", path.display()))?;
+                Ok(f)
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         for &v in &union {
             let row = reader.read_row(layer as u32, v, &mut page).map_err(|e| anyhow::anyhow!("{e}"))?;
-            for (t, (s, _, nodes)) in todo.iter().enumerate() {
+            for ((s, .., nodes), f) in todo.iter().zip(&files) {
                 if nodes.contains(&v) {
-                    let label = &row[s.index * 32..s.index * 32 + 32];
-                    files[t][layer - 1].1.write_all_at(label, v * 32).context("writing a label")?;
+                    f.write_all_at(&row[s.index * 32..s.index * 32 + 32], v * 32).context("writing a label")?;
                 }
             }
         }
     }
-    for (t, (s, p, _)) in todo.iter().enumerate() {
-        let paths: Vec<PathBuf> = files[t].iter().map(|(path, _)| path.clone()).collect();
-        commit_and_clear(cfg, s, &p.cache, &p.sealed, &paths)?;
+    for (s, paths, p, _) in &todo {
+        commit_and_clear(cfg, s, &p.cache, &p.sealed, paths)?;
         log::info!("sector {}: C1 output written", cfg.sectors[s.index].sector_id);
     }
     Ok(out)
