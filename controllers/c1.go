@@ -119,7 +119,9 @@ func (r *SealerReconciler) finishC1(ctx context.Context, b *sealv1.SealBatch, po
 	done := fmt.Sprintf("C1 output written for %d of %d sectors", len(written), len(b.Spec.Sectors))
 	lost := ""
 	if len(missing) > 0 {
-		lost = fmt.Sprintf("no seed for sectors %s within spec.seedTimeout (%s): their layers are released with the slot, so they cannot be committed; seal them again",
+		// The sealer writes every sector seeded when C1 started, or fails: an unwritten
+		// sector had no seed by then.
+		lost = fmt.Sprintf("sectors %s had no seed when C1 ran (spec.seedTimeout %s): their layers are released with the slot, so they cannot be committed; seal them again",
 			strings.Join(missing, ", "), b.Spec.SeedWait())
 	}
 	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
@@ -136,11 +138,11 @@ func (r *SealerReconciler) finishC1(ctx context.Context, b *sealv1.SealBatch, po
 		if lost != "" {
 			setCondition(b, CondSeedsMissing, metav1.ConditionTrue, ReasonSeedTimeout, lost)
 		}
-		status := metav1.ConditionTrue
 		if len(written) == 0 {
-			status = metav1.ConditionFalse
+			setCondition(b, CondC1Complete, metav1.ConditionFalse, ReasonSeedTimeout, done)
+		} else {
+			setCondition(b, CondC1Complete, metav1.ConditionTrue, ReasonC1Written, done)
 		}
-		setCondition(b, CondC1Complete, status, ReasonC1Written, done)
 		b.Status.Message = strings.TrimSuffix(done+"; "+lost, "; ")
 	}, func(b *sealv1.SealBatch) {
 		metricBatchTransitions.WithLabelValues(string(sealv1.PhaseCompleted)).Inc()

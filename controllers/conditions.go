@@ -33,6 +33,7 @@ const (
 	// ReasonEncoding and ReasonEncoded: an update's sealer is encoding, or has written
 	// every sector's updated replica and comm_r_new.
 	ReasonEncoding Reason = "Encoding"
+	ReasonEncoded  Reason = "Encoded"
 	// ReasonWaitingForSeeds, ReasonC1Running, ReasonC1Written and ReasonSeedTimeout: C1 from
 	// the slot waits for spec.seeds, runs, has written its outputs, or gave up on sectors
 	// whose seeds did not come within spec.seedTimeout.
@@ -40,7 +41,6 @@ const (
 	ReasonC1Running       Reason = "ReadingSlot"
 	ReasonC1Written       Reason = "C1OutputWritten"
 	ReasonSeedTimeout     Reason = "SeedTimeout"
-	ReasonEncoded         Reason = "Encoded"
 	ReasonSealerFailed    Reason = "SealerFailed"
 	// ReasonDataMismatch: a data sector's staged file or commD does not match its pieces
 	// (the message names the sector and both commitments); never retried.

@@ -618,11 +618,21 @@ func TestC1FromSlot(t *testing.T) {
 		t.Errorf("C1Complete while waiting: %+v", c)
 	}
 
-	// The seeds arrive (one in base64): C1 starts with them.
-	got.Spec.Seeds = []sealv1.SectorSeed{
-		{Number: b.Spec.Sectors[0].Number, Randomness: strings.Repeat("5e", 32), Epoch: 1000},
-		{Number: b.Spec.Sectors[1].Number, Randomness: "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=", Epoch: 1001},
+	// One seed is not enough before the deadline: the batch keeps waiting, no C1 pod.
+	got.Spec.Seeds = []sealv1.SectorSeed{{Number: b.Spec.Sectors[0].Number, Randomness: strings.Repeat("5e", 32), Epoch: 1000}}
+	if err := h.c.Update(ctx, got); err != nil {
+		t.Fatal(err)
 	}
+	h.eventually("1/2 seeds seen", func() (bool, string) {
+		got = h.batch(ns, "c")
+		return strings.Contains(got.Status.Message, "1/2 given"), got.Status.Message
+	})
+	if got.Status.Phase != sealv1.PhaseWaitingForSeeds || h.pod(ns, "c-c1-1") != nil {
+		t.Fatalf("C1 started with one of two seeds before the deadline: phase %s", got.Status.Phase)
+	}
+	// The second arrives (in base64): C1 starts with both.
+	got.Spec.Seeds = append(got.Spec.Seeds,
+		sealv1.SectorSeed{Number: b.Spec.Sectors[1].Number, Randomness: "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=", Epoch: 1001})
 	if err := h.c.Update(ctx, got); err != nil {
 		t.Fatal(err)
 	}
@@ -712,6 +722,9 @@ func TestSeedsThatNeverCome(t *testing.T) {
 	}
 	if c := condition(got, controllers.CondSeedsMissing); c == nil || !strings.Contains(c.Message, strconv.FormatInt(none.Spec.Sectors[1].Number, 10)) {
 		t.Errorf("SeedsMissing: %+v", c)
+	}
+	if c := condition(got, controllers.CondC1Complete); c == nil || c.Status != "False" || c.Reason != string(controllers.ReasonSeedTimeout) {
+		t.Errorf("C1Complete with no C1 run: %+v", c)
 	}
 	h.succeedScrub(ns, "none")
 }
