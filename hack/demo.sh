@@ -3,7 +3,9 @@
 # (hack/cluster.sh), installs the Helm chart, opts the real node in, seals a batch of 8 MiB
 # sectors (the first with deal data, the rest CC) with the real sealer, compares every CommR
 # with rust-fil-proofs (`sealer oracle`),
-# waits for the slot to be released, then places a simulated backlog on the kwok fleet.
+# waits for the slot to be released, updates one of its CC sectors with new deal data
+# (SnapDeals), seals two sectors whose C1 the operator runs from the slot once `seeds` writes
+# their seeds, then places a simulated backlog on the kwok fleet.
 #
 #   hack/demo.sh            all of the below, in order
 #   hack/demo.sh build      host packages, Kubernetes tools, Go binaries, the sealer, images
