@@ -146,8 +146,8 @@ impl Layout {
     /// operator the layout always comes from its calculator. Rules: every batch-wide role
     /// shares the first CPU of the first group; each group
     /// gets a coordinator on its first CPU; hashers go on the group's other CPUs (on groups of
-    /// one or two CPUs they also use the coordinator's CPU, which then time-shares). Sectors
-    /// are dealt to hashers in pairs (multi-buffer x2), as evenly as possible.
+    /// one or two CPUs they also use the coordinator's CPU, and the coordinator then does not
+    /// run). Sectors are dealt to hashers in pairs, as evenly as possible.
     pub fn compute(n: usize, groups: &[Vec<usize>]) -> Layout {
         let groups: Vec<Vec<usize>> = groups.iter().filter(|g| !g.is_empty()).cloned().collect();
         let groups = if groups.is_empty() { vec![vec![0]] } else { groups };

@@ -1,4 +1,4 @@
-//! SHA-256 compression with the x86 SHA extensions: one stream, and two independent streams
+//! SHA-256 compression with the x86 SHA extensions: one stream, and several independent streams
 //! interleaved instruction by instruction so the CPU overlaps their `sha256rnds2` chains.
 #![cfg(target_arch = "x86_64")]
 #![allow(clippy::missing_safety_doc)]
@@ -165,30 +165,58 @@ pub unsafe fn compress_x1(state: &mut [u32; 8], blocks: &[*const u8]) {
     store_state(state, abef[0], cdgh[0]);
 }
 
-/// Two independent streams of equally many blocks, interleaved.
+/// Load one 64-byte block given as two 32-byte halves, as four byte-swapped message vectors.
+///
+/// # Safety
+/// `lo` and `hi` must each be valid for 32 bytes of reads (no alignment needed), and the CPU must
+/// support SSSE3.
+#[inline(always)]
+unsafe fn load_halves(lo: *const u8, hi: *const u8, mask: __m128i) -> [__m128i; 4] {
+    let (lo, hi) = (lo as *const __m128i, hi as *const __m128i);
+    [
+        _mm_shuffle_epi8(_mm_loadu_si128(lo), mask),
+        _mm_shuffle_epi8(_mm_loadu_si128(lo.add(1)), mask),
+        _mm_shuffle_epi8(_mm_loadu_si128(hi), mask),
+        _mm_shuffle_epi8(_mm_loadu_si128(hi.add(1)), mask),
+    ]
+}
+
+/// `S` independent streams of `H / 2` blocks each, interleaved instruction by instruction.
+/// Block `j` of stream `s` is the 32 bytes at `halves[s][2j]` followed by the 32 bytes at
+/// `halves[s][2j + 1]`, so a message can be hashed where its pieces lie, without copying it.
 ///
 /// # Safety
 /// The CPU must support SHA, SSE2, SSSE3 and SSE4.1 (what `Kernel::sha_ni_available` checks), and
-/// every pointer in `blocks_a` and `blocks_b` must be valid for 64 bytes of reads. Only the first
-/// `min(blocks_a.len(), blocks_b.len())` blocks of each stream are hashed, so pass equal lengths.
+/// every pointer in `halves` must be valid for 32 bytes of reads.
 #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
-pub unsafe fn compress_x2(sa: &mut [u32; 8], sb: &mut [u32; 8], blocks_a: &[*const u8], blocks_b: &[*const u8]) {
+pub unsafe fn compress_halves<const S: usize, const H: usize>(
+    states: &mut [[u32; 8]; S],
+    halves: &[[*const u8; H]; S],
+) {
     let mask = bswap_mask();
-    let (a0, c0) = load_state(sa);
-    let (a1, c1) = load_state(sb);
-    let mut abef = [a0, a1];
-    let mut cdgh = [c0, c1];
-    let n = blocks_a.len().min(blocks_b.len());
-    for j in 0..n {
+    let mut abef = [_mm_setzero_si128(); S];
+    let mut cdgh = [_mm_setzero_si128(); S];
+    for s in 0..S {
+        (abef[s], cdgh[s]) = load_state(&states[s]);
+    }
+    // One or two streams run fastest with the block loop unrolled; three streams unrolled over
+    // 20 blocks no longer fit the instruction cache and run a third slower, so for them the
+    // count is made opaque to the compiler.
+    let blocks = if S >= 3 { core::hint::black_box(H / 2) } else { H / 2 };
+    for j in 0..blocks {
         let save_a = abef;
         let save_c = cdgh;
-        let mut w = [load_block(blocks_a[j], mask), load_block(blocks_b[j], mask)];
-        block_rounds::<2>(&mut abef, &mut cdgh, &mut w);
-        for s in 0..2 {
+        let mut w = [[_mm_setzero_si128(); 4]; S];
+        for s in 0..S {
+            w[s] = load_halves(halves[s][2 * j], halves[s][2 * j + 1], mask);
+        }
+        block_rounds::<S>(&mut abef, &mut cdgh, &mut w);
+        for s in 0..S {
             abef[s] = _mm_add_epi32(abef[s], save_a[s]);
             cdgh[s] = _mm_add_epi32(cdgh[s], save_c[s]);
         }
     }
-    store_state(sa, abef[0], cdgh[0]);
-    store_state(sb, abef[1], cdgh[1]);
+    for s in 0..S {
+        store_state(&mut states[s], abef[s], cdgh[s]);
+    }
 }

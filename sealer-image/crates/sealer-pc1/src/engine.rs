@@ -4,12 +4,13 @@
 //! * **reader** — for chunk `c`, resolves the 14 parents of every node: near base parents
 //!   come from the node cache (ring), far base parents and all expander parents are read as
 //!   4 KiB pages (deduplicated per chunk) into a read-ahead slot; runs `depth` chunks ahead.
-//! * **coordinator** (one per L3 group) — copies the parent rows read for chunk `c` into a
-//!   compact, group-local buffer laid out exactly as the hashers consume it
-//!   (`[node][sector][14 × 32 bytes]`), so hashers stream from L3.
-//! * **hashers** — each owns a fixed set of sectors (its columns of every page); fills the
-//!   ring parents in place and hashes two sectors per SHA-NI call. Hashers never wait on each
-//!   other: a sector's labels depend only on the same sector.
+//! * **coordinator** (one per L3 group, when it has a CPU no hasher uses) — prefetches the parent
+//!   rows of the group's columns for the chunk after the one its hashers are on, so they find
+//!   them in cache. It copies nothing and hashers never wait for it.
+//! * **hashers** — each owns a fixed set of sectors (its columns of every row) and hashes three
+//!   sectors per SHA-NI call, reading every parent where it lies (node cache, previous layer,
+//!   read slot): no parent is copied. Hashers never wait on each other: a sector's labels
+//!   depend only on the same sector.
 //! * **writer** — writes each finished chunk's pages from the ring, striped over the devices.
 //!
 //! The orchestrator (the calling thread) reports progress and sequences layers.
@@ -29,7 +30,6 @@ const RING_FLAG: u32 = 1 << 31;
 /// Parent served from the previous layer in memory: kept whole (when a layer fits), or its
 /// resident part (node < `Geometry::resident`).
 const PREV_FLAG: u32 = 1 << 30;
-const PB: usize = DEGREE * 32; // bytes of one node's parents for one sector
 
 /// A hasher thread's assignment.
 #[derive(Clone, Debug)]
@@ -53,6 +53,15 @@ pub struct GroupPlan {
     pub count: usize,
     /// Hashers of the group.
     pub hashers: Vec<HasherPlan>,
+}
+
+impl GroupPlan {
+    /// Whether the coordinator runs: only on a CPU of its own. Sharing a hasher's CPU, its
+    /// prefetching costs that hasher more than the cache hits give back (measured: 4 % slower at
+    /// 8 MiB, N = 32 and 128, on 2 vCPUs).
+    pub fn prefetches(&self) -> bool {
+        self.hashers.iter().all(|h| h.cpu != self.cpu)
+    }
 }
 
 /// Thread placement for the engine.
@@ -152,7 +161,6 @@ pub struct Buffers {
     slot_pages: Vec<AlignedBuf>,
     _slot_tables: Vec<Mutex<Vec<u32>>>,
     tables_ptr: Vec<*mut u32>,
-    gather: Vec<Vec<AlignedBuf>>, // [group][slot]
     max_pages: usize,
 }
 // SAFETY: the `tables_ptr` pointers point into the heap buffers of the Vec<u32>s owned by
@@ -161,25 +169,24 @@ pub struct Buffers {
 unsafe impl Send for Buffers {}
 // SAFETY: Buffers has no method that writes through `&self`. The engine threads (run_layer) write
 // the tables through `tables_ptr` and the AlignedBufs only in the slots, rows and columns the
-// protocol assigns them, ordered by the read_ready / coord_done / hash_done / written counters
+// protocol assigns them, ordered by the read_ready / hash_done / written counters
 // (Release/Acquire), so no byte is written by one thread while another thread accesses it.
 unsafe impl Sync for Buffers {}
 
 impl Buffers {
-    /// Bytes of the large buffers for `g` and `plan`: node-cache rings, read slots, gather
-    /// buffers (what [`Buffers::new`] puts on hugepages when it can).
-    pub fn bytes(g: &Geometry, plan: &ThreadPlan) -> usize {
+    /// Bytes of the large buffers for `g`: node-cache rings, the resident part of the previous
+    /// layer and the read slots (what [`Buffers::new`] puts on hugepages when it can).
+    pub fn bytes(g: &Geometry) -> usize {
         let k = g.chunk as usize;
         let nrings = if g.keep_prev_layer { 2 } else { 1 };
-        let gather: usize = plan.groups.iter().map(|gr| k * gr.count * PB).sum();
         nrings * (g.ring as usize * g.row).next_multiple_of(PAGE)
             + g.resident as usize * g.row
-            + g.depth as usize * (k * DEGREE * PAGE + gather)
+            + g.depth as usize * k * DEGREE * PAGE
     }
 
     /// Allocate for `g` and `plan`, from `arena` (1 GiB hugepages) while it has room, the
     /// node-cache rings first (the largest and most randomly read), then the heap.
-    pub fn new(g: &Geometry, plan: &ThreadPlan, arena: Option<&HugeArena>) -> Buffers {
+    pub fn new(g: &Geometry, arena: Option<&HugeArena>) -> Buffers {
         let k = g.chunk as usize;
         let max_pages = k * DEGREE;
         let nrings = if g.keep_prev_layer { 2 } else { 1 };
@@ -189,13 +196,12 @@ impl Buffers {
         let slot_pages = (0..g.depth).map(|_| buf(max_pages * PAGE)).collect();
         let slot_tables: Vec<Mutex<Vec<u32>>> = (0..g.depth).map(|_| Mutex::new(vec![0u32; k * DEGREE])).collect();
         let tables_ptr = slot_tables.iter().map(|m| m.lock().unwrap().as_mut_ptr()).collect();
-        let gather = plan.groups.iter().map(|gr| (0..g.depth).map(|_| buf(k * gr.count * PB)).collect()).collect();
-        Buffers { rings, resident, slot_pages, _slot_tables: slot_tables, tables_ptr, gather, max_pages }
+        Buffers { rings, resident, slot_pages, _slot_tables: slot_tables, tables_ptr, max_pages }
     }
 
     /// Bytes of the large buffers on hugepages and on ordinary pages.
     pub fn backing(&self) -> (usize, usize) {
-        let all = self.rings.iter().chain([&self.resident]).chain(&self.slot_pages).chain(self.gather.iter().flatten());
+        let all = self.rings.iter().chain([&self.resident]).chain(&self.slot_pages);
         all.fold((0, 0), |(h, o), b| if b.on_hugepages() { (h + b.len(), o) } else { (h, o + b.len()) })
     }
 
@@ -219,8 +225,9 @@ struct LayerShared<'a> {
     replica_ids: &'a [[u8; 32]],
     hasher: LabelHasher,
     read_ready: Counter,
-    coord_done: Vec<Counter>,
     hash_done: Vec<Counter>,
+    /// Chunks each group's coordinator is done with (prefetched or skipped as late).
+    prefetched: Vec<Counter>,
     written: Counter,
     abort: AtomicBool,
     error: Mutex<Option<Pc1Error>>,
@@ -240,7 +247,7 @@ impl LayerShared<'_> {
         self.abort.store(true, Ordering::SeqCst);
         self.read_ready.poke();
         self.written.poke();
-        for c in self.coord_done.iter().chain(self.hash_done.iter()) {
+        for c in self.hash_done.iter().chain(&self.prefetched) {
             c.poke();
         }
     }
@@ -273,6 +280,19 @@ impl LayerShared<'_> {
         // NOT checked: p is an expander parent read from the mmapped parent cache, whose values are
         // trusted; a corrupt cache file makes this offset (and the copy after it) OOB.
         unsafe { r.as_mut_ptr().add(p as usize * self.g.row) }
+    }
+
+    /// Row holding parent entry `e` of a reader table whose chunk's pages are at `pages`.
+    fn parent_row(&self, e: u32, pages: *mut u8) -> *const u8 {
+        if e & RING_FLAG != 0 {
+            self.ring_ptr((e & !RING_FLAG) as u64)
+        } else if e & PREV_FLAG != 0 {
+            self.prev_ptr((e & !PREV_FLAG) as u64)
+        } else {
+            // Page entries index the slot's pages: e < map.len() * npp <= max_pages * npp rows
+            // (npp * row = PAGE), so the row lies in the slot. Not dereferenced here.
+            pages.wrapping_add(e as usize * self.g.row)
+        }
     }
 }
 
@@ -308,8 +328,9 @@ pub fn run_layer(
         replica_ids,
         hasher,
         read_ready: Counter::new(0),
-        coord_done: plan.groups.iter().map(|_| Counter::new(0)).collect(),
         hash_done: (0..plan.hashers()).map(|_| Counter::new(0)).collect(),
+        // A group whose coordinator does not run counts as done with every chunk.
+        prefetched: plan.groups.iter().map(|gp| Counter::new(if gp.prefetches() { 0 } else { g.chunks })).collect(),
         written: Counter::new(0),
         abort: AtomicBool::new(false),
         error: Mutex::new(None),
@@ -346,12 +367,15 @@ pub fn run_layer(
         });
         let mut hix = 0;
         for (gi, gp) in plan.groups.iter().enumerate() {
-            s.spawn(move || {
-                if pin {
-                    pin_to(gp.cpu);
-                }
-                let _ = coordinator(sh, gi, gp);
-            });
+            let hashers = hix..hix + gp.hashers.len();
+            if gp.prefetches() {
+                s.spawn(move || {
+                    if pin {
+                        pin_to(gp.cpu);
+                    }
+                    let _ = coordinator(sh, gi, gp, hashers);
+                });
+            }
             for hp in &gp.hashers {
                 let my = hix;
                 hix += 1;
@@ -359,7 +383,7 @@ pub fn run_layer(
                     if pin {
                         pin_to(hp.cpu);
                     }
-                    let _ = hash_worker(sh, gi, gp, hp, my);
+                    let _ = hash_worker(sh, hp, my);
                 });
             }
         }
@@ -393,19 +417,19 @@ fn reader(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
     }
     for c in 0..g.chunks {
         let slot = (c % g.depth) as usize;
-        // slot free: every hasher finished chunk c - depth
+        // slot free: every hasher and coordinator finished chunk c - depth
         if c >= g.depth {
             sh.wait_all(&sh.hash_done, c + 1 - g.depth).map_err(|_| Pc1Error::Aborted)?;
+            sh.wait_all(&sh.prefetched, c + 1 - g.depth).map_err(|_| Pc1Error::Aborted)?;
         }
         // far base parents written
         if c + 1 > rc {
             sh.written.wait_at_least(c + 1 - rc, &sh.abort).map_err(|_| Pc1Error::Aborted)?;
         }
         // SAFETY: tables_ptr[slot] points to the k * DEGREE u32s allocated for this slot (k = g.chunk).
-        // Nobody else uses the slot now: its last users (chunk c - depth) are done, as every hasher
-        // finished that chunk (waited above) and a group's coordinator finishes a chunk before its
-        // hashers start it. Coordinators and hashers read it again only after read_ready = c + 1,
-        // which is set after the last use of `table`.
+        // Nobody else uses the slot now: its last users (chunk c - depth), every hasher and
+        // coordinator, finished that chunk (waited above). They read it again only after
+        // read_ready = c + 1, which is set after the last use of `table`.
         let table = unsafe { std::slice::from_raw_parts_mut(sh.bufs.tables_ptr[slot], (k as usize) * DEGREE) };
         let pages = sh.bufs.slot_pages[slot].as_mut_ptr();
         map.clear();
@@ -478,131 +502,102 @@ fn fill_resident(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Er
     Ok(())
 }
 
-fn coordinator(sh: &LayerShared, gi: usize, gp: &GroupPlan) -> Result<(), Aborted> {
+/// The coordinator of an L3 group: brings the rows its hashers will read for the next chunk
+/// into the caches (prefetch hints; it writes nothing), at most one chunk ahead of the slowest
+/// of them so what it fetched is still cached when they get there. Hashers never wait for it;
+/// a chunk they have already finished is skipped.
+fn coordinator(sh: &LayerShared, gi: usize, gp: &GroupPlan, hashers: std::ops::Range<usize>) -> Result<(), Aborted> {
     let g = &sh.g;
     let np = if sh.layer == 1 { 6 } else { DEGREE };
-    let gs = gp.count;
+    let (col0, col1) = (gp.first * 32, (gp.first + gp.count) * 32);
     for c in 0..g.chunks {
         sh.read_ready.wait_at_least(c + 1, &sh.abort)?;
+        if c >= 2 {
+            sh.wait_all(&sh.hash_done[hashers.clone()], c - 1)?;
+        }
+        if sh.hash_done[hashers.clone()].iter().all(|h| h.get() > c) {
+            sh.prefetched[gi].set(c + 1);
+            continue;
+        }
         let slot = (c % g.depth) as usize;
-        // SAFETY: the slot holds chunk * DEGREE u32s. The reader finished writing it for chunk c
-        // before read_ready reached c + 1 (waited above) and rewrites it only after every hasher, so
-        // also this group's hashers, which start after coord_done[gi] is set below, finished chunk c.
-        // Coordinators and hashers only make shared slices of it.
+        // SAFETY: the slot holds chunk * DEGREE u32s, written by the reader before read_ready = c + 1
+        // (waited above); the reader rewrites it only after prefetched[gi] = c + 1, set after the last
+        // use of `table`. Only a shared slice here.
         let table = unsafe { std::slice::from_raw_parts(sh.bufs.tables_ptr[slot], (g.chunk as usize) * DEGREE) };
         let pages = sh.bufs.slot_pages[slot].as_mut_ptr();
-        let dst = sh.bufs.gather[gi][slot].as_mut_ptr();
         let (v0, v1) = sh.chunk_range(c);
         for v in v0.max(1)..v1 {
             let vi = (v - v0) as usize;
-            for kk in 0..np {
-                let e = table[vi * DEGREE + kk];
-                if e & RING_FLAG != 0 {
+            for &e in &table[vi * DEGREE..vi * DEGREE + np] {
+                // Ring rows of this chunk and the last are being written: they are in cache anyway.
+                if e & RING_FLAG != 0 && (e & !RING_FLAG) as u64 + 2 * g.chunk >= v0 {
                     continue;
                 }
-                // SAFETY: destination: d0 + (gs - 1) * PB + 32 <= (vi + 1) * gs * PB <= chunk * gs * PB,
-                // the size of gather[gi][slot]. Source: gp.first + gs <= sectors = row / 32, so the
-                // gs * 32 bytes stay in one row; page entries e < map.len() * npp lie in the slot's
-                // max_pages pages (npp * row = PAGE), PREV entries as in prev_ptr (not checked there).
-                // Both rest on run_layer's documented requirement. No other thread touches these bytes
-                // now: the reader filled the pages before read_ready, the prev ring was written in the
-                // previous layer (threads joined), and this group's hashers use gather[gi][slot] only
-                // after coord_done[gi] = c + 1 and finished its chunk c - depth before the reader
-                // published chunk c.
-                unsafe {
-                    let src = if e & PREV_FLAG != 0 {
-                        sh.prev_ptr((e & !PREV_FLAG) as u64).add(gp.first * 32)
-                    } else {
-                        pages.add(e as usize * g.row + gp.first * 32)
-                    };
-                    let d0 = dst.add(vi * gs * PB + kk * 32);
-                    for s in 0..gs {
-                        std::ptr::copy_nonoverlapping(src.add(s * 32), d0.add(s * PB), 32);
-                    }
+                let row = sh.parent_row(e, pages);
+                for off in (col0..col1).step_by(64) {
+                    prefetch(row.wrapping_add(off));
                 }
             }
         }
-        sh.coord_done[gi].set(c + 1);
+        sh.prefetched[gi].set(c + 1);
     }
     Ok(())
 }
 
-fn hash_worker(sh: &LayerShared, gi: usize, gp: &GroupPlan, hp: &HasherPlan, my: usize) -> Result<(), Aborted> {
+/// Hint the CPU to fetch the cache line holding `p` (no effect on memory, never faults).
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint: it reads no bytes architecturally and never faults, whatever `p`.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T1)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// A hasher: labels its sectors' columns of every node, reading each parent where it lies
+/// (node cache, previous layer in memory, or the read slot's pages), with no copy.
+fn hash_worker(sh: &LayerShared, hp: &HasherPlan, my: usize) -> Result<(), Aborted> {
     let g = &sh.g;
     let layer = sh.layer;
     let np = if layer == 1 { 6 } else { DEGREE };
-    let gs = gp.count;
     let rc = g.ring_chunks();
     let mut busy = 0u64;
     for c in 0..g.chunks {
-        sh.coord_done[gi].wait_at_least(c + 1, &sh.abort)?;
+        sh.read_ready.wait_at_least(c + 1, &sh.abort)?;
         if c + 1 > rc {
             // the ring rows this chunk overwrites must be on storage
             sh.written.wait_at_least(c + 1 - rc, &sh.abort)?;
         }
         let t0 = Instant::now();
         let slot = (c % g.depth) as usize;
-        // SAFETY: the slot holds chunk * DEGREE u32s, written by the reader before read_ready = c + 1,
-        // which precedes coord_done[gi] = c + 1 (waited above); the reader rewrites it only after this
-        // hasher sets hash_done to c + 1, after the last use of `table`. Only shared slices here.
+        // SAFETY: the slot holds chunk * DEGREE u32s, written by the reader before read_ready = c + 1
+        // (waited above); the reader rewrites it only after this hasher sets hash_done to c + 1, after
+        // the last use of `table`. Only shared slices here.
         let table = unsafe { std::slice::from_raw_parts(sh.bufs.tables_ptr[slot], (g.chunk as usize) * DEGREE) };
-        let gbuf = sh.bufs.gather[gi][slot].as_mut_ptr();
+        let pages = sh.bufs.slot_pages[slot].as_mut_ptr();
         let (v0, v1) = sh.chunk_range(c);
         for v in v0..v1 {
             let vi = (v - v0) as usize;
-            let out_row = sh.ring_ptr(v);
-            if v == 0 {
-                for s in hp.first..hp.first + hp.count {
-                    // SAFETY: s < hp.first + hp.count <= sectors, so the 32 bytes lie in node v's ring
-                    // row (row = sectors * 32); only this hasher writes column s, and the writer reads
-                    // the row only after hash_done = c + 1.
-                    let out = unsafe { std::slice::from_raw_parts_mut(out_row.add(s * 32), 32) };
-                    sh.hasher.label_node0(&sh.replica_ids[s], layer, out);
-                }
-                continue;
-            }
-            let trow = &table[vi * DEGREE..vi * DEGREE + DEGREE];
-            // fill ring parents for my sectors
-            for (kk, &e) in trow.iter().enumerate().take(np) {
-                if e & RING_FLAG == 0 {
-                    continue;
-                }
-                let src_row = sh.ring_ptr((e & !RING_FLAG) as u64);
-                for s in hp.first..hp.first + hp.count {
-                    // SAFETY: gp.first <= s < gp.first + gs and vi < chunk, kk < DEGREE, so d + 32 <=
-                    // chunk * gs * PB, the gather buffer's size; s < sectors keeps src_row + s * 32 + 32
-                    // in the row. Both ranges belong to sector s: the gather slot of a RING entry is
-                    // written only by this hasher (the coordinator skips it, and finished before
-                    // coord_done), and ring column s is written only by this thread.
-                    unsafe {
-                        let d = gbuf.add((vi * gs + (s - gp.first)) * PB + kk * 32);
-                        std::ptr::copy_nonoverlapping(src_row.add(s * 32), d, 32);
-                    }
+            let mut rows = [std::ptr::null(); DEGREE];
+            if v > 0 {
+                for (r, &e) in rows.iter_mut().zip(&table[vi * DEGREE..vi * DEGREE + np]) {
+                    *r = sh.parent_row(e, pages);
                 }
             }
-            let mut s = hp.first;
-            let end = hp.first + hp.count;
-            while s < end {
-                // SAFETY: pa / pb are the PB-byte gather slots of sectors s / s + 1 at node vi, inside
-                // gather[gi][slot] (as above) and no longer written (coordinator done, RING entries
-                // filled above by this thread). oa / ob are columns s / s + 1 < end <= sectors of node
-                // v's ring row: distinct, in another buffer than pa / pb, written only by this hasher;
-                // the writer reads the row after hash_done = c + 1, and the row's previous node
-                // (chunk c - rc) is already on storage (written waited above).
-                unsafe {
-                    let pa = std::slice::from_raw_parts(gbuf.add((vi * gs + (s - gp.first)) * PB), PB);
-                    let oa = std::slice::from_raw_parts_mut(out_row.add(s * 32), 32);
-                    if s + 1 < end {
-                        let pb = std::slice::from_raw_parts(gbuf.add((vi * gs + (s + 1 - gp.first)) * PB), PB);
-                        let ob = std::slice::from_raw_parts_mut(out_row.add((s + 1) * 32), 32);
-                        sh.hasher.label_x2(&sh.replica_ids[s], &sh.replica_ids[s + 1], layer, v, pa, pb, oa, ob);
-                        s += 2;
-                    } else {
-                        sh.hasher.label(&sh.replica_ids[s], layer, v, pa, oa);
-                        s += 1;
-                    }
-                }
-            }
+            // SAFETY: for each of this hasher's sectors s (< sectors, so s * 32 + 32 <= row) the
+            // parent bytes rows[k] + 32 s lie in a whole row: a ring row (in the ring while this
+            // chunk runs: in_ring held when the reader made the entry, and its chunk is not
+            // overwritten before written >= c + 1 - rc, waited above), a row of the previous layer in
+            // memory (finished last layer), or a page of this slot (filled before read_ready, not
+            // reused before hash_done = c + 1). Only this thread writes columns s of any ring row, so
+            // the ring parents it reads were finished by it, and out_row + 32 s (node v's row,
+            // column s) overlaps no parent (a node is never its own parent); the writer reads the
+            // row only after hash_done = c + 1. rids holds every sector's id.
+            unsafe {
+                sh.hasher.label_rows(layer, v, &rows, sh.replica_ids, hp.first..hp.first + hp.count, sh.ring_ptr(v))
+            };
         }
         busy += t0.elapsed().as_nanos() as u64;
         sh.hash_done[my].set(c + 1);

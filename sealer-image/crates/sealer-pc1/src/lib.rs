@@ -278,8 +278,8 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
     let parents = open_parents(cfg)?;
     let devs = Devices::open(&cfg.layers.paths, stripe.bytes_per_device(layers))
         .map_err(|e| io_err("opening layer storage", e))?;
-    let arena = map_hugepages(cfg.hugepages_1gi, Buffers::bytes(&g, &plan));
-    let bufs = Buffers::new(&g, &plan, arena.as_ref());
+    let arena = map_hugepages(cfg.hugepages_1gi, Buffers::bytes(&g));
+    let bufs = Buffers::new(&g, arena.as_ref());
     let (huge, heap) = bufs.backing();
     let buffers = BufferBacking {
         hugepages_mapped: arena.as_ref().map_or(0, |a| a.mapped() / HUGEPAGE),

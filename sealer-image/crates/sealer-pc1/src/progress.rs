@@ -313,7 +313,7 @@ impl Metrics {
                 IntGaugeVec::new(
                     Opts::new(
                         "sealer_buffer_bytes",
-                        "Bytes of the PC1 buffers (node cache, read slots, gather) by backing: hugetlb (1 GiB hugepages) or heap (ordinary pages).",
+                        "Bytes of the PC1 buffers (node cache, resident part of the previous layer, read slots) by backing: hugetlb (1 GiB hugepages) or heap (ordinary pages).",
                     ),
                     &["backing"],
                 ),

@@ -6,7 +6,7 @@
 //! batch runs); data files are checked by size only.
 
 use sealer_config::BatchConfig;
-use sealer_pc1::engine::{Buffers, ThreadPlan};
+use sealer_pc1::engine::Buffers;
 use sealer_pc1::{Geometry, Tuning};
 use serde::Serialize;
 use std::path::Path;
@@ -134,7 +134,7 @@ pub fn resources(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool
     let stripe = sealer_pc1::stripe(cfg, &g);
     let n = cfg.sectors.len();
     let layers = cfg.num_layers();
-    let buffer_bytes = Buffers::bytes(&g, &ThreadPlan::from_layout(&layout, false)) as u64;
+    let buffer_bytes = Buffers::bytes(&g) as u64;
     let hashers: usize = layout.coordinators.iter().map(|c| c.hashers.len()).sum();
     let labels = n as u64 * cfg.nodes() * layers as u64;
     let labels_per_s = rate * hashers.max(1) as f64;

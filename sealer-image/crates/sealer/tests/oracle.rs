@@ -18,6 +18,21 @@ fn run_case(
     tuning: Tuning,
     portable: bool,
 ) -> sealer_pc1::Pc1Report {
+    run_case_with_layout(sector_size, proof_id, n, seed, devices, tuning, portable, None)
+}
+
+/// `run_case` with the engine's thread layout given instead of computed.
+#[allow(clippy::too_many_arguments)]
+fn run_case_with_layout(
+    sector_size: u64,
+    proof_id: u64,
+    n: usize,
+    seed: u64,
+    devices: usize,
+    tuning: Tuning,
+    portable: bool,
+    layout: Option<sealer_config::Layout>,
+) -> sealer_pc1::Pc1Report {
     common::init();
     // Large cases keep their layers in tmpfs when there is one: this checks correctness, and
     // a virtio disk at ~140k random reads/s would make layer 2 alone take ~15 minutes.
@@ -27,7 +42,10 @@ fn run_case(
     } else {
         tempfile::tempdir().unwrap()
     };
-    let (cfg, _) = common::config(sector_size, proof_id, n, seed, work.path(), devices);
+    let (mut cfg, _) = common::config(sector_size, proof_id, n, seed, work.path(), devices);
+    if layout.is_some() {
+        cfg.layout = layout;
+    }
     let opts = Pc1Options {
         allow_portable_hash: true,
         force_portable_hash: portable,
@@ -113,6 +131,19 @@ fn mib8_synth_n8_small_cache_half_layer_resident() {
     let rep = run_case(MIB8, 11, 8, 203, 2, t, false);
     // Layer 2 read half of layer 1 (2^17 nodes, 16 a page) sequentially.
     assert_eq!((rep.geometry.resident, rep.resident_pages_read), (1 << 17, (1 << 17) / 16));
+}
+
+/// A coordinator on a CPU of its own prefetches its hashers' parents (node cache, resident part
+/// and read pages all in play: small cache, half the previous layer resident); the labels must
+/// not depend on it.
+#[test]
+fn mib8_v1_1_n4_coordinator_prefetching() {
+    use sealer_config::{Coordinator, Hasher, Layout};
+    let mut l = Layout::compute(4, &[vec![0, 1]]);
+    l.coordinators =
+        vec![Coordinator { cpu: 0, hashers: vec![Hasher { cpu: 1, sectors: 3 }, Hasher { cpu: 1, sectors: 1 }] }];
+    let t = Tuning { chunk_nodes: 512, ring_bytes: 2 << 20, depth: 4, resident_bytes: 16 << 20 };
+    run_case_with_layout(MIB8, 6, 4, 205, 2, t, false, Some(l));
 }
 
 /// The previous layer resident but not kept whole (no ring budget for two layers).
