@@ -149,6 +149,9 @@ pub struct LiveStats {
     pub pages_written: AtomicU64,
     /// Per-hasher busy nanoseconds (total).
     pub hasher_busy_ns: Mutex<Vec<u64>>,
+    /// CPU nanoseconds the reader thread used (total): resolving parents, submitting and
+    /// reaping reads.
+    pub reader_cpu_ns: AtomicU64,
     /// I/O errors seen.
     pub io_errors: AtomicU64,
 }
@@ -406,6 +409,23 @@ pub fn run_layer(
 }
 
 fn reader(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
+    let cpu0 = thread_cpu_ns();
+    let r = read_parents(sh, be);
+    sh.stats.reader_cpu_ns.fetch_add(thread_cpu_ns().saturating_sub(cpu0), Ordering::Relaxed);
+    r
+}
+
+/// CPU time of the calling thread, nanoseconds.
+fn thread_cpu_ns() -> u64 {
+    // SAFETY: clock_gettime writes one timespec into the local `t`; on failure `t` stays zero.
+    unsafe {
+        let mut t: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t);
+        t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+    }
+}
+
+fn read_parents(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
     let g = &sh.g;
     let k = g.chunk;
     let np = if sh.layer == 1 { 6 } else { DEGREE };
@@ -544,6 +564,9 @@ fn coordinator(sh: &LayerShared, gi: usize, gp: &GroupPlan, hashers: std::ops::R
     Ok(())
 }
 
+/// Nodes ahead whose parents a hasher prefetches.
+const PREFETCH_AHEAD: u64 = 4;
+
 /// Hint the CPU to fetch the cache line holding `p` (no effect on memory, never faults).
 #[inline(always)]
 fn prefetch(p: *const u8) {
@@ -578,8 +601,21 @@ fn hash_worker(sh: &LayerShared, hp: &HasherPlan, my: usize) -> Result<(), Abort
         let table = unsafe { std::slice::from_raw_parts(sh.bufs.tables_ptr[slot], (g.chunk as usize) * DEGREE) };
         let pages = sh.bufs.slot_pages[slot].as_mut_ptr();
         let (v0, v1) = sh.chunk_range(c);
+        let (col0, col1) = (hp.first * 32, (hp.first + hp.count) * 32);
         for v in v0..v1 {
             let vi = (v - v0) as usize;
+            // Ask for the parents of a node a few steps ahead: expander rows are random over
+            // the previous layer (DRAM, and a TLB miss on ordinary pages), and hashing the
+            // nodes in between hides most of that latency.
+            if v + PREFETCH_AHEAD < v1 && v + PREFETCH_AHEAD > 0 {
+                let ahead = vi + PREFETCH_AHEAD as usize;
+                for &e in &table[ahead * DEGREE..ahead * DEGREE + np] {
+                    let row = sh.parent_row(e, pages);
+                    for off in (col0..col1).step_by(64) {
+                        prefetch(row.wrapping_add(off));
+                    }
+                }
+            }
             let mut rows = [std::ptr::null(); DEGREE];
             if v > 0 {
                 for (r, &e) in rows.iter_mut().zip(&table[vi * DEGREE..vi * DEGREE + np]) {

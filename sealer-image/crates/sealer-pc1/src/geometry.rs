@@ -90,6 +90,18 @@ impl Geometry {
         self.ring / self.chunk
     }
 
+    /// The fewest random page reads layer `layer` (1-based) can do: every page holding a parent
+    /// that is not in memory read once per layer. Expander parents: the previous layer's pages
+    /// beyond the resident part (none when the previous layer is in memory); far base parents:
+    /// the current layer's pages older than the node cache. The engine reads each such page
+    /// once per chunk that needs it, so its count over this floor is what sharing reads across
+    /// chunks (a larger cache) could still save.
+    pub fn min_page_reads(&self, layer: u32, prev_in_memory: bool) -> u64 {
+        let expanders = if layer >= 2 && !prev_in_memory { self.ppl - self.resident / self.npp } else { 0 };
+        let far_base = self.ppl - self.ring.min(self.ppl * self.npp) / self.npp;
+        expanders + far_base
+    }
+
     /// True when a base parent `p` of a node in chunk `c` is still in the ring.
     #[inline]
     pub fn in_ring(&self, c: u64, p: u64) -> bool {
@@ -124,5 +136,21 @@ mod tests {
         assert_eq!(Geometry::new(1 << 18, 8, 2, t).resident, 0);
         let t = Tuning { ring_bytes: 1 << 20, resident_bytes: 1 << 40, ..Tuning::default() };
         assert_eq!(Geometry::new(1 << 18, 8, 2, t).resident, 1 << 18);
+    }
+
+    #[test]
+    fn min_page_reads_counts_pages_not_in_memory() {
+        // 8 MiB, N = 128: one node per page, 2^18 pages per layer.
+        let whole = Geometry::new(1 << 18, 128, 2, Tuning::default());
+        assert_eq!(whole.ring, 1 << 18);
+        assert_eq!(whole.min_page_reads(1, false), 0, "layer 1: base parents all in the ring");
+        assert_eq!(whole.min_page_reads(2, false), 1 << 18, "every page of layer 1 once");
+        assert_eq!(whole.min_page_reads(2, true), 0);
+        // A 64 MiB ring (2^14 nodes) and half of the previous layer resident.
+        let t = Tuning { ring_bytes: 64 << 20, resident_bytes: 512 << 20, ..Tuning::default() };
+        let split = Geometry::new(1 << 18, 128, 2, t);
+        assert_eq!((split.ring, split.resident), (1 << 14, 1 << 17));
+        assert_eq!(split.min_page_reads(1, false), (1 << 18) - (1 << 14));
+        assert_eq!(split.min_page_reads(2, false), (1 << 17) + (1 << 18) - (1 << 14));
     }
 }

@@ -18,6 +18,7 @@ pub mod state;
 pub mod sync;
 
 use engine::{Buffers, LiveStats, ThreadPlan};
+use std::sync::atomic::Ordering::Relaxed;
 pub use geometry::{Geometry, Tuning};
 pub use progress::{Progress, ProgressSink};
 use sealer_config::{ApiVersion, BatchConfig};
@@ -93,6 +94,9 @@ pub struct Pc1Options {
     pub restart: bool,
     /// io_uring queue depth per backend.
     pub queue_depth: u32,
+    /// Stop after this many layers (benchmarks of a few layers of a large batch). The batch is
+    /// then unfinished: a later run resumes it, and PC2 cannot run on it before.
+    pub max_layers: Option<usize>,
 }
 
 impl Default for Pc1Options {
@@ -104,7 +108,8 @@ impl Default for Pc1Options {
             pin_threads: true,
             progress_bar: false,
             restart: false,
-            queue_depth: 128,
+            queue_depth: 256,
+            max_layers: None,
         }
     }
 }
@@ -140,6 +145,55 @@ pub struct Pc1Report {
     pub pages_read: u64,
     /// 4 KiB pages read sequentially into the resident part of the previous layer (this run).
     pub resident_pages_read: u64,
+    /// What each labelled layer cost, in order.
+    pub layer_stats: Vec<LayerStats>,
+}
+
+/// What labelling one layer cost: the storage path's figures for `bench pc1`.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct LayerStats {
+    /// Layer (1-based).
+    pub layer: usize,
+    /// Wall seconds, from the first read to the layer flushed.
+    pub seconds: f64,
+    /// Random 4 KiB parent page reads.
+    pub pages_read: u64,
+    /// The floor for those reads ([`Geometry::min_page_reads`]).
+    pub min_pages: u64,
+    /// Pages read sequentially into the resident part of the previous layer.
+    pub resident_pages_read: u64,
+    /// CPU seconds of the reader thread.
+    pub reader_cpu_seconds: f64,
+    /// Seconds the hasher threads spent hashing, summed over them.
+    pub hasher_busy_seconds: f64,
+    /// Hasher threads.
+    pub hashers: usize,
+    /// Sector-labels computed (nodes × sectors).
+    pub labels: u64,
+}
+
+impl LayerStats {
+    /// Random reads per sector-label.
+    pub fn reads_per_label(&self) -> f64 {
+        self.pages_read as f64 / self.labels.max(1) as f64
+    }
+    /// The floor of reads per sector-label.
+    pub fn min_reads_per_label(&self) -> f64 {
+        self.min_pages as f64 / self.labels.max(1) as f64
+    }
+    /// Random reads per second over the layer.
+    pub fn iops(&self) -> f64 {
+        self.pages_read as f64 / self.seconds.max(1e-9)
+    }
+    /// Reader CPU microseconds per random read (None without reads).
+    pub fn reader_cpu_us_per_read(&self) -> Option<f64> {
+        (self.pages_read > 0).then(|| self.reader_cpu_seconds * 1e6 / self.pages_read as f64)
+    }
+    /// Share of the layer's wall time the hashers were not hashing (waiting for parents, for
+    /// the writer, or descheduled).
+    pub fn hasher_wait(&self) -> f64 {
+        (1.0 - self.hasher_busy_seconds / (self.hashers.max(1) as f64 * self.seconds.max(1e-9))).max(0.0)
+    }
 }
 
 /// comm_d and replica_id of every sector.
@@ -268,6 +322,7 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
             buffers: None,
             pages_read: 0,
             resident_pages_read: 0,
+            layer_stats: Vec::new(),
         });
     }
     if done > 0 {
@@ -321,18 +376,19 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
         sink,
         &mut prog,
         &mut digests,
+        opts.max_layers,
     );
     if let Some(s) = saved {
         s.restore();
     }
-    let seconds = result?;
+    let (seconds, layer_stats) = result?;
     Ok(Pc1Report {
         replica_ids: rids,
         comm_ds: cds,
         first_layer: done + 1,
         layers,
         seconds,
-        labels: (layers - done) as u64 * g.nodes * cfg.sectors.len() as u64,
+        labels: layer_stats.iter().map(|l| l.labels).sum(),
         kernel,
         backend,
         geometry: g,
@@ -341,6 +397,7 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
         buffers: Some(buffers),
         pages_read: stats.pages_read.load(std::sync::atomic::Ordering::Relaxed),
         resident_pages_read: stats.resident_pages_read.load(std::sync::atomic::Ordering::Relaxed),
+        layer_stats,
     })
 }
 
@@ -404,13 +461,19 @@ fn label_layers(
     sink: &ProgressSink,
     prog: &mut Progress,
     digests: &mut Vec<String>,
-) -> Result<f64, Pc1Error> {
+    max_layers: Option<usize>,
+) -> Result<(f64, Vec<LayerStats>), Pc1Error> {
     let layers = cfg.num_layers();
+    let last = max_layers.map_or(layers, |m| m.min(layers));
     let done = digests.len();
     let key = state::batch_key(cfg, rids);
     let spath = state_path(cfg);
     let t0 = Instant::now();
-    for layer in done + 1..=layers {
+    let mut per_layer = Vec::new();
+    let busy_ns = || stats.hasher_busy_ns.lock().map(|b| b.iter().sum::<u64>()).unwrap_or(0);
+    for layer in done + 1..=last {
+        let start = (Instant::now(), stats.pages_read.load(Relaxed), stats.resident_pages_read.load(Relaxed));
+        let (cpu0, busy0) = (stats.reader_cpu_ns.load(Relaxed), busy_ns());
         prog.start_layer(layer);
         sink.publish(prog);
         let mut last = Instant::now();
@@ -443,16 +506,29 @@ fn label_layers(
         })?;
         prog.update(g.nodes);
         be_w.flush().map_err(|e| io_err("flushing layer storage", e))?;
+        per_layer.push(LayerStats {
+            layer,
+            seconds: start.0.elapsed().as_secs_f64(),
+            pages_read: stats.pages_read.load(Relaxed) - start.1,
+            min_pages: g.min_page_reads(layer as u32, prev_in_memory && g.keep_prev_layer),
+            resident_pages_read: stats.resident_pages_read.load(Relaxed) - start.2,
+            reader_cpu_seconds: (stats.reader_cpu_ns.load(Relaxed) - cpu0) as f64 / 1e9,
+            hasher_busy_seconds: (busy_ns() - busy0) as f64 / 1e9,
+            hashers: plan.groups.iter().map(|g| g.hashers.len()).sum(),
+            labels: g.nodes * cfg.sectors.len() as u64,
+        });
         digests.push(layer_digest(g, stripe, be_r, layer as u32)?);
         let st = state::State { batch_key: key.clone(), layers, layers_done: layer, layer_digests: digests.clone() };
         state::store(&spath, &st).map_err(|e| io_err(&format!("writing {}", spath.display()), e))?;
         sink.publish(prog);
     }
     let seconds = t0.elapsed().as_secs_f64();
-    prog.finish();
+    if last == layers {
+        prog.finish();
+    }
     sink.publish(prog);
     sink.close();
-    Ok(seconds)
+    Ok((seconds, per_layer))
 }
 
 /// Layers a previous run completed for this batch and that are still intact on storage (0

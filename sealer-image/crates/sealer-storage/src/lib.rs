@@ -7,8 +7,8 @@
 //! I/O goes through the [`PageBackend`] trait: batches of page reads/writes that complete
 //! before the call returns (callers get overlap by running several backends on different
 //! threads, each with its own queue). The shipped backend, [`UringBackend`], uses io_uring
-//! with `O_DIRECT` on block devices or regular files and registered (fixed) buffers when the
-//! memlock limit allows. A user-space NVMe backend (SPDK over vfio) fits the same trait —
+//! with `O_DIRECT` on block devices or regular files, registered (fixed) files, and registered
+//! (fixed) buffers when the memlock limit allows. A user-space NVMe backend (SPDK over vfio) fits the same trait —
 //! one queue pair per backend instance — but is **not** shipped: it cannot be built or tested
 //! here.
 
@@ -207,13 +207,19 @@ pub struct UringBackend {
     devs: Arc<Devices>,
     depth: usize,
     registered: Vec<(usize, usize)>,
+    /// The devices' descriptors are registered with the ring (fixed files: no per-request
+    /// descriptor lookup).
+    fixed_files: bool,
 }
 
 impl UringBackend {
     /// A backend over `devs` with a queue of `depth` entries.
     pub fn new(devs: Arc<Devices>, depth: u32) -> io::Result<Self> {
         let ring = io_uring::IoUring::new(depth.next_power_of_two())?;
-        Ok(UringBackend { ring, devs, depth: depth as usize, registered: Vec::new() })
+        let fds: Vec<i32> = (0..devs.files.len()).map(|i| devs.fd(i)).collect();
+        // Fixed files index the ring's table by device number; plain descriptors when refused.
+        let fixed_files = ring.submitter().register_files(&fds).is_ok();
+        Ok(UringBackend { ring, devs, depth: depth as usize, registered: Vec::new(), fixed_files })
     }
 
     fn fixed_index(registered: &[(usize, usize)], buf: *mut u8, len: usize) -> Option<u16> {
@@ -233,19 +239,27 @@ impl UringBackend {
                 let mut sq = self.ring.submission();
                 while next < ios.len() && inflight < self.depth {
                     let io = &ios[next];
-                    let fd = types::Fd(devs.fd(io.dev));
                     let fixed = Self::fixed_index(registered, io.buf, io.len);
-                    let e = match (write, fixed) {
-                        (false, Some(ix)) => {
-                            opcode::ReadFixed::new(fd, io.buf, io.len as u32, ix).offset(io.offset).build()
-                        }
-                        (false, None) => opcode::Read::new(fd, io.buf, io.len as u32).offset(io.offset).build(),
-                        (true, Some(ix)) => opcode::WriteFixed::new(fd, io.buf as *const u8, io.len as u32, ix)
-                            .offset(io.offset)
-                            .build(),
-                        (true, None) => {
-                            opcode::Write::new(fd, io.buf as *const u8, io.len as u32).offset(io.offset).build()
-                        }
+                    macro_rules! entry {
+                        ($fd:expr) => {
+                            match (write, fixed) {
+                                (false, Some(ix)) => {
+                                    opcode::ReadFixed::new($fd, io.buf, io.len as u32, ix).offset(io.offset).build()
+                                }
+                                (false, None) => opcode::Read::new($fd, io.buf, io.len as u32).offset(io.offset).build(),
+                                (true, Some(ix)) => opcode::WriteFixed::new($fd, io.buf as *const u8, io.len as u32, ix)
+                                    .offset(io.offset)
+                                    .build(),
+                                (true, None) => {
+                                    opcode::Write::new($fd, io.buf as *const u8, io.len as u32).offset(io.offset).build()
+                                }
+                            }
+                        };
+                    }
+                    let e = if self.fixed_files {
+                        entry!(types::Fixed(io.dev as u32))
+                    } else {
+                        entry!(types::Fd(devs.fd(io.dev)))
                     };
                     let e = e.user_data(next as u64);
                     // SAFETY: the fd belongs to `self.devs`, kept open by the Arc in self; `io.buf` is
@@ -356,10 +370,11 @@ impl UringBackend {
 
 impl PageBackend for UringBackend {
     fn name(&self) -> &'static str {
-        if self.registered.is_empty() {
-            "io_uring"
-        } else {
-            "io_uring+fixed"
+        match (self.registered.is_empty(), self.fixed_files) {
+            (true, false) => "io_uring",
+            (true, true) => "io_uring+fixed-files",
+            (false, false) => "io_uring+fixed",
+            (false, true) => "io_uring+fixed+fixed-files",
         }
     }
     fn read(&mut self, ios: &[PageIo]) -> io::Result<()> {

@@ -21,8 +21,10 @@ pub struct BenchOptions {
     pub skip_baseline: bool,
     /// Seconds per SHA-bound measurement.
     pub sha_seconds: f64,
-    /// Node-cache budget of the sealer runs, bytes.
-    pub cache_bytes: u64,
+    /// Node-cache budgets of the sealer runs, bytes: every N runs once per value.
+    pub cache_bytes: Vec<u64>,
+    /// Label only the first this many layers of each batch (None: all).
+    pub max_layers: Option<usize>,
     /// When > 0, run every N twice: buffers on ordinary pages, then on up to this many 1 GiB
     /// hugepages (the node's pool must hold them free).
     pub hugepages: usize,
@@ -48,6 +50,11 @@ pub struct Row {
     pub labels: f64,
     /// 4 KiB random page reads per sector-label (sealer rows only).
     pub reads_per_label: Option<f64>,
+    /// Per-layer figures (sealer rows only).
+    pub layers: Vec<sealer_pc1::LayerStats>,
+    /// Random reads/s a 32 GiB batch of the same N and resident share would need at this
+    /// row's rate (`sealer plan`'s model; sealer rows only).
+    pub iops_32gib: Option<f64>,
 }
 
 impl Row {
@@ -61,6 +68,8 @@ impl Row {
             cpu_seconds,
             labels: labels_per_s * seconds,
             reads_per_label: None,
+            layers: Vec::new(),
+            iops_32gib: None,
         }
     }
     /// Labels/s per core, wall-clock based (labels/s divided by the cores the run may use).
@@ -230,15 +239,19 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
             cpu_seconds: cpu,
             labels,
             reads_per_label: None,
+            layers: Vec::new(),
+            iops_32gib: None,
         });
         let _ = std::fs::remove_dir_all(&work);
     }
 
     let backings: &[usize] = if o.hugepages > 0 { &[0, o.hugepages] } else { &[0] };
     let residents: &[u64] = if o.resident_percents.is_empty() { &[0] } else { &o.resident_percents };
-    let runs =
-        o.batches.iter().flat_map(|n| backings.iter().flat_map(move |h| residents.iter().map(move |r| (n, h, r))));
-    for (&n, &huge, &resident_pct) in runs {
+    let caches: &[u64] = if o.cache_bytes.is_empty() { &[1 << 30] } else { &o.cache_bytes };
+    let runs = o.batches.iter().flat_map(|n| {
+        caches.iter().flat_map(move |c| backings.iter().flat_map(move |h| residents.iter().map(move |r| (n, c, h, r))))
+    });
+    for (&n, &cache_bytes, &huge, &resident_pct) in runs {
         log::info!("sealer PC1, N = {n}…");
         let out = o.dir.join(format!("sealer-n{n}"));
         let _ = std::fs::remove_dir_all(&out);
@@ -256,8 +269,9 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
         // The resident share of one layer of the batch (N × sector size bytes).
         let resident_bytes = resident_pct * n as u64 * o.sector_size / 100;
         let opts = Pc1Options {
-            tuning: Tuning { ring_bytes: o.cache_bytes, resident_bytes, ..Tuning::default() },
+            tuning: Tuning { ring_bytes: cache_bytes, resident_bytes, ..Tuning::default() },
             restart: true,
+            max_layers: o.max_layers,
             ..Default::default()
         };
         let r0 = cpu_now();
@@ -283,8 +297,12 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
         };
         rows.push(Row {
             name: format!(
-                "sealer PC1, N = {n} ({} hasher threads, {:?}, {}, expanders from {expanders}{pages})",
-                rep.hasher_threads, rep.kernel, rep.backend,
+                "sealer PC1, N = {n} ({} hasher threads, {:?}, {}, {} MiB node cache, expanders from {expanders}{pages}{})",
+                rep.hasher_threads,
+                rep.kernel,
+                rep.backend,
+                cache_bytes >> 20,
+                if rep.layer_stats.len() < rep.layers { format!(", layers 1-{}", rep.layer_stats.len()) } else { String::new() },
             ),
             labels_per_s: rep.labels as f64 / rep.seconds,
             cores,
@@ -292,6 +310,11 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
             cpu_seconds: cpu,
             labels: rep.labels as f64,
             reads_per_label: Some(rep.pages_read as f64 / rep.labels as f64),
+            layers: rep.layer_stats.clone(),
+            iops_32gib: Some(
+                rep.labels as f64 / rep.seconds / n as f64
+                    * crate::plan::expander_reads_per_node(resident_pct as f64 / 100.0),
+            ),
         });
         let _ = std::fs::remove_dir_all(&out);
         let _ = std::fs::remove_dir_all(o.dir.join(format!("sealer-n{n}-layers")));
@@ -310,7 +333,8 @@ pub fn render(rows: &[Row], sector_size: u64) -> String {
          M labels/s/core (wall) = sector-labels/s ÷ cores the run may use; M labels/CPU-s = sector-labels ÷ CPU seconds this process consumed.\n\
          vs rust-fil-proofs: labels per CPU-second; vs 2-stream SHA bound: M labels/s/core (wall).\n\
          4 KiB reads per sector-label: random parent page reads ÷ sector-labels (the resident part's sequential fill not counted).\n\
-         | measurement | wall s | cores | M labels/s | M labels/s/core (wall) | M labels/CPU-s | 4 KiB reads / sector-label | vs rust-fil-proofs | vs 2-stream SHA bound |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         32 GiB batch needs: expander reads/s of a 32 GiB batch of the same N and resident share at this row's rate (8 per node step, less the resident share).\n\
+         | measurement | wall s | cores | M labels/s | M labels/s/core (wall) | M labels/CPU-s | 4 KiB reads / sector-label | 32 GiB batch needs, reads/s | vs rust-fil-proofs | vs 2-stream SHA bound |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         sealer_config::allowed_cpus().len(),
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
@@ -319,7 +343,7 @@ pub fn render(rows: &[Row], sector_size: u64) -> String {
             b.filter(|b| *b > 0.0).map(|b| format!("{:.2}×", x / b)).unwrap_or_else(|| "–".into())
         };
         s += &format!(
-            "| {} | {:.2} | {} | {:.3} | {:.3} | {:.3} | {} | {} | {} |\n",
+            "| {} | {:.2} | {} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} |\n",
             r.name,
             r.seconds,
             r.cores,
@@ -327,9 +351,34 @@ pub fn render(rows: &[Row], sector_size: u64) -> String {
             r.per_core() / 1e6,
             r.per_cpu_second() / 1e6,
             r.reads_per_label.map_or("–".into(), |x| format!("{x:.3}")),
+            r.iops_32gib.map_or("–".into(), |x| format!("{:.2} M", x / 1e6)),
             vs(r.per_cpu_second(), base),
             vs(r.per_core(), bound)
         );
+    }
+    for r in rows.iter().filter(|r| !r.layers.is_empty()) {
+        s += &format!(
+            "\n{}, per layer. Reads: random 4 KiB parent reads per sector-label, and what \
+             reading each page that holds a parent not in memory once per layer would make. Reader CPU: the reader thread's CPU \
+             time per read (resolving parents, submitting, reaping). Hasher wait: share of the layer the \
+             hashers were not hashing.\n\
+             | layer | s | M labels/s/core (wall) | reads / sector-label | each page once | IOPS | reader CPU µs / read | hasher wait |\n\
+             |---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            r.name
+        );
+        for l in &r.layers {
+            s += &format!(
+                "| {} | {:.2} | {:.3} | {:.4} | {:.4} | {:.0} | {} | {:.0} % |\n",
+                l.layer,
+                l.seconds,
+                l.labels as f64 / l.seconds / r.cores / 1e6,
+                l.reads_per_label(),
+                l.min_reads_per_label(),
+                l.iops(),
+                l.reader_cpu_us_per_read().map_or("–".into(), |x| format!("{x:.2}")),
+                100.0 * l.hasher_wait()
+            );
+        }
     }
     s
 }

@@ -245,10 +245,10 @@ enum BenchCmd {
         /// Seconds per SHA-bound measurement.
         #[arg(long, default_value_t = 2.0)]
         sha_seconds: f64,
-        /// Node-cache budget of the sealer runs in MiB (a budget of 2 layers keeps the
-        /// previous layer in memory).
-        #[arg(long, default_value_t = 1024)]
-        cache_mib: u64,
+        /// Node-cache budgets of the sealer runs in MiB, one run each (a budget of 2 layers
+        /// keeps the previous layer in memory), e.g. 1024,2200.
+        #[arg(long, default_value = "1024")]
+        cache_mib: String,
         /// Also run every N with its buffers on up to this many 1 GiB hugepages (free in the
         /// node's pool), for a row on ordinary pages and one on hugepages.
         #[arg(long, default_value_t = 0)]
@@ -257,6 +257,10 @@ enum BenchCmd {
         /// when --cache-mib cannot keep the whole previous layer.
         #[arg(long, default_value = "")]
         resident: String,
+        /// Label only the first K layers of each batch (0: all), for large batches whose
+        /// every layer would not fit the time or the disk; rates are per layer anyway.
+        #[arg(long, default_value_t = 0)]
+        layers: usize,
     },
 }
 
@@ -778,7 +782,17 @@ fn main() -> ExitCode {
         }
         Cmd::Bench {
             what:
-                BenchCmd::Pc1 { sector_size, batches, dir, skip_baseline, sha_seconds, cache_mib, hugepages, resident },
+                BenchCmd::Pc1 {
+                    sector_size,
+                    batches,
+                    dir,
+                    skip_baseline,
+                    sha_seconds,
+                    cache_mib,
+                    hugepages,
+                    resident,
+                    layers,
+                },
         } => {
             let size = match sealer_config::SECTOR_SIZES
                 .iter()
@@ -801,7 +815,14 @@ fn main() -> ExitCode {
                 dir,
                 skip_baseline,
                 sha_seconds,
-                cache_bytes: cache_mib << 20,
+                cache_bytes: match cache_mib.split(',').map(|s| s.trim().parse::<u64>().map(|m| m << 20)).collect() {
+                    Ok(v) => v,
+                    Err(_) => {
+                        eprintln!("sealer: --cache-mib takes MiB values, e.g. 1024 or 1024,2200");
+                        return ExitCode::from(2);
+                    }
+                },
+                max_layers: (layers > 0).then_some(layers),
                 hugepages,
                 resident_percents: resident
                     .split(',')

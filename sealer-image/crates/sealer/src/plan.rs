@@ -126,6 +126,14 @@ fn free_hugepages_1g() -> Option<u64> {
     std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages").ok()?.trim().parse().ok()
 }
 
+/// Random page reads per node step (one node of every sector) for the expander parents when
+/// `resident` (0..=1) of the previous layer is in memory. At 32/64 GiB a page holds at most 32
+/// rows and a chunk's parents almost never share one, so each of the 8 expanders is a read;
+/// they are uniform over the layer, so the resident share needs none.
+pub fn expander_reads_per_node(resident: f64) -> f64 {
+    8.0 * (1.0 - resident)
+}
+
 /// Estimate what `cfg` needs at `rate` labels/s per hasher (`layer_files`: PC2 keeps the layer
 /// files in each cache directory, as `sealer batch` does by default).
 pub fn resources(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool) -> (Resources, Geometry) {
@@ -157,8 +165,11 @@ pub fn resources(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool
         pc1_seconds: labels as f64 / labels_per_s,
         previous_layer_in_memory: g.keep_prev_layer,
         previous_layer_resident: if g.keep_prev_layer { 1.0 } else { g.resident as f64 / g.nodes as f64 },
-        // Expanders are uniform over the previous layer: the resident share needs no read.
-        read_iops: if g.keep_prev_layer { 0.0 } else { node_steps * 8.0 * (1.0 - g.resident as f64 / g.nodes as f64) },
+        read_iops: if g.keep_prev_layer {
+            0.0
+        } else {
+            node_steps * expander_reads_per_node(g.resident as f64 / g.nodes as f64)
+        },
         write_iops: node_steps / g.npp as f64,
     };
     (r, g)
