@@ -607,7 +607,7 @@ fn hash_worker(sh: &LayerShared, hp: &HasherPlan, my: usize) -> Result<(), Abort
             // Ask for the parents of a node a few steps ahead: expander rows are random over
             // the previous layer (DRAM, and a TLB miss on ordinary pages), and hashing the
             // nodes in between hides most of that latency.
-            if v + PREFETCH_AHEAD < v1 && v + PREFETCH_AHEAD > 0 {
+            if v + PREFETCH_AHEAD < v1 {
                 let ahead = vi + PREFETCH_AHEAD as usize;
                 for &e in &table[ahead * DEGREE..ahead * DEGREE + np] {
                     let row = sh.parent_row(e, pages);

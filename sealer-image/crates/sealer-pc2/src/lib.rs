@@ -29,13 +29,14 @@ use generic_array::typenum::{U11, U2, U8};
 use neptune::poseidon::{Poseidon, PoseidonConstants};
 use rayon::prelude::*;
 use sealer_config::BatchConfig;
-use sealer_pc1::{LayerReader, Pc1Error, Progress, ProgressSink};
+use sealer_pc1::{Geometry, LayerReader, Pc1Error, Progress, ProgressSink};
 use sealer_storage::{AlignedBuf, PAGE};
 use serde::Serialize;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::time::Instant;
 
 fn c2() -> &'static PoseidonConstants<Fr, U2> {
     static C: OnceLock<PoseidonConstants<Fr, U2>> = OnceLock::new();
@@ -369,6 +370,30 @@ pub fn run_pc2_with(
     export_layers: bool,
     sink: Option<&ProgressSink>,
 ) -> Result<Vec<SectorResult>, Pc1Error> {
+    run_pc2_measured(cfg, export_layers, sink).map(|(results, _)| results)
+}
+
+/// Where PC2's wall time went, seconds.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Pc2Breakdown {
+    /// Waiting for layer pages: the first range, and whatever reading the next range took
+    /// beyond hashing the current one (reads overlap hashing).
+    pub read_wait: f64,
+    /// Column hashing (tree-c leaves), encoding, tree-c and tree-r-last building and replica
+    /// writes, all sectors in parallel.
+    pub columns_and_trees: f64,
+    /// tree-d of every sector (from its data, or the CC tree).
+    pub tree_d: f64,
+    /// The whole run.
+    pub total: f64,
+}
+
+/// [`run_pc2_with`], also saying where the time went.
+pub fn run_pc2_measured(
+    cfg: &BatchConfig,
+    export_layers: bool,
+    sink: Option<&ProgressSink>,
+) -> Result<(Vec<SectorResult>, Pc2Breakdown), Pc1Error> {
     let own_sink;
     let sink = match sink {
         Some(s) => s,
@@ -424,7 +449,11 @@ pub fn run_pc2_with(
     let mut roots_c = vec![Vec::new(); n];
     let mut roots_r = vec![Vec::new(); n];
     let pages_per_range = range.div_ceil(g.npp) as usize;
-    let mut bufs: Vec<AlignedBuf> = (0..layers).map(|_| AlignedBuf::new(pages_per_range * PAGE)).collect();
+    // Two sets of layer buffers: the next range is read while the current one is hashed.
+    let mut sets: [Vec<AlignedBuf>; 2] =
+        std::array::from_fn(|_| (0..layers).map(|_| AlignedBuf::new(pages_per_range * PAGE)).collect());
+    let mut bd = Pc2Breakdown::default();
+    let started = Instant::now();
     let mut prog = Progress::for_pc2(cfg, t, leaves);
     for k in 0..t {
         prog.start_layer(k + 1);
@@ -441,55 +470,64 @@ pub fn run_pc2_with(
                     .map_err(|e| io("creating tree-r-last", e))?,
             );
         }
-        let mut v = k as u64 * leaves;
-        let end = v + leaves;
-        while v < end {
-            let cnt = range.min(end - v);
-            let p0 = v / g.npp;
-            let pages = cnt.div_ceil(g.npp) as usize;
-            for (l, b) in bufs.iter_mut().enumerate() {
-                rd.read_pages(l as u32 + 1, p0, pages, b)?;
-            }
-            let first_row = (v - p0 * g.npp) as usize;
-            let bufs_ref = &bufs;
-            let results: Vec<Result<(), std::io::Error>> = tc
-                .par_iter_mut()
-                .zip(tr.par_iter_mut())
-                .zip(replicas.par_iter().zip(data.par_iter()))
-                .enumerate()
-                .map(|(s, ((bc, br), (rep, dat)))| {
-                    let mut col = [Fr::from(0u64); 11];
-                    let mut rep_bytes = Vec::with_capacity(cnt as usize * 32);
-                    let mut data_bytes = Vec::new();
-                    if let Some(d) = dat {
-                        data_bytes.resize(cnt as usize * 32, 0);
-                        d.read_nodes(v, &mut data_bytes)?;
-                    }
-                    for i in 0..cnt as usize {
-                        let off = (first_row + i) * g.row + s * 32;
-                        for l in 0..layers {
-                            col[l] = fr(&bufs_ref[l].as_slice()[off..off + 32]);
+        let ranges: Vec<(u64, u64)> =
+            (k as u64 * leaves..(k as u64 + 1) * leaves).step_by(range as usize).map(|v| (v, range.min((k as u64 + 1) * leaves - v))).collect();
+        let t0 = Instant::now();
+        read_range(&mut rd, &mut sets[0], &g, ranges[0])?;
+        bd.read_wait += t0.elapsed().as_secs_f64();
+        for (i, &(v, cnt)) in ranges.iter().enumerate() {
+            let [a, b] = &mut sets;
+            let (cur, next) = if i % 2 == 0 { (&*a, b) } else { (&*b, a) };
+            let rd = &mut rd;
+            let g = &g;
+            let (hashed, read) = std::thread::scope(|sc| {
+                let reader = ranges.get(i + 1).map(|&r| sc.spawn(move || read_range(rd, next, g, r)));
+                let t0 = Instant::now();
+                let first_row = (v - v / g.npp * g.npp) as usize;
+                let results: Vec<Result<(), std::io::Error>> = tc
+                    .par_iter_mut()
+                    .zip(tr.par_iter_mut())
+                    .zip(replicas.par_iter().zip(data.par_iter()))
+                    .enumerate()
+                    .map(|(s, ((bc, br), (rep, dat)))| {
+                        let mut col = [Fr::from(0u64); 11];
+                        let mut rep_bytes = Vec::with_capacity(cnt as usize * 32);
+                        let mut data_bytes = Vec::new();
+                        if let Some(d) = dat {
+                            data_bytes.resize(cnt as usize * 32, 0);
+                            d.read_nodes(v, &mut data_bytes)?;
                         }
-                        let leaf = if layers == 2 { poseidon2(col[0], col[1]) } else { poseidon11(&col[..11]) };
-                        bc.push(0, leaf)?;
-                        // replica = key (last layer) + data; CC data is 0.
-                        let key = col[layers - 1];
-                        let replica = match dat {
-                            None => key,
-                            Some(_) => key + field_element(&data_bytes[i * 32..i * 32 + 32], v + i as u64)?,
-                        };
-                        rep_bytes.extend_from_slice(&fr_bytes(&replica));
-                        br.push(0, replica)?;
-                    }
-                    rep.write_all_at(&rep_bytes, v * 32)?;
-                    Ok(())
-                })
-                .collect();
-            for r in results {
+                        for i in 0..cnt as usize {
+                            let off = (first_row + i) * g.row + s * 32;
+                            for l in 0..layers {
+                                col[l] = fr(&cur[l].as_slice()[off..off + 32]);
+                            }
+                            let leaf = if layers == 2 { poseidon2(col[0], col[1]) } else { poseidon11(&col[..11]) };
+                            bc.push(0, leaf)?;
+                            // replica = key (last layer) + data; CC data is 0.
+                            let key = col[layers - 1];
+                            let replica = match dat {
+                                None => key,
+                                Some(_) => key + field_element(&data_bytes[i * 32..i * 32 + 32], v + i as u64)?,
+                            };
+                            rep_bytes.extend_from_slice(&fr_bytes(&replica));
+                            br.push(0, replica)?;
+                        }
+                        rep.write_all_at(&rep_bytes, v * 32)?;
+                        Ok(())
+                    })
+                    .collect();
+                bd.columns_and_trees += t0.elapsed().as_secs_f64();
+                let t1 = Instant::now();
+                let read = reader.map_or(Ok(()), |h| h.join().expect("PC2 layer reader panicked"));
+                bd.read_wait += t1.elapsed().as_secs_f64();
+                (results, read)
+            });
+            for r in hashed {
                 r.map_err(|e| io("writing PC2 outputs", e))?;
             }
-            v += cnt;
-            prog.update(v - k as u64 * leaves);
+            read?;
+            prog.update(v + cnt - k as u64 * leaves);
             sink.publish(&prog);
             if slow_ms > 0 {
                 std::thread::sleep(std::time::Duration::from_millis(slow_ms));
@@ -503,6 +541,7 @@ pub fn run_pc2_with(
 
     // tree-d from the data (the CC tree for CC sectors), all sectors at once; each root must be
     // the comm_d the replica id was made with, or the data changed under the batch.
+    let t_d = Instant::now();
     let tree_d_roots: Vec<[u8; 32]> = cfg
         .sectors
         .par_iter()
@@ -510,6 +549,7 @@ pub fn run_pc2_with(
         .map(|(sec, cache)| sealer_data::write_tree_d(sec, cfg.sector_size, &cache.join("sc-02-data-tree-d.dat.tmp")))
         .collect::<Result<_, _>>()
         .map_err(data_err)?;
+    bd.tree_d = t_d.elapsed().as_secs_f64();
     let mut results = Vec::new();
     for (s, sec) in cfg.sectors.iter().enumerate() {
         let comm_c = combine_roots(&roots_c[s]);
@@ -557,7 +597,25 @@ pub fn run_pc2_with(
     std::fs::rename(&tmp, cfg.output_dir.join("results.json")).map_err(|e| io("renaming results.json", e))?;
     prog.finish();
     sink.publish(&prog);
-    Ok(results)
+    bd.total = started.elapsed().as_secs_f64();
+    log::info!(
+        "PC2 took {:.2} s: waiting for layer reads {:.2} s, columns and trees {:.2} s, tree-d {:.2} s",
+        bd.total,
+        bd.read_wait,
+        bd.columns_and_trees,
+        bd.tree_d
+    );
+    Ok((results, bd))
+}
+
+/// Read the pages of range `(v, count)` (nodes) of every layer into `bufs`, one per layer.
+fn read_range(rd: &mut LayerReader, bufs: &mut [AlignedBuf], g: &Geometry, (v, count): (u64, u64)) -> Result<(), Pc1Error> {
+    let p0 = v / g.npp;
+    let pages = (v + count).div_ceil(g.npp) - p0;
+    for (l, b) in bufs.iter_mut().enumerate() {
+        rd.read_pages(l as u32 + 1, p0, pages as usize, b)?;
+    }
+    Ok(())
 }
 
 fn export_into_caches(cfg: &BatchConfig, caches: &[PathBuf]) -> Result<(), Pc1Error> {
