@@ -18,7 +18,6 @@ pub mod state;
 pub mod sync;
 
 use engine::{Buffers, LiveStats, ThreadPlan};
-use std::sync::atomic::Ordering::Relaxed;
 pub use geometry::{Geometry, Tuning};
 pub use progress::{Progress, ProgressSink};
 use sealer_config::{ApiVersion, BatchConfig};
@@ -26,6 +25,7 @@ use sealer_graph::{GraphApi, Parents};
 use sealer_hash::{Kernel, LabelHasher};
 use sealer_storage::{AlignedBuf, Devices, HugeArena, PageBackend, PageIo, Stripe, UringBackend, HUGEPAGE, PAGE};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -470,8 +470,10 @@ pub fn run_pc2_measured(
                     .map_err(|e| io("creating tree-r-last", e))?,
             );
         }
-        let ranges: Vec<(u64, u64)> =
-            (k as u64 * leaves..(k as u64 + 1) * leaves).step_by(range as usize).map(|v| (v, range.min((k as u64 + 1) * leaves - v))).collect();
+        let ranges: Vec<(u64, u64)> = (k as u64 * leaves..(k as u64 + 1) * leaves)
+            .step_by(range as usize)
+            .map(|v| (v, range.min((k as u64 + 1) * leaves - v)))
+            .collect();
         let t0 = Instant::now();
         read_range(&mut rd, &mut sets[0], &g, ranges[0])?;
         bd.read_wait += t0.elapsed().as_secs_f64();
@@ -609,7 +611,12 @@ pub fn run_pc2_measured(
 }
 
 /// Read the pages of range `(v, count)` (nodes) of every layer into `bufs`, one per layer.
-fn read_range(rd: &mut LayerReader, bufs: &mut [AlignedBuf], g: &Geometry, (v, count): (u64, u64)) -> Result<(), Pc1Error> {
+fn read_range(
+    rd: &mut LayerReader,
+    bufs: &mut [AlignedBuf],
+    g: &Geometry,
+    (v, count): (u64, u64),
+) -> Result<(), Pc1Error> {
     let p0 = v / g.npp;
     let pages = (v + count).div_ceil(g.npp) - p0;
     for (l, b) in bufs.iter_mut().enumerate() {

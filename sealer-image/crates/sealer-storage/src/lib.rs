@@ -246,13 +246,17 @@ impl UringBackend {
                                 (false, Some(ix)) => {
                                     opcode::ReadFixed::new($fd, io.buf, io.len as u32, ix).offset(io.offset).build()
                                 }
-                                (false, None) => opcode::Read::new($fd, io.buf, io.len as u32).offset(io.offset).build(),
-                                (true, Some(ix)) => opcode::WriteFixed::new($fd, io.buf as *const u8, io.len as u32, ix)
+                                (false, None) => {
+                                    opcode::Read::new($fd, io.buf, io.len as u32).offset(io.offset).build()
+                                }
+                                (true, Some(ix)) => {
+                                    opcode::WriteFixed::new($fd, io.buf as *const u8, io.len as u32, ix)
+                                        .offset(io.offset)
+                                        .build()
+                                }
+                                (true, None) => opcode::Write::new($fd, io.buf as *const u8, io.len as u32)
                                     .offset(io.offset)
                                     .build(),
-                                (true, None) => {
-                                    opcode::Write::new($fd, io.buf as *const u8, io.len as u32).offset(io.offset).build()
-                                }
                             }
                         };
                     }

@@ -9,21 +9,10 @@ mod common;
 
 use sealer_pc1::{Pc1Options, Tuning};
 
-fn run_case(
-    sector_size: u64,
-    proof_id: u64,
-    n: usize,
-    seed: u64,
-    devices: usize,
-    tuning: Tuning,
-    portable: bool,
-) -> sealer_pc1::Pc1Report {
-    run_case_with_layout(sector_size, proof_id, n, seed, devices, tuning, portable, None)
-}
-
-/// `run_case` with the engine's thread layout given instead of computed.
+/// Seal a random batch with the sealer and compare every layer with filecoin-proofs. `layout`:
+/// the engine's threads, or None for the layout computed for this machine.
 #[allow(clippy::too_many_arguments)]
-fn run_case_with_layout(
+fn run_case(
     sector_size: u64,
     proof_id: u64,
     n: usize,
@@ -75,7 +64,7 @@ macro_rules! cases_2k {
     ($($name:ident: $proof:expr, $n:expr, $seed:expr;)*) => {$(
         #[test]
         fn $name() {
-            run_case(KIB2, $proof, $n, $seed, 2, Tuning::default(), false);
+            run_case(KIB2, $proof, $n, $seed, 2, Tuning::default(), false, None);
         }
     )*};
 }
@@ -97,17 +86,17 @@ cases_2k! {
 
 #[test]
 fn kib2_v1_1_n128_one_device() {
-    run_case(KIB2, 5, 128, 131, 1, Tuning::default(), false);
+    run_case(KIB2, 5, 128, 131, 1, Tuning::default(), false, None);
 }
 
 #[test]
 fn kib2_portable_kernel_matches() {
-    run_case(KIB2, 5, 2, 141, 1, Tuning::default(), true);
+    run_case(KIB2, 5, 2, 141, 1, Tuning::default(), true, None);
 }
 
 #[test]
 fn mib8_v1_1_n1_whole_layer_cache() {
-    run_case(MIB8, 6, 1, 201, 2, Tuning::default(), false);
+    run_case(MIB8, 6, 1, 201, 2, Tuning::default(), false, None);
 }
 
 #[test]
@@ -120,6 +109,7 @@ fn mib8_v1_0_n2_small_cache_far_parents_from_storage() {
         3,
         Tuning { chunk_nodes: 256, ring_bytes: 256 << 10, depth: 3, resident_bytes: 0 },
         false,
+        None,
     );
 }
 
@@ -128,7 +118,7 @@ fn mib8_v1_0_n2_small_cache_far_parents_from_storage() {
 #[test]
 fn mib8_synth_n8_small_cache_half_layer_resident() {
     let t = Tuning { chunk_nodes: 512, ring_bytes: 4 << 20, depth: 4, resident_bytes: 32 << 20 };
-    let rep = run_case(MIB8, 11, 8, 203, 2, t, false);
+    let rep = run_case(MIB8, 11, 8, 203, 2, t, false, None);
     // Layer 2 read half of layer 1 (2^17 nodes, 16 a page) sequentially.
     assert_eq!((rep.geometry.resident, rep.resident_pages_read), (1 << 17, (1 << 17) / 16));
 }
@@ -143,20 +133,28 @@ fn mib8_v1_1_n4_coordinator_prefetching() {
     l.coordinators =
         vec![Coordinator { cpu: 0, hashers: vec![Hasher { cpu: 1, sectors: 3 }, Hasher { cpu: 1, sectors: 1 }] }];
     let t = Tuning { chunk_nodes: 512, ring_bytes: 2 << 20, depth: 4, resident_bytes: 16 << 20 };
-    run_case_with_layout(MIB8, 6, 4, 205, 2, t, false, Some(l));
+    run_case(MIB8, 6, 4, 205, 2, t, false, Some(l));
 }
 
 /// The previous layer resident but not kept whole (no ring budget for two layers).
 #[test]
 fn kib2_v1_1_n8_resident_previous_layer() {
-    let rep =
-        run_case(KIB2, 5, 8, 204, 2, Tuning { ring_bytes: 0, resident_bytes: 32 * 256, ..Tuning::default() }, false);
+    let rep = run_case(
+        KIB2,
+        5,
+        8,
+        204,
+        2,
+        Tuning { ring_bytes: 0, resident_bytes: 32 * 256, ..Tuning::default() },
+        false,
+        None,
+    );
     assert!(!rep.geometry.keep_prev_layer);
     assert_eq!((rep.geometry.resident, rep.resident_pages_read), (32, 2));
 }
 
 fn slow_512() {
-    run_case(512 << 20, 7, 2, 301, 2, Tuning::default(), false);
+    run_case(512 << 20, 7, 2, 301, 2, Tuning::default(), false, None);
 }
 
 /// 512 MiB, two sectors (about 10+ minutes on 2 cores: the oracle takes ~5 min per sector).
