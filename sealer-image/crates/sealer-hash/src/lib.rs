@@ -76,22 +76,6 @@ impl Kernel {
         }
     }
 
-    /// Compress `blocks` (a sequence of pointers to 64-byte blocks) into `state`.
-    ///
-    /// # Safety
-    /// Every pointer must be valid for 64 bytes of reads. When `self` is [`Kernel::ShaNi`], the CPU
-    /// must have the SHA extensions, SSSE3 and SSE4.1 ([`Kernel::sha_ni_available`]; guaranteed when
-    /// the kernel came from [`Kernel::select`], not when the variant is named directly).
-    #[inline]
-    pub unsafe fn compress(self, state: &mut [u32; 8], blocks: &[*const u8]) {
-        match self {
-            // SAFETY: the CPU features and the 64 readable bytes per pointer are this fn's contract.
-            #[cfg(target_arch = "x86_64")]
-            Kernel::ShaNi => shani::compress_x1(state, blocks),
-            _ => portable_compress(state, blocks),
-        }
-    }
-
     /// Compress `S` independent messages of `H / 2` blocks each; block `j` of stream `s` is the
     /// two 32-byte halves at `halves[s][2j]` and `halves[s][2j + 1]` (see [`LabelHasher`]).
     /// Interleaved when the kernel supports it.
@@ -111,30 +95,17 @@ impl Kernel {
             #[cfg(target_arch = "x86_64")]
             Kernel::ShaNi => shani::compress_halves(states, halves),
             _ => {
-                let mut block = [0u8; 64];
+                let mut block = sha2::digest::generic_array::GenericArray::<u8, sha2::digest::consts::U64>::default();
                 for (st, hs) in states.iter_mut().zip(halves) {
                     for pair in hs.chunks_exact(2) {
                         // SAFETY: each half is valid for 32 bytes of reads (this fn's contract).
                         block[..32].copy_from_slice(std::slice::from_raw_parts(pair[0], 32));
                         block[32..].copy_from_slice(std::slice::from_raw_parts(pair[1], 32));
-                        portable_compress(st, &[block.as_ptr()]);
+                        sha2::compress256(st, std::slice::from_ref(&block));
                     }
                 }
             }
         }
-    }
-}
-
-/// Compress `blocks` into `state` with the `sha2` crate.
-///
-/// # Safety
-/// Every pointer in `blocks` must be valid for 64 bytes of reads, not written during the call.
-unsafe fn portable_compress(state: &mut [u32; 8], blocks: &[*const u8]) {
-    for &p in blocks {
-        let mut b = sha2::digest::generic_array::GenericArray::<u8, sha2::digest::consts::U64>::default();
-        // SAFETY: `p` is valid for 64 bytes of reads (this fn's contract); u8 needs no alignment.
-        b.copy_from_slice(std::slice::from_raw_parts(p, 64));
-        sha2::compress256(state, std::slice::from_ref(&b));
     }
 }
 
@@ -392,13 +363,14 @@ impl LabelHasher {
 
     /// Label of node 0 (header block only, no parents).
     pub fn label_node0(&self, replica_id: &[u8; 32], layer: u32, out: &mut [u8]) {
-        let h = header_block(replica_id, layer, 0);
-        let plan = [h.as_ptr(), NODE0_PAD.as_ptr()];
-        let mut st = SHA256_IV;
-        // SAFETY: both pointers point to 64-byte arrays (the local header `h`, the static NODE0_PAD)
-        // alive for the call. The SHA-NI CPU requirement rests on how `self.kernel` was chosen.
-        unsafe { self.kernel.compress(&mut st, &plan) };
-        state_to_label(&st, out);
+        let hdr = header_half(layer, 0);
+        let halves = [[replica_id.as_ptr(), hdr.as_ptr(), NODE0_PAD.as_ptr(), NODE0_PAD[32..].as_ptr()]];
+        let mut st = [SHA256_IV];
+        // SAFETY: every half points to 32 readable bytes alive for the call (the id, the local
+        // `hdr`, the two halves of the static NODE0_PAD). The SHA-NI CPU requirement rests on how
+        // `self.kernel` was chosen.
+        unsafe { self.kernel.compress_halves(&mut st, &halves) };
+        state_to_label(&st[0], out);
     }
 }
 

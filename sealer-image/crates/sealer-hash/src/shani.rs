@@ -1,4 +1,4 @@
-//! SHA-256 compression with the x86 SHA extensions: one stream, and several independent streams
+//! SHA-256 compression with the x86 SHA extensions: one or several independent streams,
 //! interleaved instruction by instruction so the CPU overlaps their `sha256rnds2` chains.
 #![cfg(target_arch = "x86_64")]
 #![allow(clippy::missing_safety_doc)]
@@ -89,21 +89,6 @@ unsafe fn rounds4(abef: &mut __m128i, cdgh: &mut __m128i, w: __m128i, i: usize) 
     *abef = _mm_sha256rnds2_epu32(*abef, *cdgh, t2);
 }
 
-/// Load one 64-byte block as four byte-swapped message vectors.
-///
-/// # Safety
-/// `p` must be valid for 64 bytes of reads (no alignment needed), and the CPU must support SSSE3.
-#[inline(always)]
-unsafe fn load_block(p: *const u8, mask: __m128i) -> [__m128i; 4] {
-    let p = p as *const __m128i;
-    [
-        _mm_shuffle_epi8(_mm_loadu_si128(p), mask),
-        _mm_shuffle_epi8(_mm_loadu_si128(p.add(1)), mask),
-        _mm_shuffle_epi8(_mm_loadu_si128(p.add(2)), mask),
-        _mm_shuffle_epi8(_mm_loadu_si128(p.add(3)), mask),
-    ]
-}
-
 /// The 64 rounds of one block for `S` independent streams, fully unrolled so the message
 /// words stay in registers; the streams' instructions are interleaved group by group.
 ///
@@ -142,27 +127,6 @@ unsafe fn block_rounds<const S: usize>(abef: &mut [__m128i; S], cdgh: &mut [__m1
     sched_step!(13, 1, 2, 3, 0);
     sched_step!(14, 2, 3, 0, 1);
     sched_step!(15, 3, 0, 1, 2);
-}
-
-/// One stream.
-///
-/// # Safety
-/// The CPU must support SHA, SSE2, SSSE3 and SSE4.1 (what `Kernel::sha_ni_available` checks), and
-/// every pointer in `blocks` must be valid for 64 bytes of reads.
-#[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
-pub unsafe fn compress_x1(state: &mut [u32; 8], blocks: &[*const u8]) {
-    let mask = bswap_mask();
-    let (a, c) = load_state(state);
-    let mut abef = [a];
-    let mut cdgh = [c];
-    for &blk in blocks {
-        let (sa, sc) = (abef[0], cdgh[0]);
-        let mut w = [load_block(blk, mask)];
-        block_rounds::<1>(&mut abef, &mut cdgh, &mut w);
-        abef[0] = _mm_add_epi32(abef[0], sa);
-        cdgh[0] = _mm_add_epi32(cdgh[0], sc);
-    }
-    store_state(state, abef[0], cdgh[0]);
 }
 
 /// Load one 64-byte block given as two 32-byte halves, as four byte-swapped message vectors.

@@ -19,7 +19,7 @@ use crate::geometry::Geometry;
 use crate::sync::{Aborted, Counter};
 use crate::Pc1Error;
 use sealer_graph::Parents;
-use sealer_hash::{LabelHasher, DEGREE};
+use sealer_hash::{parents_of_layer, LabelHasher, DEGREE};
 use sealer_storage::{coalesce, AlignedBuf, HugeArena, PageBackend, PageIo, Stripe, PAGE};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -297,6 +297,14 @@ impl LayerShared<'_> {
             pages.wrapping_add(e as usize * self.g.row)
         }
     }
+
+    /// Prefetch the columns `sectors` of the row holding parent entry `e`.
+    fn prefetch_columns(&self, e: u32, pages: *mut u8, sectors: std::ops::Range<usize>) {
+        let row = self.parent_row(e, pages);
+        for off in (sectors.start * 32..sectors.end * 32).step_by(64) {
+            prefetch(row.wrapping_add(off));
+        }
+    }
 }
 
 /// Label one layer of every sector. `backend_r` / `backend_w` are the reader's and writer's
@@ -428,7 +436,7 @@ fn thread_cpu_ns() -> u64 {
 fn read_parents(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
     let g = &sh.g;
     let k = g.chunk;
-    let np = if sh.layer == 1 { 6 } else { DEGREE };
+    let np = parents_of_layer(sh.layer);
     let mut map: HashMap<(u32, u64), u32> = HashMap::with_capacity(sh.bufs.max_pages);
     let mut ios: Vec<PageIo> = Vec::with_capacity(sh.bufs.max_pages);
     let rc = g.ring_chunks();
@@ -528,8 +536,7 @@ fn fill_resident(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Er
 /// a chunk they have already finished is skipped.
 fn coordinator(sh: &LayerShared, gi: usize, gp: &GroupPlan, hashers: std::ops::Range<usize>) -> Result<(), Aborted> {
     let g = &sh.g;
-    let np = if sh.layer == 1 { 6 } else { DEGREE };
-    let (col0, col1) = (gp.first * 32, (gp.first + gp.count) * 32);
+    let np = parents_of_layer(sh.layer);
     for c in 0..g.chunks {
         sh.read_ready.wait_at_least(c + 1, &sh.abort)?;
         if c >= 2 {
@@ -553,10 +560,7 @@ fn coordinator(sh: &LayerShared, gi: usize, gp: &GroupPlan, hashers: std::ops::R
                 if e & RING_FLAG != 0 && (e & !RING_FLAG) as u64 + 2 * g.chunk >= v0 {
                     continue;
                 }
-                let row = sh.parent_row(e, pages);
-                for off in (col0..col1).step_by(64) {
-                    prefetch(row.wrapping_add(off));
-                }
+                sh.prefetch_columns(e, pages, gp.first..gp.first + gp.count);
             }
         }
         sh.prefetched[gi].set(c + 1);
@@ -584,7 +588,7 @@ fn prefetch(p: *const u8) {
 fn hash_worker(sh: &LayerShared, hp: &HasherPlan, my: usize) -> Result<(), Aborted> {
     let g = &sh.g;
     let layer = sh.layer;
-    let np = if layer == 1 { 6 } else { DEGREE };
+    let np = parents_of_layer(layer);
     let rc = g.ring_chunks();
     let mut busy = 0u64;
     for c in 0..g.chunks {
@@ -601,7 +605,6 @@ fn hash_worker(sh: &LayerShared, hp: &HasherPlan, my: usize) -> Result<(), Abort
         let table = unsafe { std::slice::from_raw_parts(sh.bufs.tables_ptr[slot], (g.chunk as usize) * DEGREE) };
         let pages = sh.bufs.slot_pages[slot].as_mut_ptr();
         let (v0, v1) = sh.chunk_range(c);
-        let (col0, col1) = (hp.first * 32, (hp.first + hp.count) * 32);
         for v in v0..v1 {
             let vi = (v - v0) as usize;
             // Ask for the parents of a node a few steps ahead: expander rows are random over
@@ -610,10 +613,7 @@ fn hash_worker(sh: &LayerShared, hp: &HasherPlan, my: usize) -> Result<(), Abort
             if v + PREFETCH_AHEAD < v1 {
                 let ahead = vi + PREFETCH_AHEAD as usize;
                 for &e in &table[ahead * DEGREE..ahead * DEGREE + np] {
-                    let row = sh.parent_row(e, pages);
-                    for off in (col0..col1).step_by(64) {
-                        prefetch(row.wrapping_add(off));
-                    }
+                    sh.prefetch_columns(e, pages, hp.first..hp.first + hp.count);
                 }
             }
             let mut rows = [std::ptr::null(); DEGREE];

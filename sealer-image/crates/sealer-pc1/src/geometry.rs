@@ -90,12 +90,12 @@ impl Geometry {
         self.ring / self.chunk
     }
 
-    /// The fewest random page reads layer `layer` (1-based) can do: every page holding a parent
-    /// that is not in memory read once per layer. Expander parents: the previous layer's pages
-    /// beyond the resident part (none when the previous layer is in memory); far base parents:
-    /// the current layer's pages older than the node cache. The engine reads each such page
-    /// once per chunk that needs it, so its count over this floor is what sharing reads across
-    /// chunks (a larger cache) could still save.
+    /// Random page reads of layer `layer` (1-based) if every page that can hold a parent not in
+    /// memory were read once: the previous layer's pages beyond the resident part (expander
+    /// parents; none when the previous layer is in memory) and the current layer's pages older
+    /// than the node cache (far base parents). The engine reads such a page once per chunk that
+    /// needs it, so its count above this is what sharing reads across chunks could save. Not a
+    /// strict floor: an old page no base parent points to is never read.
     pub fn min_page_reads(&self, layer: u32, prev_in_memory: bool) -> u64 {
         let expanders = if layer >= 2 && !prev_in_memory { self.ppl - self.resident / self.npp } else { 0 };
         let far_base = self.ppl - self.ring.min(self.ppl * self.npp) / self.npp;

@@ -158,7 +158,8 @@ pub struct LayerStats {
     pub seconds: f64,
     /// Random 4 KiB parent page reads.
     pub pages_read: u64,
-    /// The floor for those reads ([`Geometry::min_page_reads`]).
+    /// Those reads if every page that can hold a parent not in memory were read once
+    /// ([`Geometry::min_page_reads`]).
     pub min_pages: u64,
     /// Pages read sequentially into the resident part of the previous layer.
     pub resident_pages_read: u64,
@@ -177,7 +178,7 @@ impl LayerStats {
     pub fn reads_per_label(&self) -> f64 {
         self.pages_read as f64 / self.labels.max(1) as f64
     }
-    /// The floor of reads per sector-label.
+    /// [`LayerStats::min_pages`] per sector-label.
     pub fn min_reads_per_label(&self) -> f64 {
         self.min_pages as f64 / self.labels.max(1) as f64
     }

@@ -384,7 +384,7 @@ pub struct Pc2Breakdown {
     pub columns_and_trees: f64,
     /// tree-d of every sector (from its data, or the CC tree).
     pub tree_d: f64,
-    /// The whole run.
+    /// From the first layer read to the results written.
     pub total: f64,
 }
 
@@ -485,7 +485,7 @@ pub fn run_pc2_measured(
             let (hashed, read) = std::thread::scope(|sc| {
                 let reader = ranges.get(i + 1).map(|&r| sc.spawn(move || read_range(rd, next, g, r)));
                 let t0 = Instant::now();
-                let first_row = (v - v / g.npp * g.npp) as usize;
+                let first_row = (v % g.npp) as usize;
                 let results: Vec<Result<(), std::io::Error>> = tc
                     .par_iter_mut()
                     .zip(tr.par_iter_mut())

@@ -131,7 +131,7 @@ fn free_hugepages_1g() -> Option<u64> {
 /// rows and a chunk's parents almost never share one, so each of the 8 expanders is a read;
 /// they are uniform over the layer, so the resident share needs none.
 pub fn expander_reads_per_node(resident: f64) -> f64 {
-    8.0 * (1.0 - resident)
+    sealer_hash::EXP_DEGREE as f64 * (1.0 - resident)
 }
 
 /// Estimate what `cfg` needs at `rate` labels/s per hasher (`layer_files`: PC2 keeps the layer

@@ -121,6 +121,14 @@ fn mib8_synth_n8_small_cache_half_layer_resident() {
     let rep = run_case(MIB8, 11, 8, 203, 2, t, false, None);
     // Layer 2 read half of layer 1 (2^17 nodes, 16 a page) sequentially.
     assert_eq!((rep.geometry.resident, rep.resident_pages_read), (1 << 17, (1 << 17) / 16));
+    // The per-layer figures add up to the run's, and put the resident fill and the expander
+    // reads on layer 2.
+    let l = &rep.layer_stats;
+    assert_eq!(l.iter().map(|l| l.layer).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(l.iter().map(|l| l.pages_read).sum::<u64>(), rep.pages_read);
+    assert_eq!(l.iter().map(|l| l.labels).sum::<u64>(), rep.labels);
+    assert_eq!((l[0].resident_pages_read, l[1].resident_pages_read), (0, (1 << 17) / 16));
+    assert!(l[1].pages_read > l[0].pages_read, "layer 2 reads expander parents: {l:?}");
 }
 
 /// A coordinator on a CPU of its own prefetches its hashers' parents (node cache, resident part
@@ -132,6 +140,9 @@ fn mib8_v1_1_n4_coordinator_prefetching() {
     let mut l = Layout::compute(4, &[vec![0, 1]]);
     l.coordinators =
         vec![Coordinator { cpu: 0, hashers: vec![Hasher { cpu: 1, sectors: 3 }, Hasher { cpu: 1, sectors: 1 }] }];
+    assert!(sealer_pc1::engine::ThreadPlan::from_layout(&l, false).groups[0].prefetches());
+    let shared = Layout::compute(4, &[vec![0, 1]]);
+    assert!(!sealer_pc1::engine::ThreadPlan::from_layout(&shared, false).groups[0].prefetches());
     let t = Tuning { chunk_nodes: 512, ring_bytes: 2 << 20, depth: 4, resident_bytes: 16 << 20 };
     run_case(MIB8, 6, 4, 205, 2, t, false, Some(l));
 }
