@@ -35,8 +35,7 @@ manifests: generate ## Generate CRDs and RBAC into config/ and the chart.
 
 .PHONY: build
 build: ## Build the manager and node-agent binaries into bin/.
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/manager ./cmd/manager
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/node-agent ./cmd/node-agent
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/ ./cmd/manager ./cmd/node-agent
 
 .PHONY: sealer
 sealer: ## Build the native sealer (Rust) into sealer-image/target/release/sealer.
@@ -45,7 +44,11 @@ sealer: ## Build the native sealer (Rust) into sealer-image/target/release/seale
 ##@ Test
 
 .PHONY: test
-test: test-go test-sealer test-chart test-e2e ## Run every test suite: Go unit + envtest, Rust sealer (oracle), Helm chart + alert rules, e2e on the local cluster.
+test: test-repo test-go test-sealer test-chart test-e2e ## Run every test suite: repository checks, Go unit + envtest, Rust sealer (oracle), Helm chart + alert rules, e2e on the local cluster (the demo's steps included).
+
+.PHONY: test-repo
+test-repo: ## Repository hygiene: no tracked file over 1 MiB (exceptions in hack/large-files.allow).
+	hack/check-tracked-sizes.sh
 
 .PHONY: test-go
 test-go: envtest manifests-check ## Go unit tests and envtest suites.
