@@ -158,6 +158,11 @@ enum Cmd {
         /// The staged sector file to write.
         #[arg(long)]
         out: PathBuf,
+        /// Print instead the sector's `data` for a SealBatch (one line of JSON, which YAML
+        /// reads too): {file: this path, relative to the batch's dataSource, pieces: [{cid,
+        /// size}]}.
+        #[arg(long, value_name = "FILE")]
+        sealbatch_file: Option<String>,
     },
     /// SnapDeals: encode deal data into sealed CC sectors (filecoin-proofs' encode_into, every
     /// sector of the config at once). Writes `<output_dir>/<sector_id>/{sealed,cache/}` and
@@ -595,7 +600,7 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        Cmd::Stage { sector_size, pieces, out } => {
+        Cmd::Stage { sector_size, pieces, out, sealbatch_file } => {
             let Some(&(size, ..)) = sealer_config::SECTOR_SIZES.iter().find(|s| s.1 == sector_size) else {
                 eprintln!("sealer: --sector-size {sector_size:?} is not one of 2KiB, 8MiB, 512MiB, 32GiB, 64GiB");
                 return ExitCode::from(2);
@@ -605,6 +610,12 @@ fn main() -> ExitCode {
                 sealer_data::pieces_comm_d(size, &p).map(|cd| (p, cd)).map_err(sealer_data::DataError::Input)
             });
             match staged {
+                Ok((p, _)) if sealbatch_file.is_some() => {
+                    let pieces: Vec<_> =
+                        p.iter().map(|p| serde_json::json!({"cid": hex::encode(p.comm_p), "size": p.size})).collect();
+                    println!("{}", serde_json::json!({"file": sealbatch_file, "pieces": pieces}));
+                    ExitCode::SUCCESS
+                }
                 Ok((p, comm_d)) => {
                     let path = std::fs::canonicalize(&out).unwrap_or(out);
                     println!(

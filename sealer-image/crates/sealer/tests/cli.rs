@@ -185,6 +185,20 @@ fn data_sector_mismatch_is_refused_before_the_slot_is_touched() {
     assert_eq!(data["pieces"].as_array().unwrap().len(), 2);
     assert_eq!(std::fs::metadata(&staged).unwrap().len(), 2048);
     let comm_d = data["comm_d"].as_str().unwrap().to_string();
+    // --sealbatch-file prints the same pieces as a SealBatch sector's `data` (cid, size).
+    let out = bin()
+        .args(["stage", "--sector-size", "2KiB", "--out", staged.to_str().unwrap(), "--sealbatch-file", "b/s-1"])
+        .args(pieces.iter().flat_map(|p| ["--piece", p.to_str().unwrap()]))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sb: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(sb["file"], "b/s-1");
+    for (i, p) in sb["pieces"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(p["cid"], data["pieces"][i]["comm_p"]);
+        assert_eq!(p["size"], data["pieces"][i]["size"]);
+    }
+    assert_eq!(sb["pieces"].as_array().unwrap().len(), 2);
 
     let (_, mut json) = common::config(2048, 5, 2, 10, work.path(), 1);
     let sector = json["sectors"][1]["sector_id"].to_string();
