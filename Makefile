@@ -34,8 +34,8 @@ manifests: generate ## Generate CRDs and RBAC into config/ and the chart.
 	hack/sync-chart-crds.sh
 
 .PHONY: build
-build: ## Build the manager and node-agent binaries into bin/.
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/ ./cmd/manager ./cmd/node-agent
+build: ## Build the manager, node-agent and kubectl-sealfleet (the kubectl plugin) binaries into bin/.
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/ ./cmd/manager ./cmd/node-agent ./cmd/kubectl-sealfleet
 
 .PHONY: sealer
 sealer: ## Build the native sealer (Rust) into sealer-image/target/release/sealer.
@@ -86,5 +86,5 @@ cluster-down: ## Stop exactly what cluster-up started (by pid) and give the host
 ##@ Demo
 
 .PHONY: demo
-demo: ## Build what is missing, start the local cluster, install the chart, seal 4 CC 8 MiB sectors on the real node and compare CommR with rust-fil-proofs, then place a backlog on the kwok fleet (root; stop with make cluster-down).
+demo: ## The whole product on a local cluster (root): build, cluster, chart, seal 4 sectors of 8 MiB on the real node (1 with deal data) and verify every CommR with rust-fil-proofs, a SnapDeals update, C1 from the slot, a backlog on 300 simulated nodes, a summary table. Stop with make cluster-down.
 	hack/demo.sh
