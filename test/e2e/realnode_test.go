@@ -20,7 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/ledger"
 	"github.com/sealfleet/sealfleet/internal/placement"
+	"github.com/sealfleet/sealfleet/internal/plugin"
 )
 
 // demo runs one hack/demo.sh step (the same steps `make demo` runs) and returns its output.
@@ -262,7 +264,7 @@ func TestRealNode(t *testing.T) {
 	cancel()
 	<-done
 
-	out := step(nil, "compare", batch)
+	out := step(nil, "verify", batch)
 	if n := strings.Count(out, "matches rust-fil-proofs"); n != 4 {
 		t.Errorf("%d of 4 sectors match rust-fil-proofs", n)
 	}
@@ -302,6 +304,85 @@ func TestRealNode(t *testing.T) {
 		t.Errorf("the parent cache was rebuilt by later batches (manifest %v, %v)", fi, err)
 	}
 	t.Run("CorruptParentCacheRebuilt", func(t *testing.T) { corruptCacheRun(t, step, cacheManifest) })
+	t.Run("DemoFleetAndSummary", func(t *testing.T) { demoFleetRun(t, step) })
+}
+
+// sealfleetPlugin runs `kubectl sealfleet ARGS` as a user would: kubectl finds the plugin
+// (bin/kubectl-sealfleet) on PATH; the kubeconfig comes from the environment.
+func sealfleetPlugin(args ...string) ([]byte, error) {
+	cmd := exec.Command(filepath.Join(repo, "bin", "kubectl"), append([]string{"sealfleet"}, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(repo, "bin")+":"+os.Getenv("PATH"),
+		"KUBECONFIG="+filepath.Join(clusterDir, "pki", "admin.kubeconfig"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("kubectl sealfleet %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out, nil
+}
+
+// demoFleetRun runs the demo's last steps (hack/demo.sh fleet, summary) on the fleet that
+// TestFleet left (about 300 kwok nodes) beside the real node: the backlog is placed or
+// explained, `kubectl sealfleet status` reads the whole fleet and its slot counts equal the
+// ledger (what the batches' status holds), and the summary finds every slot of the real node
+// free after the real-node batches were released. The backlog is deleted afterwards.
+func demoFleetRun(t *testing.T, step func(env []string, args ...string) string) {
+	ctx := context.Background()
+	const ns = "sealfleet-batches"
+	backlog := client.MatchingLabels{"sealfleet.io/demo": "backlog"}
+	defer eventually(t, 5*time.Minute, "the demo backlog deleted and released", func(ctx context.Context) (bool, string) {
+		if err := k8s.DeleteAllOf(ctx, &sealv1.SealBatch{}, client.InNamespace(ns), backlog); err != nil {
+			return false, err.Error()
+		}
+		var list sealv1.SealBatchList
+		if err := k8s.List(ctx, &list, client.InNamespace(ns), backlog); err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) == 0, fmt.Sprintf("%d backlog batches left", len(list.Items))
+	})
+	const n = 40
+	out := step(nil, "fleet", strconv.Itoa(n))
+	if !strings.Contains(out, fmt.Sprintf("%d batches: ", n)) {
+		t.Errorf("the fleet step did not report its %d batches placed or explained", n)
+	}
+	t0 := time.Now()
+	raw, err := sealfleetPlugin("status", "-o", "json")
+	took := time.Since(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st plugin.FleetStatus
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatalf("kubectl sealfleet status -o json: %v\n%s", err, raw)
+	}
+	var batches sealv1.SealBatchList
+	if err := k8s.List(ctx, &batches); err != nil {
+		t.Fatal(err)
+	}
+	var nodes sealv1.SealerNodeList
+	if err := k8s.List(ctx, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for i := range batches.Items {
+		if c, ok := ledger.ClaimOf(&batches.Items[i], nil); ok && c.Slot != ledger.NoSlot {
+			held++
+		}
+	}
+	if st.Slots.Held != int64(held) || st.Nodes.Total != len(nodes.Items) || st.Batches.Total != len(batches.Items) {
+		t.Errorf("kubectl sealfleet status: %d slots held, %d nodes, %d batches; the cluster: %d held, %d SealerNodes, %d batches",
+			st.Slots.Held, st.Nodes.Total, st.Batches.Total, held, len(nodes.Items), len(batches.Items))
+	}
+	if held < n/2 {
+		t.Errorf("only %d slots held with a backlog of %d on %d nodes", held, n, len(nodes.Items))
+	}
+	t.Logf("BENCH kubectl sealfleet status: %.2f s for %d SealerNodes and %d SealBatches (%d slots held)",
+		took.Seconds(), len(nodes.Items), len(batches.Items), held)
+	out = step(nil, "summary")
+	if !strings.Contains(out, "slots held on 127.0.0.1: 0") {
+		t.Errorf("the demo summary does not find the real node's slots all free")
+	}
 }
 
 // snapRun updates the first CC sector that batch `from` sealed (hack/demo.sh snap) with new
@@ -311,7 +392,7 @@ func TestRealNode(t *testing.T) {
 func snapRun(t *testing.T, step func(env []string, args ...string) string, from string) {
 	const name, ns = "e2e-snap", "sealfleet-batches"
 	step(nil, "snap", from, name)
-	if out := step(nil, "compare", name); strings.Count(out, "matches rust-fil-proofs") != 1 {
+	if out := step(nil, "verify", name); strings.Count(out, "matches rust-fil-proofs") != 1 {
 		t.Errorf("the update's comm_r_new does not match filecoin-proofs encode_into")
 	}
 	step(nil, "release", name)
@@ -405,7 +486,7 @@ func synthRun(t *testing.T, step func(env []string, args ...string) string) {
 	const name, ns = "e2e-synth", "sealfleet-batches"
 	env := []string{"PROOF_TYPE=V1_1_Feat_SyntheticPoRep", "SECTOR_SIZE=2KiB", "DATA_SECTORS=0"}
 	step(env, "seal", name, "2")
-	if out := step(nil, "compare", name); strings.Count(out, "matches rust-fil-proofs") != 2 {
+	if out := step(nil, "verify", name); strings.Count(out, "matches rust-fil-proofs") != 2 {
 		t.Errorf("synthetic sectors do not match rust-fil-proofs")
 	}
 	var b sealv1.SealBatch
@@ -495,7 +576,7 @@ func starvedRun(t *testing.T, step func(env []string, args ...string) string) {
 		t.Fatalf("hack/demo.sh seal %s after lifting the throttle: %v\n%s", batch, err, sealOut)
 	}
 	t.Logf("hack/demo.sh seal %s (%.1f s)\n%s", batch, time.Since(t0).Seconds(), sealOut)
-	out := step(nil, "compare", batch)
+	out := step(nil, "verify", batch)
 	if n := strings.Count(out, "matches rust-fil-proofs"); n != 4 {
 		t.Errorf("%d of 4 throttled sectors match rust-fil-proofs", n)
 	}
