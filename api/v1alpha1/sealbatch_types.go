@@ -739,6 +739,7 @@ type SectorStatus struct {
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.commit1 == oldSelf.spec.commit1",message="spec.commit1 cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || has(self.spec.update) == has(oldSelf.spec.update) && (!has(self.spec.update) || self.spec.update == oldSelf.spec.update)",message="spec.update cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || has(self.spec.dataSource) == has(oldSelf.spec.dataSource) && (!has(self.spec.dataSource) || self.spec.dataSource == oldSelf.spec.dataSource)",message="spec.dataSource cannot change after the batch is placed: delete the batch and create a new one"
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name: at most 63 characters, because it is the sealfleet.io/batch label of the batch's pods (Kubernetes caps label values at 63) and starts every name derived from it (pods, ConfigMaps, disruption budget); choose a shorter name"
 type SealBatch struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -194,6 +194,19 @@ func TestSealBatchValidation(t *testing.T) {
 		{"update-keys-layout-unknown", okBase + "update: {sectorKeys: {persistentVolumeClaim: {claimName: c}, layout: Boost}}\n" + dataSrc + updateSector,
 			[]string{"spec.update.sectorKeys.layout", "Lotus"}},
 	}
+	// A name whose pods could not carry it as their sealfleet.io/batch label is refused before
+	// it is stored (it used to be placed, hold the node's slot and never get a pod); 63 is fine.
+	t.Run("rejects/name-over-63", func(t *testing.T) {
+		err := env.Client.Create(ctx, batch(t, strings.Repeat("n", 64), okBase+sectorsYAML(1)))
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.name: at most 63 characters") {
+			t.Fatalf("a 64-character name: want Invalid naming metadata.name and the limit, got %v", err)
+		}
+	})
+	t.Run("accepts/name-of-63", func(t *testing.T) {
+		if err := env.Client.Create(ctx, batch(t, strings.Repeat("m", 63), okBase+sectorsYAML(1))); err != nil {
+			t.Fatalf("a 63-character name: %v", err)
+		}
+	})
 	for _, tc := range bad {
 		t.Run("rejects/"+tc.name, func(t *testing.T) {
 			err := env.Client.Create(ctx, batch(t, tc.name, tc.spec))
