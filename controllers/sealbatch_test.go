@@ -240,7 +240,7 @@ func TestSealerFailureRetriesThenFails(t *testing.T) {
 		t.Fatalf("no disruption budget for the sealer pod: %v", err)
 	}
 	if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err != nil || !sel.Matches(labels.Set(first.Labels)) ||
-		pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 0 || !metav1.IsControlledBy(&pdb, h.batch(ns, "b")) {
+		pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.MaxUnavailable != nil || !metav1.IsControlledBy(&pdb, h.batch(ns, "b")) {
 		t.Errorf("disruption budget does not pin the sealer pod: %+v (pod labels %v)", pdb.Spec, first.Labels)
 	}
 	h.setPod(first, corev1.PodFailed, 3, "layer device /var/lib/sealfleet/layers.img: I/O error")

@@ -296,18 +296,21 @@ func SealerPods(b *sealv1.SealBatch) map[string]string {
 
 // DisruptionBudget keeps voluntary disruptions (kubectl drain, the eviction API) from killing
 // the batch's sealer pod: a PC1 killed mid-layer loses hours, and its layers cannot move with
-// it. It allows no eviction of any attempt's pod; a deliberate drain deletes the pod instead
-// (kubectl drain --disable-eviction) or deletes the batch.
+// it. It allows no eviction of the one running attempt's pod; a deliberate drain deletes the
+// pod instead (kubectl drain --disable-eviction) or deletes the batch. minAvailable 1, not
+// maxUnavailable 0: the disruption controller computes maxUnavailable against the pods'
+// owner's scale, and a SealBatch has none (CalculateExpectedPodCountFailed, and the budget
+// then protects nothing).
 func DisruptionBudget(b *sealv1.SealBatch) *policyv1.PodDisruptionBudget {
-	zero := intstr.FromInt32(0)
+	one := intstr.FromInt32(1)
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: DisruptionBudgetName(b), Namespace: b.Namespace,
 			Labels: BatchLabels(b),
 		},
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: &zero,
-			Selector:       &metav1.LabelSelector{MatchLabels: SealerPods(b)},
+			MinAvailable: &one,
+			Selector:     &metav1.LabelSelector{MatchLabels: SealerPods(b)},
 		},
 	}
 }

@@ -288,7 +288,7 @@ func TestDisruptionBudgetPriorityAndPullSecrets(t *testing.T) {
 	if sel.Matches(labels.Set(scrub.Labels)) {
 		t.Error("the budget must not hold the scrub pod (a release would wait on a drain)")
 	}
-	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 0 || pdb.Name != "b-sealer" || pdb.Namespace != b.Namespace {
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.MaxUnavailable != nil || pdb.Name != "b-sealer" || pdb.Namespace != b.Namespace {
 		t.Errorf("budget %s/%s %+v", pdb.Namespace, pdb.Name, pdb.Spec)
 	}
 }

@@ -612,6 +612,17 @@ func drainIsBlocked(t *testing.T, ns, batch string) {
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: b.Status.PodName}, &pod); err != nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
 		t.Fatalf("sealer pod %s after the refused drain: %v %v", b.Status.PodName, err, pod.Status.Phase)
 	}
+	// The budget is computable (minAvailable, not maxUnavailable against an owner without a
+	// scale subresource): the disruption controller reported no failure for it.
+	var events corev1.EventList
+	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind == "PodDisruptionBudget" && e.Type == corev1.EventTypeWarning {
+			t.Errorf("disruption budget %s: %s %s", e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
 	t.Logf("kubectl drain refused for 15 s by the disruption budget; %s still running", pod.Name)
 }
 
