@@ -16,6 +16,10 @@ const (
 	CondFailed            = "Failed"
 	CondReleased          = ledger.CondReleased // ends the batch's hold on its slot
 	CondDeletionIsBlocked = "DeletionIsBlocked"
+	// CondPodCreationRefused: the API server refused an object the batch's run needs (its
+	// sealer or C1 pod, ConfigMap or disruption budget): a quota, Pod Security admission, a
+	// webhook or RBAC. True while refused; False once the pod is created.
+	CondPodCreationRefused = "PodCreationRefused"
 )
 
 // Reason is a typed condition reason (CamelCase, stable: alerts and users match on them).
@@ -54,6 +58,13 @@ const (
 	ReasonReleaseFailed  Reason = "ReleaseFailed"
 	ReasonForcedRelease  Reason = "ForcedRelease"
 	ReasonWaitingForPod  Reason = "WaitingForPodDeletion"
+	// Why the API server refused an object (CondPodCreationRefused), and that it stopped.
+	ReasonQuotaExceeded     Reason = "QuotaExceeded"
+	ReasonPodSecurity       Reason = "PodSecurityRefused"
+	ReasonWebhookRefused    Reason = "AdmissionWebhookRefused"
+	ReasonForbidden         Reason = "Forbidden"
+	ReasonObjectInvalid     Reason = "ObjectInvalid"
+	ReasonPodCreated        Reason = "PodCreated"
 )
 
 // Finalizer guarantees that a deleted batch gives back its slot.

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -48,6 +49,15 @@ type SealerReconciler struct {
 
 // Reconcile drives one batch through Placed → PC1 → PC2 → Completed | Failed.
 func (r *SealerReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := r.reconcileBatch(ctx, req)
+	var refused *creationRefused
+	if errors.As(err, &refused) {
+		return reconcile.Result{}, r.recordRefusal(ctx, req.NamespacedName, refused)
+	}
+	return res, err
+}
+
+func (r *SealerReconciler) reconcileBatch(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var b sealv1.SealBatch
 	if err := r.Get(ctx, req.NamespacedName, &b); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -218,10 +228,7 @@ func (r *SealerReconciler) createOnce(ctx context.Context, b *sealv1.SealBatch, 
 	if err := controllerutil.SetControllerReference(b, cm, r.Scheme()); err != nil {
 		return err
 	}
-	if err := r.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	return nil
+	return r.create(ctx, cm, "ConfigMap "+name)
 }
 
 // renderConfig is the sealer's config: a seal's batch config, or an update's snap config.
@@ -296,8 +303,8 @@ func (r *SealerReconciler) startStep(ctx context.Context, b *sealv1.SealBatch, a
 	if err := controllerutil.SetControllerReference(b, pdb, r.Scheme()); err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.Create(ctx, pdb); err != nil && !apierrors.IsAlreadyExists(err) {
-		return reconcile.Result{}, fmt.Errorf("disruption budget: %w", err)
+	if err := r.create(ctx, pdb, "disruption budget "+pdb.Name); err != nil {
+		return reconcile.Result{}, err
 	}
 	in := render.PodInput{Batch: b, Node: b.Status.Node, Attempt: attempt, CPUs: len(cpus), Hugepages: b.Status.Hugepages1Gi}
 	if !b.Spec.IsUpdate() { // an update reads no layers and no graph
@@ -313,12 +320,13 @@ func (r *SealerReconciler) startStep(ctx context.Context, b *sealv1.SealBatch, a
 	if err := controllerutil.SetControllerReference(b, pod, r.Scheme()); err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := r.create(ctx, pod, "sealer pod "+pod.Name); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{}, updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
 		b.Status.PodName = pod.Name
 		b.Status.Message = fmt.Sprintf("sealer pod %s (attempt %d) created", pod.Name, attempt)
+		clearRefusal(b, b.Status.Message)
 		if step == render.StepC1 {
 			b.Status.C1Attempts = attempt
 			b.Status.Phase = sealv1.PhaseC1
