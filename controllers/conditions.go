@@ -59,12 +59,12 @@ const (
 	ReasonForcedRelease  Reason = "ForcedRelease"
 	ReasonWaitingForPod  Reason = "WaitingForPodDeletion"
 	// Why the API server refused an object (CondPodCreationRefused), and that it stopped.
-	ReasonQuotaExceeded     Reason = "QuotaExceeded"
-	ReasonPodSecurity       Reason = "PodSecurityRefused"
-	ReasonWebhookRefused    Reason = "AdmissionWebhookRefused"
-	ReasonForbidden         Reason = "Forbidden"
-	ReasonObjectInvalid     Reason = "ObjectInvalid"
-	ReasonPodCreated        Reason = "PodCreated"
+	ReasonQuotaExceeded  Reason = "QuotaExceeded"
+	ReasonPodSecurity    Reason = "PodSecurityRefused"
+	ReasonWebhookRefused Reason = "AdmissionWebhookRefused"
+	ReasonForbidden      Reason = "Forbidden"
+	ReasonObjectInvalid  Reason = "ObjectInvalid"
+	ReasonPodCreated     Reason = "PodCreated"
 )
 
 // Finalizer guarantees that a deleted batch gives back its slot.
