@@ -1,0 +1,428 @@
+//! PC2's Poseidon on an OpenCL device: tree-c's column hashes, the replica (key + data) and
+//! every level of the arity-8 trees that fits a range, computed on the device with no host
+//! round trip between levels. Bit-identical to neptune (the constants are neptune's own,
+//! flattened by [`constants`]; the field arithmetic is ec-gpu-gen's).
+//!
+//! The OpenCL library is loaded at run time: a machine without `libOpenCL.so.1`, or without a
+//! device, gets [`GpuError::NoDevice`] from [`Gpu::open`], never a silent CPU fallback. Any
+//! OpenCL device works, including a CPU device such as pocl's (how the tests run without a
+//! GPU); without an explicit device index only GPUs and accelerators are chosen.
+
+#![warn(missing_docs)]
+
+mod constants;
+
+use blstrs::Scalar as Fr;
+use generic_array::typenum::{U11, U2, U8};
+use neptune::poseidon::PoseidonConstants;
+use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
+use opencl3::context::Context;
+use opencl3::device::{Device, CL_DEVICE_TYPE_ACCELERATOR, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
+use opencl3::event::Event;
+use opencl3::kernel::{ExecuteKernel, Kernel};
+use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
+use opencl3::program::Program;
+use opencl3::types::{cl_uint, cl_ulong, CL_BLOCKING};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Bytes of one field element (one node).
+pub const NODE: usize = 32;
+
+/// Why the GPU engine cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    /// No OpenCL library, no device, or not the device asked for.
+    #[error("no usable OpenCL device: {0}")]
+    NoDevice(String),
+    /// The kernels did not compile for the device (the build log follows).
+    #[error("building the Poseidon kernels for {device} failed: {log}")]
+    Build {
+        /// The device's name.
+        device: String,
+        /// The compiler's log.
+        log: String,
+    },
+    /// An OpenCL call failed (out of device memory, device lost, ...).
+    #[error("OpenCL {what} failed on {device}: {code}")]
+    Call {
+        /// What was being done.
+        what: String,
+        /// The device's name.
+        device: String,
+        /// The OpenCL error.
+        code: String,
+    },
+}
+
+/// One OpenCL device as the sealer lists it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DeviceInfo {
+    /// Index in [`devices`]'s list (what `--gpu-device` takes).
+    pub index: usize,
+    /// The device's name, e.g. `NVIDIA H100 80GB HBM3`.
+    pub name: String,
+    /// Vendor.
+    pub vendor: String,
+    /// `gpu`, `cpu` or `accelerator`.
+    pub kind: String,
+    /// Global memory, bytes.
+    pub memory_bytes: u64,
+    /// Largest single buffer, bytes.
+    pub max_alloc_bytes: u64,
+    /// Compute units.
+    pub compute_units: u32,
+    /// Driver version.
+    pub driver: String,
+}
+
+fn kind_name(t: u64) -> &'static str {
+    if t & CL_DEVICE_TYPE_GPU != 0 {
+        "gpu"
+    } else if t & CL_DEVICE_TYPE_ACCELERATOR != 0 {
+        "accelerator"
+    } else if t & CL_DEVICE_TYPE_CPU != 0 {
+        "cpu"
+    } else {
+        "other"
+    }
+}
+
+fn all_devices() -> Result<Vec<(Device, DeviceInfo)>, GpuError> {
+    // The ICD loader's first enumeration is not thread-safe: two threads listing at once can
+    // see no platforms at all. One lister at a time.
+    static LISTING: Mutex<()> = Mutex::new(());
+    let _one = LISTING.lock().unwrap_or_else(|e| e.into_inner());
+    let platforms = opencl3::platform::get_platforms()
+        .map_err(|e| GpuError::NoDevice(format!("cannot load libOpenCL.so.1 or list its platforms ({e})")))?;
+    let mut out = Vec::new();
+    for p in platforms {
+        let ids = p.get_devices(CL_DEVICE_TYPE_ALL).unwrap_or_else(|e| {
+            log::warn!("OpenCL platform {}: listing its devices failed: {e}", p.name().unwrap_or_default());
+            Vec::new()
+        });
+        for id in ids {
+            let d = Device::new(id);
+            let info = DeviceInfo {
+                index: out.len(),
+                name: d.name().unwrap_or_default().trim().to_string(),
+                vendor: d.vendor().unwrap_or_default().trim().to_string(),
+                kind: kind_name(d.dev_type().unwrap_or(0)).to_string(),
+                memory_bytes: d.global_mem_size().unwrap_or(0),
+                max_alloc_bytes: d.max_mem_alloc_size().unwrap_or(0),
+                compute_units: d.max_compute_units().unwrap_or(0),
+                driver: d.driver_version().unwrap_or_default(),
+            };
+            out.push((d, info));
+        }
+    }
+    Ok(out)
+}
+
+/// Every OpenCL device on this machine (empty when there is no OpenCL library).
+pub fn devices() -> Vec<DeviceInfo> {
+    all_devices().map(|v| v.into_iter().map(|(_, i)| i).collect()).unwrap_or_default()
+}
+
+/// A compiled Poseidon program for one arity and its constants on the device.
+struct Poseidon {
+    program: Program,
+    constants: Buffer<u8>,
+}
+
+/// Time the device spent in kernels and transfers for one call.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DeviceTime {
+    /// Seconds in kernels.
+    pub kernels: f64,
+    /// Seconds in host↔device copies.
+    pub transfers: f64,
+}
+
+impl std::ops::AddAssign for DeviceTime {
+    fn add_assign(&mut self, o: Self) {
+        self.kernels += o.kernels;
+        self.transfers += o.transfers;
+    }
+}
+
+/// One range of PC2 for every sector of a batch (see [`Gpu::pc2_range`]).
+pub struct RangeInput<'a> {
+    /// Each layer's pages for the range, in layer order (all the same length). Node `i` of
+    /// sector `s` is at byte `(first_row + i) * row + s * 32`.
+    pub layers: &'a [&'a [u8]],
+    /// Bytes of one row (one node of every sector).
+    pub row: usize,
+    /// The range's first row within the pages.
+    pub first_row: usize,
+    /// Nodes in the range (a multiple of 8 or the whole tree).
+    pub count: usize,
+    /// Sectors in the batch.
+    pub sectors: usize,
+    /// Data sectors' fr32 data for the range, `[sector][node]`, 0 for CC sectors; None: all CC.
+    pub data: Option<&'a [u8]>,
+}
+
+/// A range's outputs, each `[sector][node]` (32 bytes per node, canonical little-endian).
+pub struct RangeOutput {
+    /// tree-c's levels over the range: level 0 the column hashes, then each arity-8 level
+    /// while every sector's count is a multiple of 8 (the last has `count / 8^k` per sector).
+    pub tree_c: Vec<Vec<u8>>,
+    /// tree-r-last's levels over the range, level 0 the replica's nodes (key + data), shaped
+    /// as `tree_c`.
+    pub tree_r: Vec<Vec<u8>>,
+    /// Where the device's time went.
+    pub time: DeviceTime,
+}
+
+/// An OpenCL device with the Poseidon programs built on first use.
+pub struct Gpu {
+    info: DeviceInfo,
+    context: Context,
+    queue: CommandQueue,
+    programs: Mutex<HashMap<usize, Arc<Poseidon>>>,
+}
+
+// The OpenCL objects are reference-counted handles the OpenCL runtime makes thread-safe
+// (clEnqueue* and clCreate* may be called from any thread); the queue is used under `&self`
+// by one PC2 pipeline at a time.
+unsafe impl Send for Gpu {}
+unsafe impl Sync for Gpu {}
+
+impl Gpu {
+    /// Open device `index` of [`devices`] (any kind), or with None the first GPU or accelerator.
+    pub fn open(index: Option<usize>) -> Result<Gpu, GpuError> {
+        let all = all_devices()?;
+        let listing = || all.iter().map(|(_, i)| format!("{}: {} ({})", i.index, i.name, i.kind)).collect::<Vec<_>>().join(", ");
+        let chosen = match index {
+            Some(i) => all.get(i).ok_or_else(|| {
+                GpuError::NoDevice(format!("there is no OpenCL device {i}; this machine has [{}]", listing()))
+            })?,
+            None => all.iter().find(|(_, i)| i.kind == "gpu" || i.kind == "accelerator").ok_or_else(|| {
+                GpuError::NoDevice(format!(
+                    "no OpenCL GPU on this machine (devices: [{}]); pass a device index to use another kind",
+                    listing()
+                ))
+            })?,
+        };
+        let (device, info) = (chosen.0, chosen.1.clone());
+        let call = |what: &str, e: opencl3::error_codes::ClError| GpuError::Call {
+            what: what.into(),
+            device: info.name.clone(),
+            code: e.to_string(),
+        };
+        let context = Context::from_device(&device).map_err(|e| call("creating a context", e))?;
+        let queue = CommandQueue::create_default(&context, CL_QUEUE_PROFILING_ENABLE)
+            .map_err(|e| call("creating a queue", e))?;
+        Ok(Gpu { info, context, queue, programs: Mutex::new(HashMap::new()) })
+    }
+
+    /// The device this engine runs on.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn call(&self, what: &str, e: impl std::fmt::Display) -> GpuError {
+        GpuError::Call { what: what.into(), device: self.info.name.clone(), code: e.to_string() }
+    }
+
+    /// The program for `arity` (2, 8 or 11), compiled on first use.
+    fn poseidon(&self, arity: usize) -> Result<Arc<Poseidon>, GpuError> {
+        let mut programs = self.programs.lock().expect("program cache");
+        if let Some(p) = programs.get(&arity) {
+            return Ok(p.clone());
+        }
+        let flat = match arity {
+            2 => constants::flatten(&PoseidonConstants::<Fr, U2>::new()),
+            8 => constants::flatten(&PoseidonConstants::<Fr, U8>::new()),
+            11 => constants::flatten(&PoseidonConstants::<Fr, U11>::new()),
+            a => panic!("no Poseidon program for arity {a}"),
+        };
+        let src = source(&flat);
+        let program = Program::create_and_build_from_source(&self.context, &src, "")
+            .map_err(|log| GpuError::Build { device: self.info.name.clone(), log })?;
+        let mut constants = self.buffer(flat.bytes.len())?;
+        self.write(&mut constants, &flat.bytes)?;
+        let p = Arc::new(Poseidon { program, constants });
+        programs.insert(arity, p.clone());
+        Ok(p)
+    }
+
+    fn buffer(&self, bytes: usize) -> Result<Buffer<u8>, GpuError> {
+        // A zero-sized buffer is invalid in OpenCL; absent inputs get one node.
+        unsafe { Buffer::<u8>::create(&self.context, CL_MEM_READ_WRITE, bytes.max(NODE), std::ptr::null_mut()) }
+            .map_err(|e| self.call(&format!("allocating {bytes} bytes"), e))
+    }
+
+    fn write(&self, buf: &mut Buffer<u8>, data: &[u8]) -> Result<Event, GpuError> {
+        unsafe { self.queue.enqueue_write_buffer(buf, CL_BLOCKING, 0, data, &[]) }
+            .map_err(|e| self.call("copying to the device", e))
+    }
+
+    fn read(&self, buf: &Buffer<u8>, bytes: usize) -> Result<(Vec<u8>, Event), GpuError> {
+        let mut out = vec![0u8; bytes];
+        let ev = unsafe { self.queue.enqueue_read_buffer(buf, CL_BLOCKING, 0, &mut out, &[]) }
+            .map_err(|e| self.call("copying from the device", e))?;
+        Ok((out, ev))
+    }
+
+    fn kernel(&self, p: &Poseidon, name: &str) -> Result<Kernel, GpuError> {
+        Kernel::create(&p.program, name).map_err(|e| self.call(&format!("creating kernel {name}"), e))
+    }
+
+    fn wait(&self, ev: Event, what: &str) -> Result<f64, GpuError> {
+        ev.wait().map_err(|e| self.call(what, e))?;
+        Ok(seconds(&ev))
+    }
+
+    /// `out[g] = H(in[arity*g .. arity*g + arity])` for every group of `input` (a batch of
+    /// Poseidon hashes with neptune's Merkle-tree constants).
+    pub fn hash_groups(&self, arity: usize, input: &[u8]) -> Result<(Vec<u8>, DeviceTime), GpuError> {
+        assert_eq!(input.len() % (arity * NODE), 0, "input is whole groups of {arity} nodes");
+        let n = input.len() / (arity * NODE);
+        let p = self.poseidon(arity)?;
+        let mut time = DeviceTime::default();
+        let mut inb = self.buffer(input.len())?;
+        time.transfers += seconds(&self.write(&mut inb, input)?);
+        let out = self.buffer(n * NODE)?;
+        time.kernels += self.hash_level(&p, &inb, &out, n)?;
+        let (bytes, ev) = self.read(&out, n * NODE)?;
+        time.transfers += seconds(&ev);
+        Ok((bytes, time))
+    }
+
+    fn hash_level(&self, p: &Poseidon, input: &Buffer<u8>, out: &Buffer<u8>, n: usize) -> Result<f64, GpuError> {
+        if n == 0 {
+            return Ok(0.0);
+        }
+        let k = self.kernel(p, "hash_groups")?;
+        let ev = unsafe {
+            ExecuteKernel::new(&k)
+                .set_arg(input)
+                .set_arg(out)
+                .set_arg(&(n as cl_uint))
+                .set_arg(&p.constants)
+                .set_global_work_size(n)
+                .enqueue_nd_range(&self.queue)
+        }
+        .map_err(|e| self.call("running hash_groups", e))?;
+        self.wait(ev, "running hash_groups")
+    }
+
+    /// Arity-8 levels above `level0` (already on the device, `per_sector` nodes per sector,
+    /// sectors back to back), while each sector's count is a multiple of 8. Returns the levels
+    /// read back, level 0 first.
+    fn tree_levels(
+        &self,
+        level0: Buffer<u8>,
+        per_sector: usize,
+        sectors: usize,
+        time: &mut DeviceTime,
+    ) -> Result<Vec<Vec<u8>>, GpuError> {
+        let p8 = self.poseidon(8)?;
+        let mut bufs = vec![(level0, per_sector)];
+        loop {
+            let (buf, len) = bufs.last().unwrap();
+            if *len % 8 != 0 || *len < 8 {
+                break;
+            }
+            let next = len / 8;
+            let out = self.buffer(next * sectors * NODE)?;
+            time.kernels += self.hash_level(&p8, buf, &out, next * sectors)?;
+            bufs.push((out, next));
+        }
+        let mut levels = Vec::with_capacity(bufs.len());
+        for (buf, len) in &bufs {
+            let (bytes, ev) = self.read(buf, len * sectors * NODE)?;
+            time.transfers += seconds(&ev);
+            levels.push(bytes);
+        }
+        Ok(levels)
+    }
+
+    /// One range of PC2 for all sectors: column hashes and replica nodes, then tree-c's and
+    /// tree-r-last's levels over the range, all on the device; one copy in per input and one
+    /// copy out per level.
+    pub fn pc2_range(&self, r: &RangeInput) -> Result<RangeOutput, GpuError> {
+        let layers = r.layers.len();
+        assert!(layers == 2 || layers == 11, "PC2 hashes columns of 2 or 11 layers");
+        let stride = r.layers[0].len();
+        assert!(r.layers.iter().all(|l| l.len() == stride) && stride % NODE == 0);
+        assert!((r.first_row + r.count) * r.row <= stride, "the range lies inside the pages");
+        let p = self.poseidon(layers)?;
+        let mut time = DeviceTime::default();
+        let mut lb = self.buffer(layers * stride)?;
+        for (l, bytes) in r.layers.iter().enumerate() {
+            let ev = unsafe { self.queue.enqueue_write_buffer(&mut lb, CL_BLOCKING, l * stride, bytes, &[]) }
+                .map_err(|e| self.call("copying layers to the device", e))?;
+            time.transfers += seconds(&ev);
+        }
+        let nodes = r.count * r.sectors;
+        let mut db = self.buffer(r.data.map_or(0, |d| d.len()))?;
+        if let Some(d) = r.data {
+            assert_eq!(d.len(), nodes * NODE, "data is [sector][node] for the range");
+            time.transfers += seconds(&self.write(&mut db, d)?);
+        }
+        let leaves = self.buffer(nodes * NODE)?;
+        let replica = self.buffer(nodes * NODE)?;
+        let k = self.kernel(&p, "columns")?;
+        let ev = unsafe {
+            ExecuteKernel::new(&k)
+                .set_arg(&lb)
+                .set_arg(&((stride / NODE) as cl_ulong))
+                .set_arg(&((r.row / NODE) as cl_uint))
+                .set_arg(&(r.first_row as cl_uint))
+                .set_arg(&(r.count as cl_uint))
+                .set_arg(&(r.sectors as cl_uint))
+                .set_arg(&db)
+                .set_arg(&(r.data.is_some() as cl_uint))
+                .set_arg(&leaves)
+                .set_arg(&replica)
+                .set_arg(&p.constants)
+                .set_global_work_size(nodes)
+                .enqueue_nd_range(&self.queue)
+        }
+        .map_err(|e| self.call("running columns", e))?;
+        time.kernels += self.wait(ev, "running columns")?;
+        drop((lb, db));
+        let tree_c = self.tree_levels(leaves, r.count, r.sectors, &mut time)?;
+        let tree_r = self.tree_levels(replica, r.count, r.sectors, &mut time)?;
+        Ok(RangeOutput { tree_c, tree_r, time })
+    }
+
+    /// Arity-8 levels over `leaves` (`[sector][node]`, `per_sector` nodes each), level 0 the
+    /// leaves, while every sector's count is a multiple of 8 (SnapDeals' tree-r-last).
+    pub fn tree8(&self, leaves: &[u8], sectors: usize) -> Result<(Vec<Vec<u8>>, DeviceTime), GpuError> {
+        assert_eq!(leaves.len() % (sectors * NODE), 0);
+        let mut time = DeviceTime::default();
+        let mut b = self.buffer(leaves.len())?;
+        time.transfers += seconds(&self.write(&mut b, leaves)?);
+        let levels = self.tree_levels(b, leaves.len() / sectors / NODE, sectors, &mut time)?;
+        Ok((levels, time))
+    }
+}
+
+/// Device time of a finished command, from its profiling counters (0 when not available).
+fn seconds(ev: &Event) -> f64 {
+    match (ev.profiling_command_start(), ev.profiling_command_end()) {
+        (Ok(a), Ok(b)) if b >= a => (b - a) as f64 * 1e-9,
+        _ => 0.0,
+    }
+}
+
+/// The OpenCL C source for one arity: ec-gpu-gen's field code for BLS12-381's scalar field,
+/// then the Poseidon kernels with the arity's round counts.
+fn source(flat: &constants::Flat) -> String {
+    let name = <Fr as ec_gpu::GpuName>::name();
+    let shape = format!(
+        "#define ARITY {}\n#define WIDTH {}\n#define HALF {}\n#define PARTIAL {}\n",
+        flat.arity,
+        flat.arity + 1,
+        flat.half,
+        flat.partial
+    );
+    ec_gpu_gen::SourceBuilder::new()
+        .add_field::<Fr>()
+        .append_source(shape + &include_str!("poseidon.cl").replace("FIELD", &name))
+        .build_32_bit_limbs()
+}
