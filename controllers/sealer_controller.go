@@ -517,6 +517,10 @@ func deterministicExit(code int32) bool { return code == 2 || code == 4 || code 
 // exitDataMismatch is the sealer's exit when a data sector's file or commD does not match its pieces.
 const exitDataMismatch = 7
 
+// exitGPU is the sealer's exit when pc2Engine gpu has no usable device or the device failed
+// (lost, out of memory): retried, and the message names the device.
+const exitGPU = 8
+
 // exitMeaning names the sealer's exit codes (sealer-image/README.md).
 func exitMeaning(code int32) string {
 	switch code {
@@ -532,6 +536,8 @@ func exitMeaning(code int32) string {
 		return "parent cache missing or corrupt: rebuilding it"
 	case exitDataMismatch:
 		return "sector data does not match its pieces"
+	case exitGPU:
+		return "GPU engine: no usable OpenCL device, or the device failed"
 	case 137:
 		return "killed"
 	}

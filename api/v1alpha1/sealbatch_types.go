@@ -60,8 +60,9 @@ type SealBatchSpec struct {
 	// +optional
 	Placement *Placement `json:"placement,omitempty"`
 
-	// pc2Engine runs PC2 (tree-c, tree-r-last) on the CPU, or on a GPU (the batch then needs
-	// a node with a free nvidia.com/gpu). The GPU path is not tested in this project's CI.
+	// pc2Engine runs PC2 (column hashes, tree-c, tree-r-last) on the CPU, or on a GPU through
+	// OpenCL (the batch then needs a node with a free nvidia.com/gpu and a sealer image built
+	// with the gpu engine). The GPU kernels are tested in CI on a CPU OpenCL device (pocl).
 	// +kubebuilder:validation:Enum=cpu;gpu
 	// +kubebuilder:default=cpu
 	// +optional
@@ -329,6 +330,14 @@ func (s *SealBatchSpec) ProofTypeOrDefault() ProofType {
 		return ProofTypeV1_1
 	}
 	return s.ProofType
+}
+
+// PC2EngineOrDefault is spec.pc2Engine, cpu when unset.
+func (s *SealBatchSpec) PC2EngineOrDefault() PC2Engine {
+	if s.PC2Engine == "" {
+		return PC2EngineCPU
+	}
+	return s.PC2Engine
 }
 
 // OutputHostPath is the host directory the batch's outputs go to on its node (spec.output's

@@ -41,6 +41,9 @@ type SealerConfig struct {
 	// ParentCacheDir is the node's parent-cache directory in the pod (read-only): the sealer
 	// takes the verified cache from there and never builds one.
 	ParentCacheDir string `json:"parent_cache_dir,omitempty"`
+	// PC2Engine is where PC2's Poseidon runs (spec.pc2Engine): cpu, or gpu on the device the
+	// pod was given; the sealer refuses gpu without one, never falling back.
+	PC2Engine string `json:"pc2_engine"`
 }
 
 // SealerLotus names the storage path: the miner whose sector files it holds and the id in
@@ -175,6 +178,7 @@ func Config(in ConfigInput) (*SealerConfig, error) {
 		Hugepages1Gi:    b.Status.Hugepages1Gi,
 		ResidentBytes:   b.Spec.ResidentLayerBytes(),
 		ParentCacheDir:  in.ParentCacheDir,
+		PC2Engine:       string(b.Spec.PC2EngineOrDefault()),
 	}
 	if o := b.Spec.Output; o != nil && o.Layout == sealv1.OutputLayoutLotus {
 		miner, _ := ActorID(b.Spec.MinerID) // ProverID parsed it

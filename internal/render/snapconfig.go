@@ -19,6 +19,8 @@ type SnapConfig struct {
 	RegisteredProof string       `json:"registered_proof"`
 	Sectors         []SnapSector `json:"sectors"`
 	OutputDir       string       `json:"output_dir"`
+	// PC2Engine builds the updated replica's tree-r-last (spec.pc2Engine).
+	PC2Engine string `json:"pc2_engine"`
 }
 
 // SnapSector is one sector to update: its sealed CC replica and cache directory as the pod
@@ -47,6 +49,7 @@ func UpdateConfig(b *sealv1.SealBatch, outputDir string) (*SnapConfig, error) {
 	cfg := &SnapConfig{
 		RegisteredProof: sealv1.RegisteredProof(b.Spec.SectorSize, b.Spec.ProofTypeOrDefault()),
 		OutputDir:       outputDir,
+		PC2Engine:       string(b.Spec.PC2EngineOrDefault()),
 	}
 	for i, s := range b.Spec.Sectors {
 		field := fmt.Sprintf("spec.sectors[%d]", i)

@@ -238,6 +238,38 @@ pub struct BatchConfig {
     /// The node's parent-cache directory (read-only): the verified cache is taken from there
     /// and never built. None: build or reuse it under `FIL_PROOFS_PARENT_CACHE` (standalone).
     pub parent_cache_dir: Option<PathBuf>,
+    /// Where PC2's Poseidon runs (`pc2_engine`: "cpu", the default, or "gpu").
+    pub pc2_engine: Pc2Engine,
+}
+
+/// Where PC2's Poseidon runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pc2Engine {
+    /// neptune on the CPU cores.
+    #[default]
+    Cpu,
+    /// An OpenCL device (sealer-gpu): the first GPU, or `SEALER_GPU_DEVICE`'s index.
+    Gpu,
+}
+
+impl Pc2Engine {
+    /// Parse `cpu` / `gpu`.
+    pub fn parse(s: &str) -> Option<Pc2Engine> {
+        match s {
+            "cpu" => Some(Pc2Engine::Cpu),
+            "gpu" => Some(Pc2Engine::Gpu),
+            _ => None,
+        }
+    }
+
+    /// The name the config and the CLI use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pc2Engine::Cpu => "cpu",
+            Pc2Engine::Gpu => "gpu",
+        }
+    }
 }
 
 /// A lotus/Curio storage path as the output directory: `sectorstore.json`,
@@ -377,6 +409,7 @@ struct RawConfig {
     hugepages_1gi: Option<serde_json::Value>,
     resident_bytes: Option<serde_json::Value>,
     parent_cache_dir: Option<serde_json::Value>,
+    pc2_engine: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -749,6 +782,17 @@ impl BatchConfig {
             },
         };
 
+        let pc2_engine = match &raw.pc2_engine {
+            None | Some(serde_json::Value::Null) => Pc2Engine::Cpu,
+            Some(v) => {
+                let e = as_str("pc2_engine", v)?;
+                Pc2Engine::parse(e).ok_or_else(|| ConfigError {
+                    field: "pc2_engine".into(),
+                    message: format!("unknown engine `{e}`; use \"cpu\" or \"gpu\""),
+                })?
+            }
+        };
+
         Ok(BatchConfig {
             sector_size,
             porep_id,
@@ -765,6 +809,7 @@ impl BatchConfig {
             hugepages_1gi,
             resident_bytes,
             parent_cache_dir,
+            pc2_engine,
         })
     }
 
@@ -830,6 +875,9 @@ impl BatchConfig {
         }
         if let Some(p) = &self.parent_cache_dir {
             v["parent_cache_dir"] = p.display().to_string().into();
+        }
+        if self.pc2_engine != Pc2Engine::Cpu {
+            v["pc2_engine"] = self.pc2_engine.as_str().into();
         }
         if self.hugepages_1gi > 0 {
             v["hugepages_1gi"] = self.hugepages_1gi.into();
@@ -941,8 +989,14 @@ mod tests {
         );
         assert!(read_keys::<RawConfig>().len() > 8, "the probe must see the struct's fields");
         let mut bad = v.clone();
-        bad["pc2_engine"] = "cpu".into();
-        assert!(BatchConfig::from_json(&bad.to_string()).unwrap_err().message.contains("pc2_engine"));
+        bad["pc2_engine"] = "tpu".into();
+        let e = BatchConfig::from_json(&bad.to_string()).unwrap_err();
+        assert_eq!(e.field, "pc2_engine");
+        assert!(e.message.contains("use \"cpu\" or \"gpu\""), "{e}");
+        bad["pc2_engine"] = "gpu".into();
+        assert_eq!(BatchConfig::from_json(&bad.to_string()).unwrap().pc2_engine, Pc2Engine::Gpu);
+        bad["pc2_gpu"] = "0".into();
+        assert!(BatchConfig::from_json(&bad.to_string()).unwrap_err().message.contains("pc2_gpu"));
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub struct SnapConfig {
     pub sectors: Vec<SnapSectorSpec>,
     /// Each update goes to `<output_dir>/<sector_id>/{sealed,cache/}`, results to `results.json`.
     pub output_dir: PathBuf,
+    /// Where the updated replica's tree-r-last is built (`pc2_engine`, default cpu).
+    pub pc2_engine: crate::Pc2Engine,
 }
 
 #[derive(Deserialize)]
@@ -37,6 +39,7 @@ struct RawSnap {
     registered_proof: Option<String>,
     sectors: Option<Vec<serde_json::Value>>,
     output_dir: Option<String>,
+    pc2_engine: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -99,7 +102,14 @@ impl SnapConfig {
                 comm_d,
             });
         }
-        Ok(SnapConfig { proof, sectors, output_dir: abs("output_dir", raw.output_dir)? })
+        let pc2_engine = match raw.pc2_engine.as_deref() {
+            None => crate::Pc2Engine::Cpu,
+            Some(e) => match crate::Pc2Engine::parse(e) {
+                Some(e) => e,
+                None => return err("pc2_engine", format!("unknown engine `{e}`; use \"cpu\" or \"gpu\"")),
+            },
+        };
+        Ok(SnapConfig { proof, sectors, output_dir: abs("output_dir", raw.output_dir)?, pc2_engine })
     }
 }
 

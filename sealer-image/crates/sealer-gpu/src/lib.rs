@@ -131,7 +131,7 @@ struct Poseidon {
 }
 
 /// Time the device spent in kernels and transfers for one call.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct DeviceTime {
     /// Seconds in kernels.
     pub kernels: f64,
@@ -193,7 +193,8 @@ impl Gpu {
     /// Open device `index` of [`devices`] (any kind), or with None the first GPU or accelerator.
     pub fn open(index: Option<usize>) -> Result<Gpu, GpuError> {
         let all = all_devices()?;
-        let listing = || all.iter().map(|(_, i)| format!("{}: {} ({})", i.index, i.name, i.kind)).collect::<Vec<_>>().join(", ");
+        let listing =
+            || all.iter().map(|(_, i)| format!("{}: {} ({})", i.index, i.name, i.kind)).collect::<Vec<_>>().join(", ");
         let chosen = match index {
             Some(i) => all.get(i).ok_or_else(|| {
                 GpuError::NoDevice(format!("there is no OpenCL device {i}; this machine has [{}]", listing()))

@@ -62,7 +62,8 @@ fn hash_groups_equal_neptune_for_every_arity() {
 #[test]
 fn pc2_range_equals_the_cpu_for_cc_and_data_sectors() {
     let mut rng = ChaCha8Rng::seed_from_u64(rand::random());
-    for (layers, sectors, count, first_row, with_data) in [(2, 3, 64, 0, true), (11, 2, 16, 8, false), (2, 1, 8, 0, false)]
+    for (layers, sectors, count, first_row, with_data) in
+        [(2, 3, 64, 0, true), (11, 2, 16, 8, false), (2, 1, 8, 0, false)]
     {
         let rows = first_row + count + 3;
         let row = sectors * NODE + 64; // rows may carry padding after the sectors
@@ -75,9 +76,8 @@ fn pc2_range_equals_the_cpu_for_cc_and_data_sectors() {
             }
         }
         // Sector 0 is CC (data 0) when data is given, the others carry data.
-        let data: Vec<Fr> = (0..sectors * count)
-            .map(|g| if g < count { Fr::ZERO } else { random_fr(&mut rng) })
-            .collect();
+        let data: Vec<Fr> =
+            (0..sectors * count).map(|g| if g < count { Fr::ZERO } else { random_fr(&mut rng) }).collect();
         let data_bytes = bytes_of(&data);
         let slices: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
         let out = gpu()

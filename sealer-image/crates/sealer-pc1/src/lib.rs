@@ -48,6 +48,10 @@ pub enum Pc1Error {
     /// piece list; the same input fails again.
     #[error("data mismatch: {0}")]
     DataMismatch(String),
+    /// PC2's GPU engine has no usable OpenCL device, or its device failed (lost, out of
+    /// memory): the message names the device. Never a silent fall back to the CPU.
+    #[error("GPU engine: {0}")]
+    Device(String),
     /// Another thread failed first (internal; never returned from [`run_pc1`]).
     #[error("aborted")]
     Aborted,
@@ -58,7 +62,8 @@ pub enum Pc1Error {
 
 impl Pc1Error {
     /// Process exit code for this error class: 2 input, 3 I/O, 4 unsupported CPU, 6 parent
-    /// cache missing or corrupt, 7 data that does not match its pieces, 1 internal.
+    /// cache missing or corrupt, 7 data that does not match its pieces, 8 the GPU engine's
+    /// device missing or failed, 1 internal.
     pub fn exit_code(&self) -> i32 {
         match self {
             Pc1Error::Input(_) => 2,
@@ -66,6 +71,7 @@ impl Pc1Error {
             Pc1Error::Unsupported(_) => 4,
             Pc1Error::ParentCache(_) => 6,
             Pc1Error::DataMismatch(_) => 7,
+            Pc1Error::Device(_) => 8,
             Pc1Error::Aborted | Pc1Error::Internal(_) => 1,
         }
     }

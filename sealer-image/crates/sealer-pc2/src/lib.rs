@@ -21,9 +21,11 @@
 
 #![warn(missing_docs)]
 
+pub mod engine;
 pub mod snap;
 
 use blstrs::Scalar as Fr;
+use engine::Engine;
 use ff::PrimeField;
 use generic_array::typenum::{U11, U2, U8};
 use neptune::poseidon::{Poseidon, PoseidonConstants};
@@ -156,6 +158,19 @@ impl TreeBuilder {
             let h = poseidon8(&self.pending[level]);
             self.pending[level].clear();
             self.push(level + 1, h)?;
+        }
+        Ok(())
+    }
+
+    /// A whole run of `level`'s nodes computed elsewhere (the GPU engine), in order; nothing
+    /// is hashed from them here (the next level arrives the same way or through [`push`]).
+    pub(crate) fn put_level(&mut self, level: usize, nodes: &[u8]) -> std::io::Result<()> {
+        assert!(self.pending[level].is_empty(), "level {level} takes whole groups of 8");
+        if level >= self.first_stored {
+            self.wbuf[level].extend_from_slice(nodes);
+            if self.wbuf[level].len() >= 1 << 20 {
+                self.flush_level(level)?;
+            }
         }
         Ok(())
     }
@@ -384,6 +399,10 @@ pub struct Pc2Breakdown {
     pub columns_and_trees: f64,
     /// tree-d of every sector (from its data, or the CC tree).
     pub tree_d: f64,
+    /// The GPU engine: seconds its device spent in kernels and in copies (0 on the CPU).
+    pub device: sealer_gpu::DeviceTime,
+    /// The GPU engine's device name ("" on the CPU).
+    pub device_name: String,
     /// From the first layer read to the results written.
     pub total: f64,
 }
@@ -408,6 +427,7 @@ pub fn run_pc2_measured(
     if done < layers {
         return Err(Pc1Error::Input(format!("PC1 has finished {done} of {layers} layers; run `sealer pc1` first")));
     }
+    let engine = Engine::open(cfg.pc2_engine)?;
     let (rids, cds) = sealer_pc1::sector_ids(cfg);
     let mut rd = LayerReader::open(cfg)?;
     let g = *rd.geometry();
@@ -444,8 +464,12 @@ pub fn run_pc2_measured(
         .collect::<Result<_, _>>()
         .map_err(data_err)?;
 
-    // Range size: enough nodes to amortise, a power of two dividing `leaves`.
-    let range = leaves.min(1 << 16).max(g.npp.min(leaves));
+    // Range size: enough nodes to amortise, a power of two dividing `leaves`; on a device, as
+    // much as its memory holds.
+    let range = match &engine {
+        Engine::Cpu => leaves.min(1 << 16).max(g.npp.min(leaves)),
+        Engine::Gpu(gpu) => engine::gpu_range(gpu, leaves, g.npp, n, layers),
+    };
     let mut roots_c = vec![Vec::new(); n];
     let mut roots_r = vec![Vec::new(); n];
     let pages_per_range = range.div_ceil(g.npp) as usize;
@@ -486,6 +510,14 @@ pub fn run_pc2_measured(
                 let reader = ranges.get(i + 1).map(|&r| sc.spawn(move || read_range(rd, next, g, r)));
                 let t0 = Instant::now();
                 let first_row = (v % g.npp) as usize;
+                if let Engine::Gpu(gpu) = &engine {
+                    let hashed = gpu_range(gpu, cfg, &data, cur, g, first_row, (v, cnt), &mut tc, &mut tr, &replicas);
+                    bd.columns_and_trees += t0.elapsed().as_secs_f64();
+                    let t1 = Instant::now();
+                    let read = reader.map_or(Ok(()), |h| h.join().expect("PC2 layer reader panicked"));
+                    bd.read_wait += t1.elapsed().as_secs_f64();
+                    return (hashed.map(|t| bd.device += t), read);
+                }
                 let results: Vec<Result<(), std::io::Error>> = tc
                     .par_iter_mut()
                     .zip(tr.par_iter_mut())
@@ -523,11 +555,10 @@ pub fn run_pc2_measured(
                 let t1 = Instant::now();
                 let read = reader.map_or(Ok(()), |h| h.join().expect("PC2 layer reader panicked"));
                 bd.read_wait += t1.elapsed().as_secs_f64();
-                (results, read)
+                let hashed = results.into_iter().collect::<Result<(), _>>().map_err(|e| io("writing PC2 outputs", e));
+                (hashed, read)
             });
-            for r in hashed {
-                r.map_err(|e| io("writing PC2 outputs", e))?;
-            }
+            hashed?;
             read?;
             prog.update(v + cnt - k as u64 * leaves);
             sink.publish(&prog);
@@ -600,14 +631,62 @@ pub fn run_pc2_measured(
     prog.finish();
     sink.publish(&prog);
     bd.total = started.elapsed().as_secs_f64();
+    if let Engine::Gpu(gpu) = &engine {
+        bd.device_name = gpu.info().name.clone();
+    }
     log::info!(
-        "PC2 took {:.2} s: waiting for layer reads {:.2} s, columns and trees {:.2} s, tree-d {:.2} s",
+        "PC2 took {:.2} s: waiting for layer reads {:.2} s, columns and trees {:.2} s (device kernels {:.2} s, copies {:.2} s), tree-d {:.2} s",
         bd.total,
         bd.read_wait,
         bd.columns_and_trees,
+        bd.device.kernels,
+        bd.device.transfers,
         bd.tree_d
     );
     Ok((results, bd))
+}
+
+/// One range on the GPU engine: the data sectors' nodes gathered `[sector][node]`, then
+/// [`engine::gpu_range_into`].
+#[allow(clippy::too_many_arguments)]
+fn gpu_range(
+    gpu: &sealer_gpu::Gpu,
+    cfg: &BatchConfig,
+    data: &[Option<sealer_data::DataFile>],
+    cur: &[AlignedBuf],
+    g: &Geometry,
+    first_row: usize,
+    (v, cnt): (u64, u64),
+    tc: &mut [TreeBuilder],
+    tr: &mut [TreeBuilder],
+    replicas: &[File],
+) -> Result<sealer_gpu::DeviceTime, Pc1Error> {
+    let per = cnt as usize * 32;
+    let data_bytes = if data.iter().any(|d| d.is_some()) {
+        let mut b = vec![0u8; cfg.sectors.len() * per];
+        for (s, d) in data.iter().enumerate() {
+            if let Some(d) = d {
+                d.read_nodes(v, &mut b[s * per..(s + 1) * per]).map_err(|e| io("reading sector data", e))?;
+                // The device adds without checking: a node that is not a field element fails here.
+                for (i, node) in b[s * per..(s + 1) * per].chunks(32).enumerate() {
+                    field_element(node, v + i as u64).map_err(|e| io("reading sector data", e))?;
+                }
+            }
+        }
+        Some(b)
+    } else {
+        None
+    };
+    let layers: Vec<&[u8]> = cur.iter().map(|b| b.as_slice()).collect();
+    let input = sealer_gpu::RangeInput {
+        layers: &layers,
+        row: g.row,
+        first_row,
+        count: cnt as usize,
+        sectors: cfg.sectors.len(),
+        data: data_bytes.as_deref(),
+    };
+    engine::gpu_range_into(gpu, &input, v, tc, tr, replicas)
 }
 
 /// Read the pages of range `(v, count)` (nodes) of every layer into `bufs`, one per layer.

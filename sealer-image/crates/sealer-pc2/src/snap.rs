@@ -13,6 +13,7 @@
 //! The update's cache directory gets tree-d, tree-r-last, `p_aux` (comm_c, comm_r_last_new) and
 //! the sector key's `t_aux`, as filecoin-proofs writes them.
 
+use crate::engine::{put_levels, Engine};
 use crate::{
     base_tree_count, combine_roots, data_err, field_element, fr_bytes, io, poseidon2, tmp_of, tree_name, TreeBuilder,
 };
@@ -94,12 +95,13 @@ fn fr_of(b: &[u8], what: &str) -> Result<Fr, Pc1Error> {
 /// Encode every sector's data into its sector key, all sectors in parallel; the first failure
 /// in sector order is returned. Files are written under `.tmp` names and renamed when complete
 /// (`p_aux` last).
-pub fn encode_sectors(sector_size: u64, sectors: &[SnapSector]) -> Result<Vec<SnapResult>, Pc1Error> {
-    sectors.par_iter().map(|s| encode_sector(sector_size, s)).collect()
+/// tree-r-last is built by `engine` (the encoding itself is one multiply-add a node, on the CPU).
+pub fn encode_sectors(sector_size: u64, sectors: &[SnapSector], engine: &Engine) -> Result<Vec<SnapResult>, Pc1Error> {
+    sectors.par_iter().map(|s| encode_sector(sector_size, s, engine)).collect()
 }
 
 /// [`encode_sectors`] for one sector.
-pub fn encode_sector(sector_size: u64, s: &SnapSector) -> Result<SnapResult, Pc1Error> {
+pub fn encode_sector(sector_size: u64, s: &SnapSector, engine: &Engine) -> Result<SnapResult, Pc1Error> {
     let id = s.sector.sector_id;
     let nodes = sector_size / 32;
     let key = File::open(&s.sector_key)
@@ -165,7 +167,13 @@ pub fn encode_sector(sector_size: u64, s: &SnapSector) -> Result<SnapResult, Pc1
                 let df = field_element(&db[i * 32..i * 32 + 32], node).map_err(|e| io("data", e))?;
                 let new = kf + df * rhos[(node >> shr) as usize];
                 kb[i * 32..i * 32 + 32].copy_from_slice(&fr_bytes(&new));
-                tr.push(0, new).map_err(|e| io("writing tree-r-last", e))?;
+                if let Engine::Cpu = engine {
+                    tr.push(0, new).map_err(|e| io("writing tree-r-last", e))?;
+                }
+            }
+            if let Engine::Gpu(gpu) = engine {
+                let (levels, _) = gpu.tree8(&kb, 1).map_err(crate::engine::device_err)?;
+                put_levels(&mut tr, &levels, 0, range as usize).map_err(|e| io("writing tree-r-last", e))?;
             }
             out.write_all_at(&kb, v * 32).map_err(|e| io("writing the updated replica", e))?;
             v += range;

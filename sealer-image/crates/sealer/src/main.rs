@@ -466,8 +466,9 @@ fn snap(path: &Path) -> Result<(serde_json::Value, sealer_config::SnapConfig), P
             cache: dir.join("cache"),
         });
     }
+    let engine = sealer_pc2::engine::Engine::open(cfg.pc2_engine)?;
     let t = std::time::Instant::now();
-    let res = sealer_pc2::snap::encode_sectors(size, &sectors)?;
+    let res = sealer_pc2::snap::encode_sectors(size, &sectors, &engine)?;
     log::info!("{} sectors updated in {:.1} s", res.len(), t.elapsed().as_secs_f64());
     let v = serde_json::json!({ "sectors": res });
     let tmp = cfg.output_dir.join("results.json.tmp");

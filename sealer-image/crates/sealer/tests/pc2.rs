@@ -6,10 +6,11 @@ mod common;
 
 use rand::{Rng, SeedableRng};
 use sealer::oracle;
+use sealer_config::Pc2Engine;
 use sealer_pc1::{Pc1Options, Tuning};
 
 fn pc2_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_sectors: usize, c1: bool) {
-    pc2_case_with(sector_size, proof_id, n, seed, oracle_sectors, c1, false, &[])
+    pc2_case_with(sector_size, proof_id, n, seed, oracle_sectors, c1, false, &[], Pc2Engine::Cpu)
 }
 
 /// With `lotus`, the batch is one miner's and writes a lotus/Curio storage path. `data[i]`
@@ -25,6 +26,7 @@ fn pc2_case_with(
     c1: bool,
     lotus: bool,
     data: &[&[usize]],
+    engine: Pc2Engine,
 ) {
     common::init();
     let work = tempfile::tempdir().unwrap();
@@ -56,7 +58,8 @@ fn pc2_case_with(
             "pieces": pieces.iter().map(|p| serde_json::json!({"comm_p": hex::encode(p.comm_p), "size": p.size})).collect::<Vec<_>>(),
         });
     }
-    if lotus || !data.is_empty() {
+    json["pc2_engine"] = engine.as_str().into();
+    if lotus || !data.is_empty() || engine != Pc2Engine::Cpu {
         cfg = sealer_config::BatchConfig::from_json(&json.to_string()).unwrap();
         sealer_data::resolve_comm_ds(&mut cfg).unwrap();
         assert_eq!(sealer_data::check_data(&cfg).unwrap(), data.iter().filter(|l| !l.is_empty()).count());
@@ -184,7 +187,7 @@ fn pc2_kib2_v1_1_n1_with_c1() {
 
 #[test]
 fn pc2_kib2_v1_1_n4_lotus_storage_path_with_c1() {
-    pc2_case_with(2048, 5, 4, 605, 4, true, true, &[]);
+    pc2_case_with(2048, 5, 4, 605, 4, true, true, &[], Pc2Engine::Cpu);
 }
 
 #[test]
@@ -222,30 +225,45 @@ fn pc2_mib8_v1_1_n4_with_c1() {
 /// tree-d and every other file equal filecoin-proofs' with the same pieces, and its C1 accepts them.
 #[test]
 fn pc2_kib2_data_sectors_beside_cc_with_c1() {
-    pc2_case_with(2048, 5, 4, 608, 4, true, false, &[&[2032], &[], &[100, 500, 200], &[127]]);
+    pc2_case_with(2048, 5, 4, 608, 4, true, false, &[&[2032], &[], &[100, 500, 200], &[127]], Pc2Engine::Cpu);
 }
 
 /// The same at 8 MiB: a sector of three pieces with padding between them beside a CC sector.
 #[test]
 fn pc2_mib8_data_and_cc_sectors() {
-    pc2_case_with(8 << 20, 6, 2, 609, 1, true, false, &[&[1000, 300_000, 5000]]);
+    pc2_case_with(8 << 20, 6, 2, 609, 1, true, false, &[&[1000, 300_000, 5000]], Pc2Engine::Cpu);
 }
 
 /// SyntheticPoRep with a data sector beside a CC one: the synthetic proofs (made with the
 /// sector's pieces) equal filecoin-proofs' own, and its C1 accepts the outputs.
 #[test]
 fn pc2_kib2_synth_data_sector_proofs_and_c1() {
-    pc2_case_with(2048, 10, 2, 610, 2, true, false, &[&[100, 500, 200]]);
+    pc2_case_with(2048, 10, 2, 610, 2, true, false, &[&[100, 500, 200]], Pc2Engine::Cpu);
 }
 
 /// NI-PoRep: each sector's C1 output right after PC2 (no seed), a data sector beside a CC one.
 #[test]
 fn pc2_kib2_ni_porep_c1_after_pc2() {
-    pc2_case_with(2048, 15, 2, 611, 2, true, false, &[&[], &[100, 500, 200]]);
+    pc2_case_with(2048, 15, 2, 611, 2, true, false, &[&[], &[100, 500, 200]], Pc2Engine::Cpu);
 }
 
 /// NI-PoRep at 8 MiB: a CC sector's C1 output equals filecoin-proofs-api's on its own files.
 #[test]
 fn pc2_mib8_ni_porep_c1_after_pc2() {
-    pc2_case_with(8 << 20, 16, 1, 612, 1, true, false, &[]);
+    pc2_case_with(8 << 20, 16, 1, 612, 1, true, false, &[], Pc2Engine::Cpu);
+}
+
+/// The GPU engine (OpenCL device 0), random inputs: CC and data sectors side by side, every
+/// file equal to filecoin-proofs', and its C1 accepts them.
+#[test]
+fn pc2_kib2_gpu_engine_cc_and_data_with_c1() {
+    let seed = common::random_seed("pc2_kib2_gpu_engine_cc_and_data_with_c1");
+    pc2_case_with(2048, 5, 4, seed, 4, true, false, &[&[2032], &[], &[100, 500, 200], &[]], Pc2Engine::Gpu);
+}
+
+/// The GPU engine at 8 MiB, random inputs: a data sector beside a CC one.
+#[test]
+fn pc2_mib8_gpu_engine_cc_and_data() {
+    let seed = common::random_seed("pc2_mib8_gpu_engine_cc_and_data");
+    pc2_case_with(8 << 20, 6, 2, seed, 2, false, false, &[&[], &[1000, 300_000, 5000]], Pc2Engine::Gpu);
 }

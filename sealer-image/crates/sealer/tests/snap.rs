@@ -7,12 +7,14 @@ mod common;
 
 use rand::{Rng, SeedableRng};
 use sealer::oracle;
+use sealer_config::Pc2Engine;
 use sealer_pc1::{Pc1Options, Tuning};
+use sealer_pc2::engine::Engine;
 use sealer_pc2::snap::{encode_sectors, SnapSector};
 
 /// Seal `layouts.len()` CC sectors, then update sector i with pieces of the raw lengths
 /// `layouts[i]`.
-fn snap_case(sector_size: u64, proof_id: u64, seed: u64, layouts: &[&[usize]]) {
+fn snap_case(sector_size: u64, proof_id: u64, seed: u64, layouts: &[&[usize]], engine: Pc2Engine) {
     common::init();
     let work = tempfile::tempdir().unwrap();
     let n = layouts.len();
@@ -51,7 +53,8 @@ fn snap_case(sector_size: u64, proof_id: u64, seed: u64, layouts: &[&[usize]]) {
             cache: dir.join("cache"),
         });
     }
-    let ours = encode_sectors(sector_size, &sectors).expect("snap encode");
+    let engine = Engine::open(engine).expect("the engine's device");
+    let ours = encode_sectors(sector_size, &sectors, &engine).expect("snap encode");
 
     for (i, s) in sectors.iter().enumerate() {
         assert_eq!(ours[i].comm_r_old, sealed[i].comm_r, "comm_r_old of sector {i}");
@@ -81,7 +84,7 @@ fn snap_case(sector_size: u64, proof_id: u64, seed: u64, layouts: &[&[usize]]) {
     bad.sector.comm_d = Some([7; 32]);
     bad.replica = work.path().join("bad/sealed");
     bad.cache = work.path().join("bad/cache");
-    let e = encode_sectors(sector_size, &[bad.clone()]).unwrap_err();
+    let e = encode_sectors(sector_size, &[bad.clone()], &engine).unwrap_err();
     assert_eq!(e.exit_code(), 7, "{e}");
     assert!(e.to_string().contains(&format!("sector {}", bad.sector.sector_id)), "{e}");
     assert!(!bad.replica.exists() && !work.path().join("bad/sealed.tmp").exists());
@@ -90,11 +93,23 @@ fn snap_case(sector_size: u64, proof_id: u64, seed: u64, layouts: &[&[usize]]) {
 /// 2 KiB (h = 1): one piece filling the sector, and three pieces with alignment padding between them.
 #[test]
 fn snap_kib2_two_sectors_two_piece_layouts() {
-    snap_case(2048, 5, 701, &[&[2032], &[100, 500, 200]]);
+    snap_case(2048, 5, 701, &[&[2032], &[100, 500, 200]], Pc2Engine::Cpu);
+}
+
+/// The GPU engine's tree-r-last (on OpenCL device 0), random inputs.
+#[test]
+fn snap_kib2_gpu_engine() {
+    snap_case(2048, 5, common::random_seed("snap_kib2_gpu_engine"), &[&[2032], &[300, 700]], Pc2Engine::Gpu);
+}
+
+/// The GPU engine at 8 MiB, random inputs.
+#[test]
+fn snap_mib8_gpu_engine() {
+    snap_case(8 << 20, 6, common::random_seed("snap_mib8_gpu_engine"), &[&[4000, 200_000]], Pc2Engine::Gpu);
 }
 
 /// 8 MiB (h = 10, 1024 rho values): one sector of three pieces with padding between them.
 #[test]
 fn snap_mib8_padded_pieces() {
-    snap_case(8 << 20, 6, 702, &[&[1000, 300_000, 5000]]);
+    snap_case(8 << 20, 6, 702, &[&[1000, 300_000, 5000]], Pc2Engine::Cpu);
 }

@@ -27,8 +27,21 @@ pub fn init() -> PathBuf {
             std::env::set_var(k, &p);
         }
         let _ = oracle::set_cache_env; // same variables
+                                       // The GPU engine's cases run on OpenCL device 0 unless told otherwise: pocl's CPU
+                                       // device on a machine without a GPU (hack/host-deps.sh installs it).
+        if std::env::var_os("SEALER_GPU_DEVICE").is_none() {
+            std::env::set_var("SEALER_GPU_DEVICE", "0");
+        }
     });
     dir
+}
+
+/// A seed for a case on random inputs, printed so a failure can be replayed
+/// (`SEALER_TEST_SEED=<n>`).
+pub fn random_seed(case: &str) -> u64 {
+    let seed = std::env::var("SEALER_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    eprintln!("{case}: seed {seed}");
+    seed
 }
 
 /// Random CC batch config: random prover ids, sector ids and tickets from `seed`.
