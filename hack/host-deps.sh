@@ -4,8 +4,9 @@
 #   libhwloc-dev        rust-fil-proofs' multicore-sdr (the sealer benchmark's baseline)
 #   prometheus          promtool for the alert-rule unit tests
 #   containerd runc containernetworking-plugins   the real node of the local cluster
+#   pocl-opencl-icd ocl-icd-opencl-dev clinfo     a CPU OpenCL device: the GPU engine's tests run on it
 set -euo pipefail
-pkgs=(libhwloc-dev prometheus containerd runc containernetworking-plugins)
+pkgs=(libhwloc-dev prometheus containerd runc containernetworking-plugins pocl-opencl-icd ocl-icd-opencl-dev clinfo)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,7 +2,7 @@
 //! on this machine in one invocation, reported as sector-labels/s per core.
 
 use crate::oracle;
-use sealer_config::{porep_id_for, ApiVersion, BatchConfig, Layout};
+use sealer_config::{porep_id_for, ApiVersion, BatchConfig, Layout, Pc2Engine};
 use sealer_hash::{Kernel, LabelHasher, DEGREE};
 use sealer_pc1::{Pc1Options, Tuning};
 use std::path::{Path, PathBuf};
@@ -383,9 +383,11 @@ pub fn render(rows: &[Row], sector_size: u64) -> String {
     s
 }
 
-/// `sealer bench pc2`: seconds per sector of filecoin-proofs seal_pre_commit_phase2 (CPU)
-/// vs sealfleet PC2 on a batch of `n` sectors (PC1 done first, untimed).
-pub fn run_pc2(sector_size: u64, n: usize, dir: &Path) -> Result<String, String> {
+/// `sealer bench pc2`: filecoin-proofs seal_pre_commit_phase2 (CPU, one sector) against the
+/// sealer's PC2 engines on a batch of `n` sectors (PC1 done once first, untimed), plus each
+/// engine's Poseidon rates at the arities a 32 GiB sector uses (11 for columns, 8 for trees),
+/// from which the table derives seconds for a 32 GiB sector.
+pub fn run_pc2(sector_size: u64, n: usize, dir: &Path, gpu: bool) -> Result<String, String> {
     let size_idx =
         sealer_config::SECTOR_SIZES.iter().position(|s| s.0 == sector_size).ok_or("unsupported sector size")?;
     let proof_id = 5 + size_idx as u64;
@@ -402,32 +404,114 @@ pub fn run_pc2(sector_size: u64, n: usize, dir: &Path) -> Result<String, String>
     let _ = std::fs::remove_dir_all(&work);
     log::info!("pc2: sealer PC1 (untimed) then PC2 on N = {n}…");
     sealer_pc1::run_pc1(&cfg, &Pc1Options { restart: true, ..Default::default() }).map_err(|e| format!("{e:#}"))?;
-    let t0 = Instant::now();
-    let c1 = cpu_now();
-    let (_, bd) = sealer_pc2::run_pc2_measured(&cfg, false, None).map_err(|e| format!("{e:#}"))?;
-    let secs = t0.elapsed().as_secs_f64();
-    let cpu = cpu_now() - c1;
+    let cpus = sealer_config::allowed_cpus().len();
+    let nodes = sector_size / 32;
+    let big_nodes = (32u64 << 30) / 32;
+    let mut table = format!(
+        "sector size {sector_size} B, batch of {n}, {cpus} CPUs\n\
+         | engine | s per sector | column hashes/s | tree hashes/s (arity 8) | arity-11 hashes/s | device busy | slot reads MB/s | 32 GiB sector, s | vs filecoin-proofs |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n\
+         | filecoin-proofs seal_pre_commit_phase2 (CPU), 1 sector | {:.2} | {:.0} | – | – | – | – | – | 1.00× |\n",
+        o.pc2_seconds,
+        nodes as f64 / o.pc2_seconds
+    );
+    let mut engines = vec![Pc2Engine::Cpu];
+    if gpu {
+        engines.push(Pc2Engine::Gpu);
+    }
+    let mut notes = String::new();
+    for engine in engines {
+        let mut c = cfg.clone();
+        c.pc2_engine = engine;
+        let t0 = Instant::now();
+        let (_, bd) = sealer_pc2::run_pc2_measured(&c, false, None).map_err(|e| format!("{e:#}"))?;
+        let secs = t0.elapsed().as_secs_f64();
+        let (tree_rate, col11_rate, name) = poseidon_rates(engine)?;
+        let per = secs / n as f64;
+        // A 32 GiB sector: 2^30 arity-11 column hashes, and tree-c plus tree-r-last's 2 × (2^30 − 1) / 7
+        // arity-8 hashes (the 8 base trees' roots combine in one more).
+        let big = big_nodes as f64 / col11_rate + 2.0 * (big_nodes - 1) as f64 / 7.0 / tree_rate;
+        let read = (c.num_layers() as u64 * nodes * 32 * n as u64) as f64 / bd.total.max(1e-9) / 1e6;
+        let busy = match engine {
+            Pc2Engine::Cpu => "–".to_string(),
+            Pc2Engine::Gpu => format!("{:.0} %", 100.0 * bd.device.kernels / bd.total.max(1e-9)),
+        };
+        table += &format!(
+            "| sealfleet {} ({name}), N = {n} | {per:.2} | {:.0} | {tree_rate:.0} | {col11_rate:.0} | {busy} | {read:.0} | {big:.0} | {:.2}× |\n",
+            engine.as_str(),
+            (nodes * n as u64) as f64 / secs,
+            o.pc2_seconds / per
+        );
+        notes += &format!(
+            "sealfleet {}: waiting for layer reads {:.2} s, columns and trees {:.2} s (device kernels {:.2} s, copies {:.2} s), tree-d {:.2} s, of {:.2} s.\n",
+            engine.as_str(),
+            bd.read_wait,
+            bd.columns_and_trees,
+            bd.device.kernels,
+            bd.device.transfers,
+            bd.tree_d,
+            bd.total
+        );
+    }
+    if gpu {
+        table += "| filecoin-proofs' GPU path (neptune via rust-gpu-tools) | not built: the filecoin crates are built without their cuda/opencl features, and rust-gpu-tools lists NVIDIA and AMD GPUs only | | | | | | | |\n";
+    }
     let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_dir_all(dir.join("pc2-sealer-layers"));
-    let per = secs / n as f64;
-    Ok(format!(
-        "sector size {sector_size} B, {} CPUs\n| measurement | wall s | s per sector | ratio |\n|---|---:|---:|---:|\n\
-         | filecoin-proofs seal_pre_commit_phase2 (CPU), 1 sector | {:.2} | {:.2} | 1.00× |\n\
-         | sealfleet PC2, N = {n} (CPU Poseidon, neptune; {:.1} CPU-s) | {:.2} | {:.2} | {:.2}× faster |\n\n\
-         sealfleet PC2, where the wall time went: waiting for layer reads {:.2} s (reads overlap hashing), \
-         column hashing + tree-c + tree-r-last + replica {:.2} s (all sectors in parallel over {} CPUs), \
-         tree-d {:.2} s, the rest (trees finished, aux files, renames) {:.2} s.\n",
-        sealer_config::allowed_cpus().len(),
-        o.pc2_seconds,
-        o.pc2_seconds,
-        cpu,
-        secs,
-        per,
-        o.pc2_seconds / per,
-        bd.read_wait,
-        bd.columns_and_trees,
-        sealer_config::allowed_cpus().len(),
-        bd.tree_d,
-        (bd.total - bd.read_wait - bd.columns_and_trees - bd.tree_d).max(0.0),
-    ))
+    Ok(format!("{table}\n{notes}"))
+}
+
+/// An engine's arity-8 and arity-11 Poseidon rates (hashes/s) on 2^16 random preimages, and
+/// the name of what ran them.
+fn poseidon_rates(engine: Pc2Engine) -> Result<(f64, f64, String), String> {
+    use rayon::prelude::*;
+    let count = 1usize << 16;
+    let mut s = 9u64;
+    let input: Vec<u8> = (0..count * 11)
+        .flat_map(|_| {
+            let mut b = rand32(&mut s);
+            b[31] &= 0x3f; // below the modulus
+            b
+        })
+        .collect();
+    let rate = |arity: usize, f: &dyn Fn(&[u8]) -> Result<(), String>| -> Result<f64, String> {
+        let part = &input[..count * arity * 32];
+        f(&part[..arity * 32 * 64])?; // warm up (kernel compilation, constants)
+        let t = Instant::now();
+        f(part)?;
+        Ok(count as f64 / t.elapsed().as_secs_f64())
+    };
+    match engine {
+        Pc2Engine::Cpu => {
+            let fr = |b: &[u8]| -> blstrs::Scalar {
+                use ff::PrimeField;
+                Option::from(blstrs::Scalar::from_repr(b.try_into().unwrap())).unwrap()
+            };
+            let cpu = |arity: usize| {
+                move |b: &[u8]| -> Result<(), String> {
+                    b.par_chunks(arity * 32).for_each(|g| {
+                        let xs: Vec<_> = g.chunks(32).map(fr).collect();
+                        std::hint::black_box(if arity == 8 {
+                            sealer_pc2::poseidon8(&xs)
+                        } else {
+                            sealer_pc2::poseidon11(&xs)
+                        });
+                    });
+                    Ok(())
+                }
+            };
+            let name = format!("neptune on {} CPUs", sealer_config::allowed_cpus().len());
+            Ok((rate(8, &cpu(8))?, rate(11, &cpu(11))?, name))
+        }
+        Pc2Engine::Gpu => {
+            let gpu = sealer_gpu::Gpu::open(sealer_pc2::engine::device_index().map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+            let run = |arity: usize| {
+                let gpu = &gpu;
+                move |b: &[u8]| gpu.hash_groups(arity, b).map(|_| ()).map_err(|e| e.to_string())
+            };
+            let name = format!("OpenCL: {} ({})", gpu.info().name, gpu.info().kind);
+            Ok((rate(8, &run(8))?, rate(11, &run(11))?, name))
+        }
+    }
 }

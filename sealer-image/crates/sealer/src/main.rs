@@ -232,6 +232,10 @@ enum BenchCmd {
         /// Work directory.
         #[arg(long, default_value = "/dev/shm/sealer-bench")]
         dir: PathBuf,
+        /// `gpu` adds the GPU engine (OpenCL device `SEALER_GPU_DEVICE`, else the first GPU)
+        /// beside the CPU engine.
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
+        engine: String,
     },
     /// SHA bound vs rust-fil-proofs PC1 vs sealer PC1 on N = 1, 8, 32.
     Pc1 {
@@ -770,7 +774,7 @@ fn main() -> ExitCode {
             println!("{}", serde_json::to_string_pretty(&layout).unwrap());
             ExitCode::SUCCESS
         }
-        Cmd::Bench { what: BenchCmd::Pc2 { sector_size, batch, dir } } => {
+        Cmd::Bench { what: BenchCmd::Pc2 { sector_size, batch, dir, engine } } => {
             let Some(size) =
                 sealer_config::SECTOR_SIZES.iter().find(|s| s.1.eq_ignore_ascii_case(&sector_size)).map(|s| s.0)
             else {
@@ -781,7 +785,7 @@ fn main() -> ExitCode {
                 eprintln!("sealer: --batch must be a power of two from 1 to 128");
                 return ExitCode::from(2);
             }
-            match sealer::bench::run_pc2(size, batch, &dir) {
+            match sealer::bench::run_pc2(size, batch, &dir, engine == "gpu") {
                 Ok(t) => {
                     println!("{t}");
                     ExitCode::SUCCESS
