@@ -114,6 +114,10 @@ enum Cmd {
     /// parent cache, layer devices and sizes, hugepages, output space, data files) and print
     /// what the batch needs: slot, buffers, hugepages, parent cache, outputs, PC1 time and IOPS
     /// at a labelling rate. Exit 0 when ready, 2 when a check fails.
+    /// Print what this binary and machine can run, as JSON: the PC2 engines (`gpu` only when an
+    /// OpenCL device opens: the first GPU, or `SEALER_GPU_DEVICE`'s index) and every OpenCL
+    /// device. The operator's source of truth for an image's engines.
+    Capabilities,
     Plan {
         /// Batch config (JSON).
         #[arg(long)]
@@ -436,6 +440,27 @@ fn c1_from_slot(cfg: &BatchConfig, seeds_path: &Path) -> Result<serde_json::Valu
     Ok(serde_json::json!({ "sectors": sectors }))
 }
 
+/// `sealer capabilities`' document.
+fn capabilities() -> serde_json::Value {
+    let gpu = sealer_pc2::engine::device_index()
+        .map_err(|e| e.to_string())
+        .and_then(|i| sealer_gpu::Gpu::open(i).map_err(|e| e.to_string()));
+    let mut engines = vec!["cpu"];
+    let mut v = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "opencl_devices": sealer_gpu::devices(),
+    });
+    match gpu {
+        Ok(g) => {
+            engines.push("gpu");
+            v["gpu_device"] = serde_json::json!(g.info());
+        }
+        Err(e) => v["gpu_unavailable"] = e.into(),
+    }
+    v["pc2_engines"] = serde_json::json!(engines);
+    v
+}
+
 /// `sealer snap`: check each sector's data against its pieces, encode them all, write results.json.
 fn snap(path: &Path) -> Result<(serde_json::Value, sealer_config::SnapConfig), Pc1Error> {
     let text =
@@ -640,6 +665,10 @@ fn main() -> ExitCode {
                     ExitCode::from(code)
                 }
             }
+        }
+        Cmd::Capabilities => {
+            println!("{}", serde_json::to_string_pretty(&capabilities()).unwrap());
+            ExitCode::SUCCESS
         }
         Cmd::Plan { config, rate, cache_mib, resident_mib, no_layer_files, json } => {
             let cfg = match load(&config) {

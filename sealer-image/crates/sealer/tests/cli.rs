@@ -673,3 +673,36 @@ fn batch_killed_during_pc2_resumes_and_matches_oracle_with_endpoints() {
         assert_eq!(res["sectors"][i]["sector_id"], s.sector_id);
     }
 }
+
+/// `capabilities` lists gpu only when the device opens, and says why not otherwise.
+#[test]
+fn capabilities_list_the_gpu_engine_only_with_a_device() {
+    let run = |device: &str| -> serde_json::Value {
+        let out = bin().arg("capabilities").env("SEALER_GPU_DEVICE", device).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let with = run("0");
+    assert_eq!(with["pc2_engines"], serde_json::json!(["cpu", "gpu"]), "{with}");
+    assert_eq!(with["gpu_device"]["index"], 0);
+    assert!(!with["opencl_devices"].as_array().unwrap().is_empty());
+    let without = run("999");
+    assert_eq!(without["pc2_engines"], serde_json::json!(["cpu"]), "{without}");
+    assert!(without["gpu_unavailable"].as_str().unwrap().contains("no OpenCL device 999"), "{without}");
+}
+
+/// A batch asking for the GPU engine on a device that does not exist fails with exit code 8,
+/// naming the device, before it writes an output.
+#[test]
+fn pc2_on_a_missing_gpu_exits_8() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (_, mut json) = common::config(2048, 5, 1, 5, work.path(), 1);
+    json["pc2_engine"] = "gpu".into();
+    let cfg = ConfigFile::write(work.path().join("c.json"), &json);
+    assert!(cfg.seal("pc1").status().unwrap().success());
+    let out = cfg.cmd("pc2", &[]).env("SEALER_GPU_DEVICE", "999").output().unwrap();
+    assert_eq!(out.status.code(), Some(8), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no OpenCL device 999"));
+    assert!(!work.path().join("out/results.json").exists());
+}
