@@ -52,8 +52,6 @@ const uncertainCommit = time.Minute
 type PlacementReconciler struct {
 	client.Client
 	Recorder Recorder
-	// PC2Engines are the sealer image's PC2 engines (nil: cpu only).
-	PC2Engines []sealv1.PC2Engine
 	// Caches builds the parent caches batches wait for (nil: no node caches; sealers build
 	// their own).
 	Caches *ParentCaches
@@ -86,7 +84,7 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 
 	exportBatchMetrics(batches.Items)
 	r.assumed.Settle(batches.Items, time.Now())
-	fleet := fleetView(sealerNodes.Items, nodes.Items, batches.Items, r.assumed, r.PC2Engines)
+	fleet := fleetView(sealerNodes.Items, nodes.Items, batches.Items, r.assumed)
 	var pending []*sealv1.SealBatch
 	for i := range batches.Items {
 		b := &batches.Items[i]
@@ -233,7 +231,7 @@ var digits = regexp.MustCompile(`[0-9]+`)
 // fleetView builds placement's view of every SealerNode (deep copies, so scheduling can
 // mutate them) with the usage the batches and the assumed decisions derive, and the PC2
 // engines of the sealer image that would run there.
-func fleetView(sns []sealv1.SealerNode, nodes []corev1.Node, batches []sealv1.SealBatch, assumed *ledger.Assumed, engines []sealv1.PC2Engine) []*placement.Node {
+func fleetView(sns []sealv1.SealerNode, nodes []corev1.Node, batches []sealv1.SealBatch, assumed *ledger.Assumed) []*placement.Node {
 	nodeByName := make(map[string]*corev1.Node, len(nodes))
 	for i := range nodes {
 		nodeByName[nodes[i].Name] = &nodes[i]
@@ -245,7 +243,7 @@ func fleetView(sns []sealv1.SealerNode, nodes []corev1.Node, batches []sealv1.Se
 	book := ledger.BookOf(batches, assumed, func(n string) ledger.Geometry { return geometry[n] })
 	fleet := make([]*placement.Node, 0, len(sns))
 	for i := range sns {
-		pn := &placement.Node{Sealer: sns[i].DeepCopy(), Geometry: geometry[sns[i].Name], Usage: book.Of(sns[i].Name), PC2Engines: engines}
+		pn := &placement.Node{Sealer: sns[i].DeepCopy(), Geometry: geometry[sns[i].Name], Usage: book.Of(sns[i].Name)}
 		if n := nodeByName[sns[i].Name]; n != nil {
 			pn.Labels, pn.Taints, pn.Unschedulable = n.Labels, n.Spec.Taints, n.Spec.Unschedulable
 		} else {

@@ -17,7 +17,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
-	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/internal/render"
 )
 
@@ -30,11 +29,8 @@ type Options struct {
 	// budgets it makes for them) in these namespaces, comma separated; empty: every namespace.
 	WatchNamespaces string
 	SealerImage     string
-	// SealerPC2Engines lists the PC2 engines the sealer image was built with (comma
-	// separated): a batch asking for another one is not placed.
-	SealerPC2Engines string
-	ScrubImage       string
-	ImagePullPolicy  string
+	ScrubImage      string
+	ImagePullPolicy string
 	// ImagePullSecrets names, comma separated, the pull secrets of sealer and scrub pods.
 	ImagePullSecrets  string
 	SealerHostNetwork bool
@@ -61,7 +57,6 @@ type Options struct {
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WatchNamespaces, "watch-namespaces", "", "serve SealBatches only in these namespaces, comma separated (empty: every namespace); the operator then needs rights only there")
 	fs.StringVar(&o.SealerImage, "sealer-image", "localhost/sealfleet-sealer:dev", "image of the native sealer")
-	fs.StringVar(&o.SealerPC2Engines, "sealer-pc2-engines", "cpu", "PC2 engines the sealer image was built with, comma separated (cpu; gpu only for a GPU build): batches asking for another engine stay Pending with a reason")
 	fs.StringVar(&o.ScrubImage, "scrub-image", "localhost/sealfleet-operator:dev", "image with /node-agent, used to scrub a released slot")
 	fs.StringVar(&o.ImagePullSecrets, "image-pull-secrets", "", "image pull secrets of sealer and scrub pods, comma separated; each must exist in every batch namespace")
 	fs.StringVar(&o.ImagePullPolicy, "image-pull-policy", "IfNotPresent", "pull policy of sealer and scrub pods")
@@ -79,9 +74,6 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 func (o *Options) defaults() {
 	if o.SealerImage == "" {
 		o.SealerImage = "localhost/sealfleet-sealer:dev"
-	}
-	if o.SealerPC2Engines == "" {
-		o.SealerPC2Engines = string(sealv1.PC2EngineCPU)
 	}
 	if o.ScrubImage == "" {
 		o.ScrubImage = "localhost/sealfleet-operator:dev"
@@ -165,25 +157,6 @@ func commaList(s string) []string {
 	return out
 }
 
-// pc2Engines parses --sealer-pc2-engines.
-func (o *Options) pc2Engines() ([]sealv1.PC2Engine, error) {
-	var out []sealv1.PC2Engine
-	for _, s := range commaList(o.SealerPC2Engines) {
-		switch e := sealv1.PC2Engine(s); e {
-		case sealv1.PC2EngineCPU, sealv1.PC2EngineGPU:
-			if !slices.Contains(out, e) {
-				out = append(out, e)
-			}
-		default:
-			return nil, fmt.Errorf("--sealer-pc2-engines: unknown engine %q; list cpu and, for a GPU build of the sealer, gpu", s)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--sealer-pc2-engines %q names no engine; list cpu and, for a GPU build of the sealer, gpu", o.SealerPC2Engines)
-	}
-	return out, nil
-}
-
 // The metrics endpoint authenticates and authorizes its callers through the API server.
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
@@ -192,10 +165,6 @@ func (o *Options) pc2Engines() ([]sealv1.PC2Engine, error) {
 func Setup(mgr ctrl.Manager, o Options) error {
 	o.defaults()
 	po, err := o.podOptions()
-	if err != nil {
-		return err
-	}
-	engines, err := o.pc2Engines()
 	if err != nil {
 		return err
 	}
@@ -220,7 +189,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if o.ParentCacheNamespace != "" {
 		caches = &ParentCaches{Client: mgr.GetClient(), Namespace: o.ParentCacheNamespace, Pod: po}
 	}
-	if err := (&PlacementReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-placement"), PC2Engines: engines, Caches: caches}).SetupWithManager(mgr); err != nil {
+	if err := (&PlacementReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-placement"), Caches: caches}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&SealerReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-sealer"), Pod: po,

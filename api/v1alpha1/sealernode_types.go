@@ -426,6 +426,16 @@ type Capabilities struct {
 	// hashersPerCore in use (1 or 2).
 	// +optional
 	HashersPerCore int32 `json:"hashersPerCore,omitempty"`
+	// pc2Engines are the PC2 engines the node's sealer image runs on this node, as the image
+	// itself reported them (`sealer capabilities`, run by the node agent's init container):
+	// gpu only where an OpenCL device opens. Empty: not reported, and placement counts on cpu
+	// only.
+	// +listType=atomic
+	// +optional
+	PC2Engines []PC2Engine `json:"pc2Engines,omitempty"`
+	// gpuEngine names the device the GPU engine uses on this node, or why it has none.
+	// +optional
+	GPUEngine string `json:"gpuEngine,omitempty"`
 }
 
 // UnsupportedBatchSize says why a batch size cannot run.

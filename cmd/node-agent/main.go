@@ -182,6 +182,7 @@ func newRun() *cobra.Command {
 	c.Flags().DurationVar(&a.Heartbeat, "heartbeat", 10*time.Minute, "write status at least this often even without change")
 	c.Flags().DurationVar(&a.MetricsInterval, "metrics-interval", 15*time.Second, "time between /proc/stat samples")
 	c.Flags().BoolVar(&a.DryRun, "dry-run", false, "never change the machine; report planned changes only")
+	c.Flags().StringVar(&a.SealerCapabilities, "sealer-capabilities", "", "file the sealer image's `sealer capabilities --out` wrote on this node (the chart's init container): its PC2 engines go into status.capabilities")
 	c.Flags().StringVar(&metricsAddr, "metrics-bind-address", ":8090", "address of /metrics and /healthz (0 disables)")
 	c.Flags().BoolVar(&metricsSecure, "metrics-secure", true, "serve over HTTPS (self-signed) and answer /metrics only to callers whose token may GET /metrics (TokenReview + SubjectAccessReview); /healthz stays open")
 	// The operator's logging flags (--zap-log-level, --zap-devel, --zap-encoder, …).

@@ -362,6 +362,14 @@ func SealerNode(f *Fleet, m machine, now time.Time) *sealv1.SealerNode {
 	}
 	lt := m.topo.Layout()
 	st.Capabilities = layout.Capabilities(lt, layout.Options{})
+	// What a GPU image's `sealer capabilities` reports there (kwok runs no image): the GPU
+	// engine where the node has a GPU, cpu only elsewhere.
+	st.Capabilities.PC2Engines = []sealv1.PC2Engine{sealv1.PC2EngineCPU}
+	st.Capabilities.GPUEngine = "unavailable: no usable OpenCL device: no OpenCL GPU on this machine (simulated)"
+	if t.GPUs > 0 {
+		st.Capabilities.PC2Engines = append(st.Capabilities.PC2Engines, sealv1.PC2EngineGPU)
+		st.Capabilities.GPUEngine = fmt.Sprintf("OpenCL device 0: %s (gpu, simulated)", st.GPUs[0].Model)
+	}
 	st.FreeCores = int32(m.topo.Cores)
 	ts := metav1.NewTime(now.Truncate(time.Second))
 	st.LastScanTime = &ts

@@ -81,6 +81,9 @@ type Agent struct {
 	MetricsInterval time.Duration
 	// DryRun never changes the machine, whatever the spec says.
 	DryRun bool
+	// SealerCapabilities is the file the sealer image's `sealer capabilities --out` wrote on
+	// this node ("" = none: the node reports no PC2 engines).
+	SealerCapabilities string
 	// Metrics, optional.
 	Metrics *Metrics
 	// Now is the clock (tests).
@@ -274,6 +277,9 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, node *corev1.Node, topo *topo
 	caps := &sealv1.Capabilities{}
 	if oerr == nil {
 		caps = layout.Capabilities(lt, opts)
+	}
+	caps.PC2Engines, caps.GPUEngine = readSealerCapabilities(a.SealerCapabilities)
+	if oerr == nil || len(caps.PC2Engines) > 0 {
 		st.Capabilities = caps
 	}
 	st.FreeCores = int32(freeCores(lt, opts.ReservedCPUs, batches))

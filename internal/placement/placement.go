@@ -34,9 +34,6 @@ type Node struct {
 	// (Schedule adds its own decisions to it).
 	Geometry ledger.Geometry
 	Usage    *ledger.Usage
-	// PC2Engines are the PC2 engines of the sealer build that would run here (nil: cpu only,
-	// what every build has). A batch asking for another engine does not fit.
-	PC2Engines []sealv1.PC2Engine
 	// WantedCaches are the parent caches (registered proofs) Schedule found batches waiting
 	// for here: the caller has them built.
 	WantedCaches map[string]bool
@@ -427,7 +424,7 @@ func checkLayers(n *Node, need *Need) (reason string, transient bool) {
 		return fmt.Sprintf("slot too small (%s < %s)", human(g.SlotBytes), human(need.SlotBytes)), false
 	}
 	if !n.hasPC2Engine(need.PC2Engine) {
-		return fmt.Sprintf("sealer build has no %s PC2 (only %s): set spec.pc2Engine to one of those", need.PC2Engine, joinEngines(n.pc2Engines())), false
+		return n.noEngineReason(need.PC2Engine), false
 	}
 	if need.GPU && len(sn.Status.GPUs) == 0 {
 		return "no GPU for pc2Engine gpu", false
@@ -455,12 +452,24 @@ func checkLayers(n *Node, need *Need) (reason string, transient bool) {
 	return "", false
 }
 
-// pc2Engines are the engines of the sealer build that would run here (cpu when unset).
+// pc2Engines are the engines the node's sealer image reported it runs here (status.
+// capabilities.pc2Engines; cpu when it reported none: every image has it).
 func (n *Node) pc2Engines() []sealv1.PC2Engine {
-	if n.PC2Engines == nil {
-		return []sealv1.PC2Engine{sealv1.PC2EngineCPU}
+	if c := n.Sealer.Status.Capabilities; c != nil && len(c.PC2Engines) > 0 {
+		return c.PC2Engines
 	}
-	return n.PC2Engines
+	return []sealv1.PC2Engine{sealv1.PC2EngineCPU}
+}
+
+// noEngineReason says why engine e does not run here, with what the image said of its GPU.
+func (n *Node) noEngineReason(e sealv1.PC2Engine) string {
+	msg := fmt.Sprintf("the node's sealer image runs no %s PC2 here (only %s)", e, joinEngines(n.pc2Engines()))
+	if c := n.Sealer.Status.Capabilities; e == sealv1.PC2EngineGPU && c != nil && c.GPUEngine != "" {
+		msg += "; GPU engine " + c.GPUEngine
+	} else if e == sealv1.PC2EngineGPU {
+		msg += "; its node agent has not reported the image's capabilities"
+	}
+	return msg + ": set spec.pc2Engine to one it runs"
 }
 
 // hasPC2Engine reports whether the sealer build of this node can run PC2 on engine e (an

@@ -61,7 +61,11 @@ func outputFree(capacity, avail int64) nodeOpt {
 func noSHA(n *Node)    { n.Sealer.Status.CPU.SHANI = false }
 func cordoned(n *Node) { n.Sealer.Spec.Cordon = true }
 func gpu(n *Node)      { n.Sealer.Status.GPUs = []sealv1.GPU{{PCIAddress: "0000:81:00.0"}} }
-func gpuBuild(n *Node) { n.PC2Engines = []sealv1.PC2Engine{sealv1.PC2EngineCPU, sealv1.PC2EngineGPU} }
+
+// gpuBuild: the node's sealer image reported the GPU engine (sealer capabilities).
+func gpuBuild(n *Node) {
+	n.Sealer.Status.Capabilities.PC2Engines = []sealv1.PC2Engine{sealv1.PC2EngineCPU, sealv1.PC2EngineGPU}
+}
 func notReady(n *Node) { n.Sealer.Status.Conditions[0].Status = metav1.ConditionFalse }
 func batchSizes(s ...int32) nodeOpt {
 	return func(n *Node) { n.Sealer.Status.Capabilities.BatchSizes = s }
@@ -139,17 +143,29 @@ func TestScheduleRespectsSelectorPinTolerationsAndGPU(t *testing.T) {
 	}
 }
 
-// pc2Engine gpu runs only where the sealer build has GPU PC2 and the node a GPU: a GPU node
-// whose build runs PC2 on the CPU must not take it (it would book a GPU and never use it).
+// pc2Engine gpu runs only where the node's sealer image reported the GPU engine and the node
+// has a GPU: a GPU node whose image cannot open it must not take it (it would book a GPU and
+// fail with exit 8). The reason quotes what the image said, or that it said nothing.
 func TestGPUEngineNeedsAGPUBuildAndAGPU(t *testing.T) {
 	g := batch("gpu", sealv1.SectorSize8MiB, 4, 0, func(b *sealv1.SealBatch) { b.Spec.PC2Engine = sealv1.PC2EngineGPU })
-	dec, failed := Schedule([]*Node{node("a", 1, 100, gpu), node("b", 1, 100, gpu), node("c", 1, 100, gpuBuild)}, []*sealv1.SealBatch{g})
+	cpuOnly := func(n *Node) {
+		n.Sealer.Status.Capabilities.PC2Engines = []sealv1.PC2Engine{sealv1.PC2EngineCPU}
+		n.Sealer.Status.Capabilities.GPUEngine = "unavailable: no usable OpenCL device: cannot load libOpenCL.so.1"
+	}
+	dec, failed := Schedule([]*Node{node("a", 1, 100, gpu, cpuOnly), node("b", 1, 100, gpu), node("c", 1, 100, gpuBuild)}, []*sealv1.SealBatch{g})
 	if len(dec) != 0 || failed[g] == nil {
 		t.Fatalf("placed without a GPU build and GPU: %+v", dec)
 	}
-	want := "0/3 nodes fit: 2 nodes: sealer build has no gpu PC2 (only cpu): set spec.pc2Engine to one of those; 1 node: no GPU for pc2Engine gpu"
-	if got := failed[g].Error(); got != want {
-		t.Errorf("reason\n got %q\nwant %q", got, want)
+	got := failed[g].Error()
+	for _, want := range []string{
+		"0/3 nodes fit",
+		"1 node: the node's sealer image runs no gpu PC2 here (only cpu); GPU engine unavailable: no usable OpenCL device: cannot load libOpenCL.so.1: set spec.pc2Engine to one it runs",
+		"1 node: the node's sealer image runs no gpu PC2 here (only cpu); its node agent has not reported the image's capabilities",
+		"1 node: no GPU for pc2Engine gpu",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("reason %q\nlacks %q", got, want)
+		}
 	}
 	// The default engine runs on every build.
 	cpu := batch("cpu", sealv1.SectorSize8MiB, 4, 0)

@@ -367,10 +367,6 @@ func removeBusiestNode(t *testing.T, ctx context.Context) {
 		victim, len(running[victim]), failedIn.Seconds(), time.Since(t0).Seconds())
 }
 
-// fleetOperatorArgs: the simulated GPU nodes stand for a sealer image built with GPU PC2 (kwok
-// pods run no image), so the operator is told its sealer has both engines.
-var fleetOperatorArgs = []string{"--sealer-pc2-engines=cpu,gpu"}
-
 // TestFleet: hundreds of simulated nodes, a thousand batches, the operator restarted halfway;
 // every batch placed or explained, no slot double-booked, pods shaped right, the busiest node
 // removed while its batches run, everything released on delete.
@@ -381,7 +377,7 @@ func TestFleet(t *testing.T) {
 	if out, err := clusterEnv([]string{"FLEET_TOTAL=" + strconv.Itoa(nodes)}, "fleet"); err != nil {
 		t.Fatalf("fleet: %v\n%s", err, out)
 	}
-	if out, err := cluster(append([]string{"operator"}, fleetOperatorArgs...)...); err != nil {
+	if out, err := cluster("operator"); err != nil {
 		t.Fatalf("operator: %v\n%s", err, out)
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetNS}}
@@ -417,7 +413,7 @@ func TestFleet(t *testing.T) {
 	createAll(t, bs[:n/2])
 	// Operator restart mid-scenario: a new process must adopt, not re-book, what the old one did.
 	time.Sleep(5 * time.Second)
-	if out, err := cluster(append([]string{"operator"}, fleetOperatorArgs...)...); err != nil {
+	if out, err := cluster("operator"); err != nil {
 		t.Fatalf("operator restart: %v\n%s", err, out)
 	}
 	pid = operatorPID(t)

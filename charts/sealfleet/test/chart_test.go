@@ -172,7 +172,7 @@ func TestDefaults(t *testing.T) {
 	}
 	args := strs(c["args"])
 	for _, want := range []string{"--leader-elect=true", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
-		"--sealer-image=localhost/sealfleet-sealer:dev", "--sealer-pc2-engines=cpu", "--scrub-image=localhost/sealfleet-operator:dev",
+		"--sealer-image=localhost/sealfleet-sealer:dev", "--scrub-image=localhost/sealfleet-operator:dev",
 		"--image-pull-policy=IfNotPresent", "--sealer-host-network=false", "--sealer-metrics-port=9464",
 		"--sealer-memory-base=2Gi", "--sealer-priority-class=sealfleet-sealer", "--sealer-memory-per-sector=256Mi", "--progress-interval=10s", "--release-timeout=10m"} {
 		if !hasArg(args, want) {
@@ -227,8 +227,19 @@ func TestDefaults(t *testing.T) {
 	if !outMount || !outVolume {
 		t.Errorf("default output path not mounted read-only into the agent: %v %v", ac["volumeMounts"], ps["volumes"])
 	}
+	// The sealer image reports its PC2 engines on each node: an init container runs
+	// `sealer capabilities` into a volume the agent reads (--sealer-capabilities).
+	inits, _ := ps["initContainers"].([]any)
+	if len(inits) != 1 {
+		t.Fatalf("agent init containers %v", ps["initContainers"])
+	}
+	ic := inits[0].(obj)
+	if ic["image"] != "localhost/sealfleet-sealer:dev" || !reflect.DeepEqual(strs(ic["args"]), []string{"capabilities", "--out", "/run/sealfleet/capabilities.json"}) ||
+		get(ic, "securityContext", "allowPrivilegeEscalation") != false || get(ic, "env", "0", "name") != "NVIDIA_VISIBLE_DEVICES" {
+		t.Errorf("sealer-capabilities init container %v", ic)
+	}
 	aargs := strs(ac["args"])
-	for _, want := range []string{"run", "--node-name=$(NODE_NAME)", "--root=/host", "--metrics-bind-address=:8090"} {
+	for _, want := range []string{"run", "--node-name=$(NODE_NAME)", "--root=/host", "--metrics-bind-address=:8090", "--sealer-capabilities=/run/sealfleet/capabilities.json"} {
 		if !hasArg(aargs, want) {
 			t.Errorf("agent args %v lack %s", aargs, want)
 		}
@@ -643,7 +654,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"sealerImage.digest=latest", "digest"},
 		{"operator.watchNamespaces={team-a}", "leaves out the chart's batch namespace sealfleet-batches"},
 		{"operator.watchNamespaces={sealfleet-batches},operator.parentCacheNamespace=builders", "leaves out the parent-cache builders' namespace builders"},
-		{"sealerImage.pc2Engines[0]=fpga", "pc2Engines"},
+		{"sealerImage.pc2Engines={cpu,gpu}", "pc2Engines"}, // engines come from the image (sealer capabilities), not a value
 		{"operator.sealerHostNetwork=maybe", "sealerHostNetwork"},
 		{"operator.sealerHostNetwrk=true", "sealerHostNetwrk"},
 		{"operator.releaseTimeout=ten minutes", "releaseTimeout"},

@@ -116,8 +116,13 @@ enum Cmd {
     /// at a labelling rate. Exit 0 when ready, 2 when a check fails.
     /// Print what this binary and machine can run, as JSON: the PC2 engines (`gpu` only when an
     /// OpenCL device opens: the first GPU, or `SEALER_GPU_DEVICE`'s index) and every OpenCL
-    /// device. The operator's source of truth for an image's engines.
-    Capabilities,
+    /// device. The node agent publishes it in the node's SealerNode (the operator's source of
+    /// truth for which engines a node's sealer image runs there).
+    Capabilities {
+        /// Also write the document to this file (atomically; the node agent reads it).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     Plan {
         /// Batch config (JSON).
         #[arg(long)]
@@ -666,8 +671,16 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Capabilities => {
-            println!("{}", serde_json::to_string_pretty(&capabilities()).unwrap());
+        Cmd::Capabilities { out } => {
+            let doc = serde_json::to_string_pretty(&capabilities()).unwrap();
+            println!("{doc}");
+            if let Some(path) = out {
+                let tmp = path.with_extension("tmp");
+                if let Err(e) = std::fs::write(&tmp, &doc).and_then(|_| std::fs::rename(&tmp, &path)) {
+                    eprintln!("sealer: writing {}: {e}", path.display());
+                    return ExitCode::from(3);
+                }
+            }
             ExitCode::SUCCESS
         }
         Cmd::Plan { config, rate, cache_mib, resident_mib, no_layer_files, json } => {

@@ -686,6 +686,12 @@ fn capabilities_list_the_gpu_engine_only_with_a_device() {
     assert_eq!(with["pc2_engines"], serde_json::json!(["cpu", "gpu"]), "{with}");
     assert_eq!(with["gpu_device"]["index"], 0);
     assert!(!with["opencl_devices"].as_array().unwrap().is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("capabilities.json");
+    let out = bin().args(["capabilities", "--out"]).arg(&file).env("SEALER_GPU_DEVICE", "0").output().unwrap();
+    assert!(out.status.success());
+    let written: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(written["pc2_engines"], with["pc2_engines"]);
     let without = run("999");
     assert_eq!(without["pc2_engines"], serde_json::json!(["cpu"]), "{without}");
     assert!(without["gpu_unavailable"].as_str().unwrap().contains("no OpenCL device 999"), "{without}");
