@@ -21,6 +21,7 @@
 
 #![warn(missing_docs)]
 
+mod checkpoint;
 pub mod engine;
 pub mod snap;
 
@@ -117,6 +118,12 @@ pub(crate) struct TreeBuilder {
 
 impl TreeBuilder {
     pub(crate) fn new(path: &Path, leaves: u64, first_stored: usize) -> std::io::Result<Self> {
+        Self::layout(path, leaves, first_stored, true)
+    }
+
+    /// The builder for a file of `leaves` leaves storing rows from `first_stored` up: created
+    /// (sized, empty) or, for a resumed run, opened as it is (it must have that size).
+    fn layout(path: &Path, leaves: u64, first_stored: usize, create: bool) -> std::io::Result<Self> {
         let mut sizes = vec![leaves];
         while *sizes.last().unwrap() > 1 {
             sizes.push(sizes.last().unwrap() / 8);
@@ -129,8 +136,20 @@ impl TreeBuilder {
                 off += s * 32;
             }
         }
-        let file = File::create(path)?;
-        file.set_len(off)?;
+        let file = if create {
+            let f = File::create(path)?;
+            f.set_len(off)?;
+            f
+        } else {
+            let f = std::fs::OpenOptions::new().write(true).open(path)?;
+            if f.metadata()?.len() != off {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{} is not the size its checkpoint says", path.display()),
+                ));
+            }
+            f
+        };
         Ok(TreeBuilder {
             file,
             first_stored,
@@ -403,6 +422,8 @@ pub struct Pc2Breakdown {
     pub device: sealer_gpu::DeviceTime,
     /// The GPU engine's device name ("" on the CPU).
     pub device_name: String,
+    /// The node PC2 resumed at from its checkpoint (0: a fresh run).
+    pub resumed_at_node: u64,
     /// From the first layer read to the results written.
     pub total: f64,
 }
@@ -429,10 +450,32 @@ pub fn run_pc2_measured(
     }
     let engine = Engine::open(cfg.pc2_engine)?;
     let (rids, cds) = sealer_pc1::sector_ids(cfg);
+    let batch_id = checkpoint::batch_id(cfg.sector_size, &rids, &cds);
+    let t = base_tree_count(cfg.sector_size);
+    let resume = checkpoint::load(&cfg.output_dir, &batch_id).filter(|c| {
+        // Every file the checkpoint covers must still be there, or PC2 starts again.
+        let missing: Vec<PathBuf> = cfg
+            .sectors
+            .iter()
+            .flat_map(|s| {
+                let p = sector_paths(cfg, s.sector_id);
+                // Finished base trees, and the one in progress when the checkpoint is mid-tree.
+                let upto = if c.tc.is_empty() { c.k } else { c.k + 1 };
+                let trees = (0..upto.min(t)).flat_map(move |k| {
+                    ["tree-c", "tree-r-last"].map(|kind| p.cache.join(format!("{}.tmp", tree_name(kind, k, t))))
+                });
+                std::iter::once(tmp_of(&p.sealed)).chain(trees)
+            })
+            .filter(|f| !f.exists())
+            .collect();
+        if let Some(f) = missing.first() {
+            log::warn!("PC2 checkpoint ignored: {} is gone ({} files missing)", f.display(), missing.len());
+        }
+        missing.is_empty()
+    });
     let mut rd = LayerReader::open(cfg)?;
     let g = *rd.geometry();
     let n = cfg.sectors.len();
-    let t = base_tree_count(cfg.sector_size);
     let leaves = g.nodes / t as u64;
     let rtd = rows_to_discard(leaves);
 
@@ -450,7 +493,12 @@ pub fn run_pc2_measured(
         if let Some(d) = paths.sealed.parent() {
             std::fs::create_dir_all(d).map_err(|e| io(&format!("creating {}", d.display()), e))?;
         }
-        let f = File::create(tmp_of(&paths.sealed)).map_err(|e| io("creating replica", e))?;
+        let f = match &resume {
+            // The replica written so far stays: the checkpoint covers it.
+            Some(_) => std::fs::OpenOptions::new().write(true).open(tmp_of(&paths.sealed)),
+            None => File::create(tmp_of(&paths.sealed)),
+        }
+        .map_err(|e| io("opening replica", e))?;
         f.set_len(g.nodes * 32).map_err(|e| io("sizing replica", e))?;
         replicas.push(f);
         caches.push(cache);
@@ -466,35 +514,70 @@ pub fn run_pc2_measured(
 
     // Range size: enough nodes to amortise, a power of two dividing `leaves`; on a device, as
     // much as its memory holds.
-    let range = match &engine {
+    let mut range = match &engine {
         Engine::Cpu => leaves.min(1 << 16).max(g.npp.min(leaves)),
         Engine::Gpu(gpu) => engine::gpu_range(gpu, leaves, g.npp, n, layers),
     };
-    let mut roots_c = vec![Vec::new(); n];
-    let mut roots_r = vec![Vec::new(); n];
+    // A resumed run's ranges start where the checkpoint's did: both are powers of two, so the
+    // smaller keeps every range aligned with the trees' pending nodes.
+    if let Some(c) = &resume {
+        range = range.min(c.range);
+    }
+    let (mut roots_c, mut roots_r) = match resume
+        .as_ref()
+        .and_then(|c| Some((checkpoint::parse_roots(&c.roots_c)?, checkpoint::parse_roots(&c.roots_r)?)))
+    {
+        Some(r) => r,
+        None => (vec![Vec::new(); n], vec![Vec::new(); n]),
+    };
+    let (k0, next0) = match &resume {
+        Some(c) => {
+            log::info!(
+                "PC2 resumes at base tree {} of {t}, node {} (checkpoint {})",
+                c.k + 1,
+                c.next,
+                checkpoint::FILE
+            );
+            (c.k, c.next)
+        }
+        None => (0, 0),
+    };
+    let stop_after: Option<usize> =
+        std::env::var("SEALER_TEST_PC2_STOP_AFTER_RANGES").ok().and_then(|s| s.parse().ok());
+    let mut ranges_done = 0usize;
     let pages_per_range = range.div_ceil(g.npp) as usize;
     // Two sets of layer buffers: the next range is read while the current one is hashed.
     let mut sets: [Vec<AlignedBuf>; 2] =
         std::array::from_fn(|_| (0..layers).map(|_| AlignedBuf::new(pages_per_range * PAGE)).collect());
     let mut bd = Pc2Breakdown::default();
+    bd.resumed_at_node = next0;
     let started = Instant::now();
     let mut prog = Progress::for_pc2(cfg, t, leaves);
-    for k in 0..t {
+    for k in k0..t {
         prog.start_layer(k + 1);
+        let start = if k == k0 { next0.max(k as u64 * leaves) } else { k as u64 * leaves };
+        prog.update(start - k as u64 * leaves);
         sink.publish(&prog);
         let mut tc: Vec<TreeBuilder> = Vec::new();
         let mut tr: Vec<TreeBuilder> = Vec::new();
-        for c in &caches {
-            tc.push(
-                TreeBuilder::new(&c.join(format!("{}.tmp", tree_name("tree-c", k, t))), leaves, 0)
-                    .map_err(|e| io("creating tree-c", e))?,
+        let states =
+            resume.as_ref().filter(|c| k == k0 && start > k as u64 * leaves && c.tc.len() == n && c.tr.len() == n);
+        for (s, c) in caches.iter().enumerate() {
+            let (pc, pr) = (
+                c.join(format!("{}.tmp", tree_name("tree-c", k, t))),
+                c.join(format!("{}.tmp", tree_name("tree-r-last", k, t))),
             );
-            tr.push(
-                TreeBuilder::new(&c.join(format!("{}.tmp", tree_name("tree-r-last", k, t))), leaves, rtd + 1)
-                    .map_err(|e| io("creating tree-r-last", e))?,
-            );
+            let (bc, br) = match states {
+                Some(cp) => (
+                    TreeBuilder::resume(&pc, leaves, 0, &cp.tc[s]),
+                    TreeBuilder::resume(&pr, leaves, rtd + 1, &cp.tr[s]),
+                ),
+                None => (TreeBuilder::new(&pc, leaves, 0), TreeBuilder::new(&pr, leaves, rtd + 1)),
+            };
+            tc.push(bc.map_err(|e| io("opening tree-c", e))?);
+            tr.push(br.map_err(|e| io("opening tree-r-last", e))?);
         }
-        let ranges: Vec<(u64, u64)> = (k as u64 * leaves..(k as u64 + 1) * leaves)
+        let ranges: Vec<(u64, u64)> = (start..(k as u64 + 1) * leaves)
             .step_by(range as usize)
             .map(|v| (v, range.min((k as u64 + 1) * leaves - v)))
             .collect();
@@ -560,6 +643,31 @@ pub fn run_pc2_measured(
             });
             hashed?;
             read?;
+            if v + cnt < (k as u64 + 1) * leaves {
+                // Mid-tree: the files so far, synced, then where the trees stand.
+                let mut cp = checkpoint::Checkpoint {
+                    batch: batch_id.clone(),
+                    range,
+                    k,
+                    next: v + cnt,
+                    roots_c: checkpoint::hex_roots(&roots_c),
+                    roots_r: checkpoint::hex_roots(&roots_r),
+                    tc: Vec::with_capacity(n),
+                    tr: Vec::with_capacity(n),
+                };
+                for ((bc, br), rep) in tc.iter_mut().zip(tr.iter_mut()).zip(&replicas) {
+                    rep.sync_data().map_err(|e| io("syncing the replica", e))?;
+                    cp.tc.push(bc.checkpoint().map_err(|e| io("syncing tree-c", e))?);
+                    cp.tr.push(br.checkpoint().map_err(|e| io("syncing tree-r-last", e))?);
+                }
+                checkpoint::save(&cfg.output_dir, &cp).map_err(|e| io("writing the PC2 checkpoint", e))?;
+            }
+            ranges_done += 1;
+            if stop_after == Some(ranges_done) {
+                return Err(Pc1Error::Internal(format!(
+                    "stopped after {ranges_done} ranges (SEALER_TEST_PC2_STOP_AFTER_RANGES)"
+                )));
+            }
             prog.update(v + cnt - k as u64 * leaves);
             sink.publish(&prog);
             if slow_ms > 0 {
@@ -569,6 +677,23 @@ pub fn run_pc2_measured(
         for (s, (bc, br)) in tc.into_iter().zip(tr).enumerate() {
             roots_c[s].push(bc.finish().map_err(|e| io("finishing tree-c", e))?);
             roots_r[s].push(br.finish().map_err(|e| io("finishing tree-r-last", e))?);
+        }
+        if k + 1 < t {
+            // A base tree done: the next starts fresh.
+            for rep in &replicas {
+                rep.sync_data().map_err(|e| io("syncing the replica", e))?;
+            }
+            let cp = checkpoint::Checkpoint {
+                batch: batch_id.clone(),
+                range,
+                k: k + 1,
+                next: (k as u64 + 1) * leaves,
+                roots_c: checkpoint::hex_roots(&roots_c),
+                roots_r: checkpoint::hex_roots(&roots_r),
+                tc: Vec::new(),
+                tr: Vec::new(),
+            };
+            checkpoint::save(&cfg.output_dir, &cp).map_err(|e| io("writing the PC2 checkpoint", e))?;
         }
     }
 
@@ -615,6 +740,8 @@ pub fn run_pc2_measured(
             comm_r: hex::encode(fr_bytes(&comm_r)),
         });
     }
+    // Everything is written under .tmp names: from here a restart starts PC2 again.
+    let _ = std::fs::remove_file(checkpoint::path(&cfg.output_dir));
     if export_layers {
         export_into_caches(cfg, &caches)?;
     }

@@ -712,3 +712,57 @@ fn pc2_on_a_missing_gpu_exits_8() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no OpenCL device 999"));
     assert!(!work.path().join("out/results.json").exists());
 }
+
+/// PC2 stopped mid-tree resumes from its checkpoint, here on the other engine (CPU first, the
+/// GPU engine on OpenCL device 0 after): every output byte equals an uninterrupted run's.
+#[test]
+fn pc2_resumes_from_its_checkpoint_on_either_engine() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (_, json) = common::config(8 << 20, 6, 1, 907, work.path(), 1);
+    let cfg = ConfigFile::write(work.path().join("c.json"), &json);
+    assert!(cfg.seal("pc1").status().unwrap().success());
+    let out = work.path().join("out");
+    // The uninterrupted run, kept aside.
+    assert!(cfg.cmd("pc2", &["--no-layer-files"]).status().unwrap().success());
+    // Its sector directory moves aside; PC1's state stays in the output directory.
+    let sector_dir = out.join(json["sectors"][0]["sector_id"].as_u64().unwrap().to_string());
+    let whole = work.path().join("whole");
+    std::fs::rename(&sector_dir, &whole).unwrap();
+    std::fs::remove_file(out.join("results.json")).unwrap();
+    // Stopped after 2 of its 4 ranges: a checkpoint, nothing final.
+    let stopped = cfg.cmd("pc2", &["--no-layer-files"]).env("SEALER_TEST_PC2_STOP_AFTER_RANGES", "2").output().unwrap();
+    assert_eq!(stopped.status.code(), Some(1), "{}", String::from_utf8_lossy(&stopped.stderr));
+    assert!(out.join("pc2-checkpoint.json").exists() && !out.join("results.json").exists());
+    // Resumed on the GPU engine.
+    let mut gpu_json = json.clone();
+    gpu_json["pc2_engine"] = "gpu".into();
+    let gpu_cfg = ConfigFile::write(work.path().join("g.json"), &gpu_json);
+    let resumed = gpu_cfg.cmd("pc2", &["--no-layer-files"]).env("SEALER_GPU_DEVICE", "0").output().unwrap();
+    let log = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{log}");
+    assert!(log.contains("PC2 resumes at base tree 1 of 1, node 131072"), "{log}");
+    assert!(!out.join("pc2-checkpoint.json").exists(), "checkpoint left after PC2 completed");
+    let rel = |root: &Path| -> Vec<(PathBuf, Vec<u8>)> {
+        let mut files = Vec::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if !p.ends_with("results.json") && !p.ends_with("t_aux") {
+                    files.push((p.strip_prefix(root).unwrap().to_path_buf(), std::fs::read(&p).unwrap()));
+                }
+            }
+        }
+        files.sort();
+        files
+    };
+    let (a, b) = (rel(&whole), rel(&sector_dir));
+    assert!(a.len() >= 5, "outputs compared: {:?}", a.iter().map(|f| &f.0).collect::<Vec<_>>());
+    assert_eq!(a.iter().map(|f| &f.0).collect::<Vec<_>>(), b.iter().map(|f| &f.0).collect::<Vec<_>>());
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        assert!(x == y, "{} differs after the resume", name.display());
+    }
+}
