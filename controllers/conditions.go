@@ -48,7 +48,10 @@ const (
 	ReasonSealerFailed    Reason = "SealerFailed"
 	// ReasonDataMismatch: a data sector's staged file or commD does not match its pieces
 	// (the message names the sector and both commitments); never retried.
-	ReasonDataMismatch   Reason = "DataMismatch"
+	ReasonDataMismatch Reason = "DataMismatch"
+	// ReasonGPUFailed: pc2Engine gpu found no usable device, or the device failed (lost, out
+	// of memory); the message names the device. Retried; PC2 resumes from its checkpoint.
+	ReasonGPUFailed      Reason = "GPUFailed"
 	ReasonPodEvicted     Reason = "PodEvicted"
 	ReasonPodDisappeared Reason = "PodDisappeared"
 	ReasonNodeLost       Reason = "NodeLost"

@@ -496,8 +496,11 @@ func podFailure(pod *corev1.Pod) (reason Reason, msg string, retriable bool) {
 				msg = t.Reason
 			}
 			reason := ReasonSealerFailed
-			if t.ExitCode == exitDataMismatch {
+			switch t.ExitCode {
+			case exitDataMismatch:
 				reason = ReasonDataMismatch
+			case exitGPU:
+				reason = ReasonGPUFailed
 			}
 			return reason, fmt.Sprintf("sealer exited %d (%s): %s", t.ExitCode, exitMeaning(t.ExitCode), truncate(msg, 1024)),
 				!deterministicExit(t.ExitCode)

@@ -1,0 +1,34 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The sealer's exit codes map to typed reasons and a retry decision (sealer-image/README.md).
+func TestPodFailureNamesTheSealersExit(t *testing.T) {
+	exited := func(code int32, msg string) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg}},
+		}}}}
+	}
+	for _, c := range []struct {
+		pod       *corev1.Pod
+		reason    Reason
+		retriable bool
+		says      string
+	}{
+		{exited(2, "invalid input: layout"), ReasonSealerFailed, false, "sealer exited 2 (bad input): invalid input: layout"},
+		{exited(7, "data mismatch: sector 3"), ReasonDataMismatch, false, "sector 3"},
+		{exited(8, "GPU engine: no usable OpenCL device: there is no OpenCL device 0"), ReasonGPUFailed, true, "sealer exited 8 (GPU engine: no usable OpenCL device, or the device failed): GPU engine: no usable OpenCL device"},
+		{exited(3, "storage error: write"), ReasonSealerFailed, true, "device or I/O failure"},
+		{&corev1.Pod{Status: corev1.PodStatus{Reason: "Evicted", Message: "memory"}}, ReasonPodEvicted, true, "evicted: memory"},
+	} {
+		reason, msg, retriable := podFailure(c.pod)
+		if reason != c.reason || retriable != c.retriable || !strings.Contains(msg, c.says) {
+			t.Errorf("got %s %v %q, want %s %v and %q", reason, retriable, msg, c.reason, c.retriable, c.says)
+		}
+	}
+}
