@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -94,6 +95,11 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 		pending = append(pending, b)
 	}
 	metricPending.Set(float64(len(pending)))
+	// A sector another batch already seals (or updates) waits for it, whatever the nodes.
+	dup := placement.DuplicateSectors(batches.Items, pending)
+	if len(dup) > 0 {
+		pending = slices.DeleteFunc(pending, func(b *sealv1.SealBatch) bool { return dup[b] != "" })
+	}
 	if r.Caches == nil {
 		for _, n := range fleet {
 			n.IgnoreCaches = true
@@ -136,16 +142,19 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 		})
 	}
 	err := g.Wait()
-	explanations := make(map[types.NamespacedName]string, len(failed))
+	explanations := make(map[types.NamespacedName]string, len(failed)+len(dup))
 	for b, u := range failed {
 		explanations[client.ObjectKeyFromObject(b)] = u.Error()
+	}
+	for b, why := range dup {
+		explanations[client.ObjectKeyFromObject(b)] = why
 	}
 	r.explain.set(explanations)
 	metricScheduleCycle.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if len(failed) > 0 {
+	if len(failed)+len(dup) > 0 {
 		return reconcile.Result{RequeueAfter: requeuePending}, nil
 	}
 	return reconcile.Result{}, nil

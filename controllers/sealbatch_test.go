@@ -83,7 +83,7 @@ func TestBatchLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"registered_proof": "StackedDrg8MiBV1_1"`,
-		`"/var/lib/sealfleet/layers.img"`, `"sector_id": 103`, `"coordinators"`, `"output_dir": "/output/lifecycle/b1"`} {
+		`"/var/lib/sealfleet/layers.img"`, fmt.Sprintf(`"sector_id": %d`, b.Spec.Sectors[3].Number), `"coordinators"`, `"output_dir": "/output/lifecycle/b1"`} {
 		if !strings.Contains(cm.Data[render.ConfigKey], want) {
 			t.Errorf("sealer config lacks %s:\n%s", want, cm.Data[render.ConfigKey])
 		}
@@ -135,6 +135,31 @@ func TestBatchLifecycle(t *testing.T) {
 	if scrub != nil && scrub.DeletionTimestamp == nil {
 		t.Errorf("scrub pod left behind")
 	}
+}
+
+// TestOneSectorOneBatch: a batch naming a sector (miner, number) that another batch in another
+// namespace already seals stays Pending with a reason naming that batch, though a node is free;
+// once the other is deleted it is placed.
+func TestOneSectorOneBatch(t *testing.T) {
+	h := newHarness(t)
+	ns1, ns2 := h.namespace("team-a"), h.namespace("team-b")
+	h.addNode("node-s1", 2, 8, nil)
+	first := h.newBatch(ns1, "first", 2, nil)
+	h.waitPhase(ns1, "first", sealv1.PhasePlaced)
+	h.newBatch(ns2, "again", 1, func(b *sealv1.SealBatch) { b.Spec.Sectors[0].Number = first.Spec.Sectors[1].Number })
+	want := fmt.Sprintf("batch %s/first (", ns1)
+	h.eventually("the duplicate explained", func() (bool, string) {
+		b := h.batch(ns2, "again")
+		c := condition(b, controllers.CondPlaced)
+		if b.Status.Node != "" {
+			t.Fatalf("a second batch sealing sector %d was placed on %s", first.Spec.Sectors[1].Number, b.Status.Node)
+		}
+		return c != nil && strings.Contains(c.Message, want) && strings.Contains(c.Message, "one batch seals a sector at a time"), fmt.Sprintf("%+v", c)
+	})
+	if err := h.c.Delete(context.Background(), h.batch(ns1, "first")); err != nil {
+		t.Fatal(err)
+	}
+	h.waitPhase(ns2, "again", sealv1.PhasePlaced)
 }
 
 // TestOneSlotTwoBatches: two batches race for one slot; exactly one wins, the other stays

@@ -217,9 +217,14 @@ spec:
 EOF
 }
 
-# batch_yaml NAME N: N $SECTOR_SIZE sectors 1001.., the first DATA_SECTORS holding data.
+# sector_base NAME: a batch's sectors are numbered from this + 1, different for each name (one
+# batch seals a sector at a time: placement holds back a batch naming another's sectors).
+sector_base() { echo $(( ($(printf %s "$1" | cksum | cut -d' ' -f1) % 90000 + 10000) * 1000 )); }
+
+# batch_yaml NAME N: N $SECTOR_SIZE sectors (from sector_base NAME), the first DATA_SECTORS holding data.
 batch_yaml() {
-  local name=$1 n=$2 i
+  local name=$1 n=$2 i base
+  base=$(sector_base "$1")
   batch_head "$name" "$SECTOR_SIZE"
   cat <<EOF
   # A lotus/Curio storage path per batch: $OUTPUT_DIR/$BATCH_NS/$name/{sectorstore.json,sealed,cache}.
@@ -232,8 +237,8 @@ EOF
   (( DATA_SECTORS > 0 )) && printf '  dataSource:\n    hostPath: {path: "%s"}\n' "$DEALS_DIR"
   echo "  sectors:"
   for i in $(seq "$n"); do
-    printf '  - number: %d\n    ticket: "%064x"\n' $((1000 + i)) $((0x5eed0000 + i))
-    (( i <= DATA_SECTORS )) && stage_data "$name" $((1000 + i))
+    printf '  - number: %d\n    ticket: "%064x"\n' $((base + i)) $((0x5eed0000 + i))
+    (( i <= DATA_SECTORS )) && stage_data "$name" $((base + i))
   done
   return 0
 }
@@ -249,10 +254,11 @@ seal() {
 }
 
 # snap [FROM [NAME]]: a SnapDeals update (spec.update) of batch FROM's first CC sector (number
-# 1000 + DATA_SECTORS + 1) with freshly staged deal data, reading FROM's lotus storage path on
+# sector_base FROM + DATA_SECTORS + 1) with freshly staged deal data, reading FROM's lotus storage path on
 # the node (FROM must have completed; its slot may be released, its outputs stay).
 snap() {
-  local from=${1:-cc-8mib-demo} name=${2:-snap-8mib-demo} num=$((1000 + DATA_SECTORS + 1))
+  local from=${1:-cc-8mib-demo} name=${2:-snap-8mib-demo} num
+  num=$(( $(sector_base "$from") + DATA_SECTORS + 1 ))
   kc -n "$BATCH_NS" delete sealbatch "$name" --ignore-not-found --wait=true >/dev/null
   {
     batch_head "$name" 8MiB

@@ -214,7 +214,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	}
 
 	// seeds: the merge patch passes the API's rules (FromSlot only, seeds add-only).
-	b := testutil.Batch("fleet", "c1", sealv1.SectorSize2KiB, 2)
+	b := testutil.Batch("fleet", "c1", sealv1.SectorSize2KiB, 2, testutil.NumberedFrom(100))
 	b.UID, b.Spec.Commit1 = "", sealv1.Commit1FromSlot
 	if err := c.Create(ctx, b); err != nil {
 		t.Fatal(err)

@@ -49,7 +49,7 @@ func cordoned(n *sealv1.SealerNode) { n.Spec.Cordon = true }
 
 // batch is a 32 GiB CC batch of 2 sectors (numbers 100, 101) in namespace ns.
 func batch(name string, opts ...func(*sealv1.SealBatch)) sealv1.SealBatch {
-	return *testutil.Batch("ns", name, sealv1.SectorSize32GiB, 2, opts...)
+	return *testutil.Batch("ns", name, sealv1.SectorSize32GiB, 2, append([]func(*sealv1.SealBatch){testutil.NumberedFrom(100)}, opts...)...)
 }
 
 // placedAt records a placement on node/slot in phase, placed `held` ago.

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"fmt"
+	"hash/fnv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,15 +13,16 @@ import (
 // Ticket is a valid 32-byte ticket for test sectors.
 const Ticket = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20"
 
-// Batch builds a SealBatch of `sectors` CC sectors (numbers first, first+1, …) of one size for
-// miner f01000; UID is derived from the name. Options adjust it.
+// Batch builds a SealBatch of `sectors` CC sectors of one size for miner f01000; UID is
+// derived from the name, and so are the sector numbers (SectorBase(ns, name) + 0, 1, …), so that
+// two batches never name one sector (placement holds such a batch back). Options adjust it.
 func Batch(ns, name string, size sealv1.SectorSize, sectors int, opts ...func(*sealv1.SealBatch)) *sealv1.SealBatch {
 	b := &sealv1.SealBatch{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name)},
 		Spec:       sealv1.SealBatchSpec{SectorSize: size, MinerID: "f01000"},
 	}
 	for i := 0; i < sectors; i++ {
-		b.Spec.Sectors = append(b.Spec.Sectors, sealv1.SectorSpec{Number: int64(100 + i), Ticket: Ticket})
+		b.Spec.Sectors = append(b.Spec.Sectors, sealv1.SectorSpec{Number: SectorBase(ns, name) + int64(i), Ticket: Ticket})
 	}
 	for _, o := range opts {
 		o(b)
@@ -65,4 +67,21 @@ func VerifiedCaches() []sealv1.ParentCacheStatus {
 		out = append(out, sealv1.ParentCacheStatus{Proof: p, Verified: true, Bytes: 1})
 	}
 	return out
+}
+
+// SectorBase is the first sector number Batch gives batch ns/name: 100 plus a multiple of 1000
+// that differs between names.
+func SectorBase(ns, name string) int64 {
+	h := fnv.New32a()
+	h.Write([]byte(ns + "/" + name))
+	return 100 + int64(h.Sum32()%1_000_000)*1000
+}
+
+// NumberedFrom numbers the batch's sectors first, first+1, … (tests that name sector numbers).
+func NumberedFrom(first int64) func(*sealv1.SealBatch) {
+	return func(b *sealv1.SealBatch) {
+		for i := range b.Spec.Sectors {
+			b.Spec.Sectors[i].Number = first + int64(i)
+		}
+	}
 }
