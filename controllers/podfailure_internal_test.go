@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sealfleet/sealfleet/contracts"
 )
 
 // The sealer's exit codes map to typed reasons and a retry decision (sealer-image/README.md).
@@ -29,6 +31,21 @@ func TestPodFailureNamesTheSealersExit(t *testing.T) {
 		reason, msg, retriable := podFailure(c.pod)
 		if reason != c.reason || retriable != c.retriable || !strings.Contains(msg, c.says) {
 			t.Errorf("got %s %v %q, want %s %v and %q", reason, retriable, msg, c.reason, c.retriable, c.says)
+		}
+	}
+}
+
+// The exits the operator acts on by number are the table's (contracts/exit-codes.json): a
+// renumbering on one side fails here or in the sealer's own test of the table.
+func TestExitConstantsAreTheContracts(t *testing.T) {
+	for code, name := range map[int32]string{exitParentCache: "parent-cache", exitDataMismatch: "data-mismatch", exitGPU: "device"} {
+		if c, ok := contracts.Exit(code); !ok || c.Name != name {
+			t.Errorf("exit %d is %+v in contracts/exit-codes.json, the operator takes it for %s", code, c, name)
+		}
+	}
+	for _, c := range contracts.ExitCodes() {
+		if want := c.Operator == "fail"; deterministicExit(c.Code) != want {
+			t.Errorf("exit %d (%s): deterministic %v, the table says %s", c.Code, c.Name, !want, c.Operator)
 		}
 	}
 }

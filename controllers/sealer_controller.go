@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/contracts"
 	"github.com/sealfleet/sealfleet/internal/cpuset"
 	"github.com/sealfleet/sealfleet/internal/layout"
 	"github.com/sealfleet/sealfleet/internal/ledger"
@@ -358,7 +359,7 @@ func (r *SealerReconciler) track(ctx context.Context, b *sealv1.SealBatch, pod *
 			log.FromContext(ctx).V(1).Info("progress not readable yet", "error", err.Error())
 		}
 		phase = sealv1.PhasePC1
-		if rep != nil && (rep.Phase == "pc2" || rep.Phase == "done") {
+		if rep != nil && rep.Phase == "pc2" {
 			phase = sealv1.PhasePC2
 		}
 		if b.Status.Phase == sealv1.PhasePC2 {
@@ -513,35 +514,28 @@ func podFailure(pod *corev1.Pod) (reason Reason, msg string, retriable bool) {
 	return ReasonSealerFailed, "sealer pod failed: " + msg, true
 }
 
-// deterministicExit: the sealer's bad-input (2), no-SHA-NI (4) and data-mismatch (7) exits
-// repeat on every attempt with the same config on the same node.
-func deterministicExit(code int32) bool { return code == 2 || code == 4 || code == exitDataMismatch }
+// deterministicExit: exits the table (contracts/exit-codes.json) says repeat on every attempt
+// with the same config on the same node (bad input, no SHA-NI, data that is not its pieces).
+func deterministicExit(code int32) bool {
+	c, ok := contracts.Exit(code)
+	return ok && c.Operator == "fail"
+}
 
-// exitDataMismatch is the sealer's exit when a data sector's file or commD does not match its pieces.
-const exitDataMismatch = 7
+// The exits the operator acts on by number; a test checks them against the table's names.
+const (
+	// exitDataMismatch: a data sector's file or commD does not match its pieces.
+	exitDataMismatch = 7
+	// exitGPU: pc2Engine gpu has no usable device or the device failed (lost, out of
+	// memory): retried, and the message names the device.
+	exitGPU = 8
+)
 
-// exitGPU is the sealer's exit when pc2Engine gpu has no usable device or the device failed
-// (lost, out of memory): retried, and the message names the device.
-const exitGPU = 8
-
-// exitMeaning names the sealer's exit codes (sealer-image/README.md).
+// exitMeaning names the sealer's exit codes (contracts/exit-codes.json).
 func exitMeaning(code int32) string {
-	switch code {
-	case 1:
-		return "internal error"
-	case 2:
-		return "bad input"
-	case 3:
-		return "device or I/O failure"
-	case 4:
-		return "CPU without SHA-NI"
-	case exitParentCache:
-		return "parent cache missing or corrupt: rebuilding it"
-	case exitDataMismatch:
-		return "sector data does not match its pieces"
-	case exitGPU:
-		return "GPU engine: no usable OpenCL device, or the device failed"
-	case 137:
+	if c, ok := contracts.Exit(code); ok {
+		return c.Meaning
+	}
+	if code == 137 {
 		return "killed"
 	}
 	return "error"

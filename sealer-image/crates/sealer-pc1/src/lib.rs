@@ -77,6 +77,66 @@ impl Pc1Error {
     }
 }
 
+impl Pc1Error {
+    /// The name of [`Pc1Error::exit_code`]'s entry in the exit-code table the operator reads
+    /// (`contracts/exit-codes.json`; a test checks both).
+    pub fn exit_name(&self) -> &'static str {
+        match self {
+            Pc1Error::Input(_) => "input",
+            Pc1Error::Io(_) => "io",
+            Pc1Error::Unsupported(_) => "unsupported",
+            Pc1Error::ParentCache(_) => "parent-cache",
+            Pc1Error::DataMismatch(_) => "data-mismatch",
+            Pc1Error::Device(_) => "device",
+            Pc1Error::Aborted | Pc1Error::Internal(_) => "internal",
+        }
+    }
+}
+
+#[cfg(test)]
+mod exit_code_contract {
+    use super::Pc1Error;
+
+    /// Every error's exit code is the code the operator's table gives its name, and every code
+    /// the table lists for an error class is one some error exits with.
+    #[test]
+    fn exit_codes_are_the_operators_table() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../contracts/exit-codes.json");
+        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let table: Vec<(i64, String)> = doc["codes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["code"].as_i64().unwrap(), c["name"].as_str().unwrap().to_string()))
+            .collect();
+        let errors = [
+            Pc1Error::Input(String::new()),
+            Pc1Error::Io(String::new()),
+            Pc1Error::Unsupported(String::new()),
+            Pc1Error::ParentCache(String::new()),
+            Pc1Error::DataMismatch(String::new()),
+            Pc1Error::Device(String::new()),
+            Pc1Error::Internal(String::new()),
+            Pc1Error::Aborted,
+        ];
+        for e in &errors {
+            let want = (e.exit_code() as i64, e.exit_name().to_string());
+            assert!(table.contains(&want), "{e:?} exits {} as {}, which {} lacks", want.0, want.1, path.display());
+        }
+        // The table's codes that are not errors: success, and verify-pc1's mismatches (the CLI's 5).
+        for (code, name) in &table {
+            let from_errors = errors.iter().any(|e| e.exit_code() as i64 == *code);
+            assert!(
+                from_errors
+                    || (*code, name.as_str()) == (0, "success")
+                    || (*code, name.as_str()) == (5, "verify-mismatch"),
+                "{} lists exit {code} ({name}), which no sealer error exits with",
+                path.display()
+            );
+        }
+    }
+}
+
 impl From<sealer_config::ConfigError> for Pc1Error {
     fn from(e: sealer_config::ConfigError) -> Self {
         Pc1Error::Input(e.to_string())
