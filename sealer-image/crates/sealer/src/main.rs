@@ -1,9 +1,8 @@
 //! `sealer`: native batch sealer for sealfleet.
 //!
-//! Exit codes: 0 success, 1 internal error, 2 invalid input (config/flags), 3 storage / I/O
-//! failure, 4 unsupported CPU (no SHA-NI without `--allow-portable-hash`), 5 verification
-//! found mismatching labels, 6 the node's parent cache is missing, unverified or corrupt, 7 a
-//! data sector's staged file or comm_d does not match its pieces.
+//! Exit codes: the table in `contracts/exit-codes.json` (0 success, 1 internal error, 2 invalid
+//! input, 3 storage / I/O failure, 4 no SHA-NI, 5 verify-pc1 mismatches, 6 parent cache missing
+//! or corrupt, 7 data that is not its pieces, 8 the GPU engine's device missing or failed).
 
 use clap::{Parser, Subcommand};
 use sealer_config::{BatchConfig, Layout};
@@ -12,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "sealer", version, about = "sealfleet native batch sealer (PC1)")]
+#[command(name = "sealer", version, about = "sealfleet native batch sealer (PC1, PC2 on the CPU or an OpenCL device)")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
