@@ -1,5 +1,6 @@
 // Package contracts holds the shapes the operator and the sealer share, as files both sides'
-// tests read (the Rust workspace reads them by path). Start with the exit codes.
+// tests read (the Rust workspace reads them by path): the exit codes and the sealer's
+// capabilities document.
 package contracts
 
 import (
@@ -48,4 +49,19 @@ func ExitCodes() []ExitCode {
 		out = append(out, c)
 	}
 	return out
+}
+
+//go:embed sealer-capabilities.json
+var sealerCapabilitiesJSON []byte
+
+// SealerCapabilitiesExamples are the documents `sealer capabilities` writes (a GPU engine
+// device opened, and none), each as the node agent reads it.
+func SealerCapabilitiesExamples() []json.RawMessage {
+	var doc struct {
+		Examples []json.RawMessage `json:"examples"`
+	}
+	if err := json.Unmarshal(sealerCapabilitiesJSON, &doc); err != nil {
+		panic(fmt.Sprintf("contracts/sealer-capabilities.json: %v", err))
+	}
+	return doc.Examples
 }

@@ -255,6 +255,7 @@ func fleetView(sns []sealv1.SealerNode, nodes []corev1.Node, batches []sealv1.Se
 		pn := &placement.Node{Sealer: sns[i].DeepCopy(), Geometry: geometry[sns[i].Name], Usage: book.Of(sns[i].Name)}
 		if n := nodeByName[sns[i].Name]; n != nil {
 			pn.Labels, pn.Taints, pn.Unschedulable = n.Labels, n.Spec.Taints, n.Spec.Unschedulable
+			pn.GPUs = placement.AllocatableGPUs(n)
 		} else {
 			pn.NodeMissing = true
 		}
@@ -264,7 +265,8 @@ func fleetView(sns []sealv1.SealerNode, nodes []corev1.Node, batches []sealv1.Se
 }
 
 // SetupWithManager watches batches, SealerNodes and Nodes, all funnelled into the one queue
-// item; Node updates count only when labels, taints or cordon change (not heartbeats).
+// item; Node updates count only when labels, taints, cordon or allocatable GPUs change (not
+// heartbeats).
 func (r *PlacementReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toQueue := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{queueKey}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/placement"
 )
 
 // setCondition sets a condition stamped with the batch's generation.
@@ -95,8 +96,8 @@ var batchSchedulingChanged = predicate.Funcs{
 	},
 }
 
-// nodeSchedulingChanged passes Node updates that change labels, taints or cordon; heartbeats
-// (status-only updates) are dropped.
+// nodeSchedulingChanged passes Node updates that change labels, taints, cordon or the GPUs the
+// kubelet can grant; heartbeats (other status updates) are dropped.
 var nodeSchedulingChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*corev1.Node)
@@ -105,6 +106,6 @@ var nodeSchedulingChanged = predicate.Funcs{
 			return true
 		}
 		return !reflect.DeepEqual(o.Labels, n.Labels) || !reflect.DeepEqual(o.Spec.Taints, n.Spec.Taints) ||
-			o.Spec.Unschedulable != n.Spec.Unschedulable
+			o.Spec.Unschedulable != n.Spec.Unschedulable || placement.AllocatableGPUs(o) != placement.AllocatableGPUs(n)
 	},
 }

@@ -17,7 +17,10 @@
 # CLUSTER_NODE=0 (up without the real node), CLUSTER_FLEET=0 (up without the fleet),
 # FLEET_TOTAL=N (scale the fleet description's machine counts to about N nodes),
 # NODE_CPU_MANAGER=static|none (the real kubelet's CPU manager policy, default static: it then
-# keeps CPU 0 for the system and grants sealer pods exclusive CPUs of its own choice).
+# keeps CPU 0 for the system and grants sealer pods exclusive CPUs of its own choice),
+# NODE_GPU=opencl|none (default opencl where the host has an OpenCL ICD, pocl in CI: the real node
+# advertises that device as nvidia.com/gpu through a device plugin, and containers granted it get
+# the host's OpenCL stack from the runtime, as NVIDIA's plugin and toolkit do for a GPU).
 # Ports (127.0.0.1): etcd 12379/12380 (metrics 12381), apiserver 6443, controller-manager 10257,
 # scheduler 10259, kwok 10247, kubelet 10250 (healthz 10248), containerd metrics 11338.
 set -euo pipefail
@@ -200,6 +203,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
         Root = "$C/run/runc"
+$( [ "$(node_gpu)" = opencl ] && echo "        BinaryName = \"$bin/runc-opencl\"" )
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$C/config/cni/net.d"
@@ -248,6 +252,26 @@ EOF
   fi
 }
 
+# node_gpu: what stands in for a GPU on the real node (opencl: the host's OpenCL ICD; none).
+node_gpu() {
+  local want=${NODE_GPU:-}
+  if [ -z "$want" ]; then
+    want=none; compgen -G "/etc/OpenCL/vendors/*.icd" >/dev/null && want=opencl
+  fi
+  echo "$want"
+}
+
+# gpu_standin_build: the device plugin and the runtime wrapper (hack/tools/gpustandin), and the
+# wrapper's settings: the real runc, and the host paths that carry the OpenCL stack.
+gpu_standin_build() {
+  (cd "$root/hack/tools/gpustandin" && CGO_ENABLED=0 go build -trimpath -o "$bin/" ./cmd/opencl-device-plugin ./cmd/runc-opencl)
+  printf '{"runc": "%s", "mounts": ["/etc/OpenCL", "/usr"]}\n' "$(command -v runc)" > "$bin/runc-opencl.json"
+}
+
+gpu_allocatable() {
+  [ "$(kc get node $NODE_NAME -o jsonpath='{.status.allocatable.nvidia\.com/gpu}' 2>/dev/null)" -ge 1 ] 2>/dev/null
+}
+
 ctr_() { ctr --address "$C/run/containerd/containerd.sock" -n k8s.io "$@"; }
 
 node() {
@@ -264,6 +288,11 @@ node() {
     done > "$C/host/paths.preexisting" || true
   fi
   "$root/hack/host-setup.sh" apply "${NODE_HUGEPAGES:-2}"
+  case "$(node_gpu)" in
+    opencl) gpu_standin_build ;;
+    none) ;;
+    *) die "NODE_GPU=$NODE_GPU: use opencl or none" ;;
+  esac
   node_config
   start containerd containerd --config "$C/config/containerd.toml"
   wait_for containerd 30 ctr_ version
@@ -277,7 +306,11 @@ node() {
     --hostname-override "$NODE_NAME" --node-labels sealfleet.io/local-node=true --v=2)
   wait_for kubelet 60 curl -sf http://127.0.0.1:10248/healthz
   wait_for kubelet 60 node_ready
-  log "real node $NODE_NAME Ready in $(since "$t0") s; hugepages-1Gi: $(kc get node $NODE_NAME -o jsonpath='{.status.allocatable.hugepages-1Gi}')"
+  if [ "$(node_gpu)" = opencl ]; then
+    start opencl-device-plugin "$bin/opencl-device-plugin" --kubelet-dir "$C/data/kubelet"
+    wait_for opencl-device-plugin 60 gpu_allocatable
+  fi
+  log "real node $NODE_NAME Ready in $(since "$t0") s; hugepages-1Gi: $(kc get node $NODE_NAME -o jsonpath='{.status.allocatable.hugepages-1Gi}'), nvidia.com/gpu: $(kc get node $NODE_NAME -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') ($(node_gpu))"
 }
 
 node_ready() {
@@ -380,7 +413,8 @@ down() {
 
 status() {
   local n
-  for n in etcd kube-apiserver kube-controller-manager kube-scheduler kwok containerd kubelet; do
+  for n in etcd kube-apiserver kube-controller-manager kube-scheduler kwok containerd kubelet opencl-device-plugin; do
+    [ "$n" = opencl-device-plugin ] && [ ! -f "$(pidfile "$n")" ] && continue
     if running "$n"; then echo "$n running (pid $(cat "$(pidfile "$n")"))"; else echo "$n stopped"; fi
   done
   if running kube-apiserver; then kc get nodes --no-headers 2>/dev/null | awk '{n++; s[$2]++} END {printf "nodes: %d", n; for (k in s) printf " %s=%d", k, s[k]; print ""}'; fi

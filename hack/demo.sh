@@ -42,6 +42,8 @@ DATA_SECTORS=${DATA_SECTORS:-1}                   # how many of a batch's sector
 PROOF_TYPE=${PROOF_TYPE:-}                        # spec.proofType of sealed batches (default: the API's, V1_1)
 SECTOR_SIZE=${SECTOR_SIZE:-8MiB}                  # spec.sectorSize of sealed batches (CC only when not 8MiB)
 COMMIT1=${COMMIT1:-}                              # FromSlot: the operator runs C1 from the slot once `seeds` gives the seeds
+PC2_ENGINE=${PC2_ENGINE:-}                        # spec.pc2Engine of sealed batches (gpu: the node's nvidia.com/gpu,
+                                                  # pocl's CPU device standing in here; hack/cluster.sh NODE_GPU)
 PROOF=StackedDrg8MiBV1_1  # the node's parent cache: 8 MiB, V1_1
 NODE=127.0.0.1
 LAYER_FILE=${DEMO_LAYER_FILE:-/var/lib/sealfleet/demo/layers.img}
@@ -124,6 +126,19 @@ up() {
   if hack/cluster.sh status | grep -q "containerd running"; then hack/images.sh import; fi
 }
 
+# capabilities_env: the node agent's `sealer capabilities` init container env. With the local
+# cluster's OpenCL stand-in for a GPU (hack/cluster.sh NODE_GPU=opencl) it also names OpenCL
+# device 0 (pocl's CPU device: the sealer otherwise looks for a GPU), as the stand-in's device
+# plugin does for the sealer pods it grants the device to.
+capabilities_env() {
+  local env='{"name":"NVIDIA_VISIBLE_DEVICES","value":"all"},{"name":"NVIDIA_DRIVER_CAPABILITIES","value":"compute,utility"}'
+  if [ "$(kc get node "$NODE" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}' 2>/dev/null)" != "" ] &&
+     hack/cluster.sh status | grep -q "opencl-device-plugin running"; then
+    env+=',{"name":"SEALER_GPU_DEVICE","value":"0"}'
+  fi
+  echo "[$env]"
+}
+
 install() {
   say "installing the Helm chart into $NS"
   kc create namespace "$NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
@@ -143,6 +158,7 @@ install() {
     --set nodeAgent.hostNetwork=true,nodeAgent.listenAddress=127.0.0.1,nodeAgent.interval=10s,nodeAgent.metricsInterval=5s \
     --set-json 'operator.extraEnv=[{"name":"KUBERNETES_SERVICE_HOST","value":"127.0.0.1"},{"name":"KUBERNETES_SERVICE_PORT","value":"6443"}]' \
     --set-json 'nodeAgent.extraEnv=[{"name":"KUBERNETES_SERVICE_HOST","value":"127.0.0.1"},{"name":"KUBERNETES_SERVICE_PORT","value":"6443"}]' \
+    --set-json "nodeAgent.sealerCapabilities.env=$(capabilities_env)" \
     --set-json 'nodeAgent.affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"sealfleet.io/local-node","operator":"In","values":["true"]}]}]}}}' \
     "$@" >/dev/null
   kc -n "$NS" rollout status deploy -l app.kubernetes.io/component=operator --timeout 120s >/dev/null 2>&1 ||
@@ -234,6 +250,7 @@ batch_yaml() {
 EOF
   [ -n "$PROOF_TYPE" ] && printf '  proofType: %s\n' "$PROOF_TYPE"
   [ -n "$COMMIT1" ] && printf '  commit1: %s\n' "$COMMIT1"
+  [ -n "$PC2_ENGINE" ] && printf '  pc2Engine: %s\n' "$PC2_ENGINE"
   (( DATA_SECTORS > 0 )) && printf '  dataSource:\n    hostPath: {path: "%s"}\n' "$DEALS_DIR"
   echo "  sectors:"
   for i in $(seq "$n"); do

@@ -394,6 +394,12 @@ const (
 	PC2EngineGPU PC2Engine = "gpu"
 )
 
+// GPUResource is the extended resource a pc2Engine gpu sealer pod asks for: NVIDIA's device
+// plugin advertises it (the local cluster's OpenCL stand-in too), and placement books it.
+const (
+	GPUResource corev1.ResourceName = "nvidia.com/gpu"
+)
+
 // ReleasePolicy says when a batch gives its slot back.
 type ReleasePolicy string
 

@@ -436,6 +436,13 @@ type Capabilities struct {
 	// gpuEngine names the device the GPU engine uses on this node, or why it has none.
 	// +optional
 	GPUEngine string `json:"gpuEngine,omitempty"`
+	// layerDeviceModes are the spec.deviceMode values the node's sealer image can read layer
+	// devices in, as it reported them (kernel: io_uring on block devices and files; vfio only
+	// for an image with an SPDK backend). Placement keeps batches off a node whose deviceMode
+	// is not listed.
+	// +listType=atomic
+	// +optional
+	LayerDeviceModes []DeviceMode `json:"layerDeviceModes,omitempty"`
 }
 
 // UnsupportedBatchSize says why a batch size cannot run.

@@ -278,7 +278,8 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, node *corev1.Node, topo *topo
 	if oerr == nil {
 		caps = layout.Capabilities(lt, opts)
 	}
-	caps.PC2Engines, caps.GPUEngine = readSealerCapabilities(a.SealerCapabilities)
+	img := readSealerCapabilities(a.SealerCapabilities)
+	caps.PC2Engines, caps.GPUEngine, caps.LayerDeviceModes = img.PC2Engines, img.GPUEngine, img.LayerDeviceModes
 	if oerr == nil || len(caps.PC2Engines) > 0 {
 		st.Capabilities = caps
 	}

@@ -18,23 +18,38 @@ type sealerCapabilities struct {
 		Kind        string `json:"kind"`
 		MemoryBytes int64  `json:"memory_bytes"`
 	} `json:"gpu_device"`
-	GPUUnavailable string `json:"gpu_unavailable"`
+	GPUUnavailable   string   `json:"gpu_unavailable"`
+	LayerDeviceModes []string `json:"layer_device_modes"`
 }
 
-// readSealerCapabilities reads the engines the node's sealer image reported, and the GPU
-// engine's device or why it has none. A missing or unreadable file reports no engines (with
-// the reason), never an engine the image did not name.
-func readSealerCapabilities(path string) ([]sealv1.PC2Engine, string) {
+// imageCapabilities is what the agent publishes of them.
+type imageCapabilities struct {
+	PC2Engines       []sealv1.PC2Engine
+	GPUEngine        string
+	LayerDeviceModes []sealv1.DeviceMode
+}
+
+// readSealerCapabilities reads the engines and layer device modes the node's sealer image
+// reported, and the GPU engine's device or why it has none. A missing or unreadable file
+// reports nothing (with the reason), never an engine or mode the image did not name.
+func readSealerCapabilities(path string) imageCapabilities {
 	if path == "" {
-		return nil, ""
+		return imageCapabilities{}
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Sprintf("sealer capabilities not read: %v", err)
+		return imageCapabilities{GPUEngine: fmt.Sprintf("sealer capabilities not read: %v", err)}
 	}
 	var c sealerCapabilities
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Sprintf("sealer capabilities in %s: %v", path, err)
+		return imageCapabilities{GPUEngine: fmt.Sprintf("sealer capabilities in %s: %v", path, err)}
+	}
+	var modes []sealv1.DeviceMode
+	for _, m := range c.LayerDeviceModes {
+		switch m := sealv1.DeviceMode(m); m {
+		case sealv1.DeviceModeKernel, sealv1.DeviceModeVFIO:
+			modes = append(modes, m)
+		}
 	}
 	var engines []sealv1.PC2Engine
 	for _, e := range c.PC2Engines {
@@ -47,5 +62,5 @@ func readSealerCapabilities(path string) ([]sealv1.PC2Engine, string) {
 	if d := c.GPUDevice; d != nil {
 		gpu = fmt.Sprintf("OpenCL device %d: %s (%s, %d MiB)", d.Index, d.Name, d.Kind, d.MemoryBytes>>20)
 	}
-	return engines, gpu
+	return imageCapabilities{PC2Engines: engines, GPUEngine: gpu, LayerDeviceModes: modes}
 }

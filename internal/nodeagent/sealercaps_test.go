@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/contracts"
 )
 
 func TestReadSealerCapabilities(t *testing.T) {
@@ -35,9 +37,67 @@ func TestReadSealerCapabilities(t *testing.T) {
 			[]sealv1.PC2Engine{sealv1.PC2EngineCPU}, "unavailable"},
 	}
 	for _, c := range cases {
-		engines, gpu := readSealerCapabilities(c.path)
+		img := readSealerCapabilities(c.path)
+		engines, gpu := img.PC2Engines, img.GPUEngine
 		if !reflect.DeepEqual(engines, c.engines) || !strings.Contains(gpu, c.gpu) || (c.gpu == "" && gpu != "") {
 			t.Errorf("%s: got %v %q, want %v and %q", c.name, engines, gpu, c.engines, c.gpu)
 		}
 	}
+}
+
+// The agent reads the capabilities contract's examples (contracts/sealer-capabilities.json,
+// which the sealer's tests check its output against), and every key it reads is in them: a
+// key renamed on either side fails one of the two tests.
+func TestSealerCapabilitiesContract(t *testing.T) {
+	ex := contracts.SealerCapabilitiesExamples()
+	if len(ex) != 2 {
+		t.Fatalf("%d examples, want 2 (a GPU device, none)", len(ex))
+	}
+	keys := map[string]bool{}
+	for i, e := range ex {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(e, &m); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range m {
+			keys[k] = true
+			var sub map[string]any
+			if json.Unmarshal(v, &sub) == nil {
+				for sk := range sub {
+					keys[k+"."+sk] = true
+				}
+			}
+		}
+		p := filepath.Join(t.TempDir(), "caps.json")
+		if err := os.WriteFile(p, e, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		img := readSealerCapabilities(p)
+		if !reflect.DeepEqual(img.LayerDeviceModes, []sealv1.DeviceMode{sealv1.DeviceModeKernel}) {
+			t.Errorf("example %d: layer device modes %v", i, img.LayerDeviceModes)
+		}
+		wantEngines, wantGPU := []sealv1.PC2Engine{sealv1.PC2EngineCPU, sealv1.PC2EngineGPU}, "OpenCL device 0: NVIDIA H100 80GB HBM3 (gpu, 81559 MiB)"
+		if i == 1 {
+			wantEngines, wantGPU = []sealv1.PC2Engine{sealv1.PC2EngineCPU}, "unavailable: no usable OpenCL device"
+		}
+		if !reflect.DeepEqual(img.PC2Engines, wantEngines) || !strings.HasPrefix(img.GPUEngine, wantGPU) {
+			t.Errorf("example %d: %+v", i, img)
+		}
+	}
+	var walk func(prefix string, ty reflect.Type)
+	walk = func(prefix string, ty reflect.Type) {
+		for ty.Kind() == reflect.Pointer {
+			ty = ty.Elem()
+		}
+		for f := range ty.Fields() {
+			key := prefix + strings.Split(f.Tag.Get("json"), ",")[0]
+			if !keys[key] {
+				t.Errorf("the agent reads %q, which contracts/sealer-capabilities.json does not have", key)
+			}
+			if ft := f.Type; ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct {
+				walk(key+".", ft)
+			}
+		}
+	}
+	walk("", reflect.TypeOf(sealerCapabilities{}))
 }

@@ -30,6 +30,9 @@ type Node struct {
 	Taints        []corev1.Taint
 	Unschedulable bool
 	NodeMissing   bool
+	// GPUs is the Node's allocatable sealv1.GPUResource: what the kubelet grants sealer pods (through
+	// the GPU vendor's device plugin), whatever the agent's inventory lists.
+	GPUs int64
 	// Geometry is how its layer space divides into slots; Usage what batches hold there
 	// (Schedule adds its own decisions to it).
 	Geometry ledger.Geometry
@@ -336,6 +339,15 @@ func ResidentPages(b *sealv1.SealBatch) int32 {
 	return int32((b.Spec.ResidentLayerBytes() + 1<<30 - 1) >> 30)
 }
 
+// AllocatableGPUs is how many sealv1.GPUResource the node's kubelet can grant.
+func AllocatableGPUs(n *corev1.Node) int64 {
+	q, ok := n.Status.Allocatable[sealv1.GPUResource]
+	if !ok {
+		return 0
+	}
+	return q.Value()
+}
+
 // hugepagesAvailable is the 1 GiB pages of the node not held by batches running there, and
 // the total.
 func hugepagesAvailable(n *Node) (avail, total int64) {
@@ -384,8 +396,8 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 	if reason, transient := checkLayers(n, need); reason != "" {
 		return reason, transient
 	}
-	if need.GPU && u.GPUs() >= len(sn.Status.GPUs) {
-		return "all GPUs busy", true
+	if need.GPU && int64(u.GPUs()) >= n.GPUs {
+		return fmt.Sprintf("all GPUs busy (%d/%d %s held)", u.GPUs(), n.GPUs, sealv1.GPUResource), true
 	}
 	if need.OutputPath != "" {
 		v := outputVolume(sn, need.OutputPath)
@@ -423,11 +435,15 @@ func checkLayers(n *Node, need *Need) (reason string, transient bool) {
 	if g.SlotBytes < need.SlotBytes {
 		return fmt.Sprintf("slot too small (%s < %s)", human(g.SlotBytes), human(need.SlotBytes)), false
 	}
+	if mode := sn.Spec.DeviceMode; mode != "" && !slices.Contains(n.layerDeviceModes(), mode) {
+		return fmt.Sprintf("spec.deviceMode %s: the node's sealer image reads layer devices only in %s mode (it has no SPDK backend): set the SealerNode's spec.deviceMode to one of them",
+			mode, joinNames(n.layerDeviceModes())), false
+	}
 	if !n.hasPC2Engine(need.PC2Engine) {
 		return n.noEngineReason(need.PC2Engine), false
 	}
-	if need.GPU && len(sn.Status.GPUs) == 0 {
-		return "no GPU for pc2Engine gpu", false
+	if need.GPU && n.GPUs == 0 {
+		return "no " + string(sealv1.GPUResource) + " allocatable for pc2Engine gpu (no GPU, or its device plugin is not running)", false
 	}
 	if !n.IgnoreCaches {
 		if reason, transient := n.cacheReason(need.Proof); reason != "" {
@@ -461,9 +477,18 @@ func (n *Node) pc2Engines() []sealv1.PC2Engine {
 	return []sealv1.PC2Engine{sealv1.PC2EngineCPU}
 }
 
+// layerDeviceModes are the device modes the node's sealer image reported it reads layers in
+// (kernel when it reported none: every image has io_uring on kernel block devices and files).
+func (n *Node) layerDeviceModes() []sealv1.DeviceMode {
+	if c := n.Sealer.Status.Capabilities; c != nil && len(c.LayerDeviceModes) > 0 {
+		return c.LayerDeviceModes
+	}
+	return []sealv1.DeviceMode{sealv1.DeviceModeKernel}
+}
+
 // noEngineReason says why engine e does not run here, with what the image said of its GPU.
 func (n *Node) noEngineReason(e sealv1.PC2Engine) string {
-	msg := fmt.Sprintf("the node's sealer image runs no %s PC2 here (only %s)", e, joinEngines(n.pc2Engines()))
+	msg := fmt.Sprintf("the node's sealer image runs no %s PC2 here (only %s)", e, joinNames(n.pc2Engines()))
 	if c := n.Sealer.Status.Capabilities; e == sealv1.PC2EngineGPU && c != nil && c.GPUEngine != "" {
 		msg += "; GPU engine " + c.GPUEngine
 	} else if e == sealv1.PC2EngineGPU {
@@ -481,10 +506,11 @@ func (n *Node) hasPC2Engine(e sealv1.PC2Engine) bool {
 	return slices.Contains(n.pc2Engines(), e)
 }
 
-func joinEngines(es []sealv1.PC2Engine) string {
-	names := make([]string, len(es))
-	for i, e := range es {
-		names[i] = string(e)
+// joinNames lists engines or modes for a reason.
+func joinNames[T ~string](xs []T) string {
+	names := make([]string, len(xs))
+	for i, x := range xs {
+		names[i] = string(x)
 	}
 	return strings.Join(names, ", ")
 }

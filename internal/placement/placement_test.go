@@ -60,7 +60,9 @@ func outputFree(capacity, avail int64) nodeOpt {
 }
 func noSHA(n *Node)    { n.Sealer.Status.CPU.SHANI = false }
 func cordoned(n *Node) { n.Sealer.Spec.Cordon = true }
-func gpu(n *Node)      { n.Sealer.Status.GPUs = []sealv1.GPU{{PCIAddress: "0000:81:00.0"}} }
+
+// gpu: the node has a GPU, and its device plugin advertises it.
+func gpu(n *Node) { n.Sealer.Status.GPUs, n.GPUs = []sealv1.GPU{{PCIAddress: "0000:81:00.0"}}, 1 }
 
 // gpuBuild: the node's sealer image reported the GPU engine (sealer capabilities).
 func gpuBuild(n *Node) {
@@ -161,7 +163,7 @@ func TestGPUEngineNeedsAGPUBuildAndAGPU(t *testing.T) {
 		"0/3 nodes fit",
 		"1 node: the node's sealer image runs no gpu PC2 here (only cpu); GPU engine unavailable: no usable OpenCL device: cannot load libOpenCL.so.1: set spec.pc2Engine to one it runs",
 		"1 node: the node's sealer image runs no gpu PC2 here (only cpu); its node agent has not reported the image's capabilities",
-		"1 node: no GPU for pc2Engine gpu",
+		"1 node: no nvidia.com/gpu allocatable for pc2Engine gpu (no GPU, or its device plugin is not running)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("reason %q\nlacks %q", got, want)
@@ -175,6 +177,25 @@ func TestGPUEngineNeedsAGPUBuildAndAGPU(t *testing.T) {
 	dec, _ = Schedule([]*Node{node("a", 1, 100, gpu, gpuBuild)}, []*sealv1.SealBatch{g})
 	if len(dec) != 1 || !dec[0].Claim().GPU {
 		t.Errorf("gpu batch on a GPU build with a GPU: %+v", dec)
+	}
+	// What the kubelet can grant counts, not the agent's PCI inventory: a GPU whose device
+	// plugin is down is no GPU (the pod would be refused), an advertised device the agent does
+	// not list as a PCI GPU (the local cluster's OpenCL stand-in) is one.
+	noPlugin := func(n *Node) { n.GPUs = 0 }
+	standIn := func(n *Node) { n.Sealer.Status.GPUs = nil }
+	if dec, failed := Schedule([]*Node{node("a", 1, 100, gpu, gpuBuild, noPlugin)}, []*sealv1.SealBatch{g}); len(dec) != 0 ||
+		!strings.Contains(failed[g].Error(), "no nvidia.com/gpu allocatable") {
+		t.Errorf("GPU without its device plugin: %+v %v", dec, failed[g])
+	}
+	if dec, _ := Schedule([]*Node{node("a", 1, 100, gpu, gpuBuild, standIn)}, []*sealv1.SealBatch{g}); len(dec) != 1 {
+		t.Errorf("advertised device without a PCI GPU: %+v", dec)
+	}
+	// One GPU, two gpu batches on a node with two slots: the second waits for the GPU.
+	g2 := batch("gpu2", sealv1.SectorSize8MiB, 4, time.Second, func(b *sealv1.SealBatch) { b.Spec.PC2Engine = sealv1.PC2EngineGPU })
+	twoPipelines := func(n *Node) { n.Sealer.Spec.Pipelines = 2 }
+	dec, failed = Schedule([]*Node{node("a", 2, 100, gpu, gpuBuild, twoPipelines)}, []*sealv1.SealBatch{g, g2})
+	if len(dec) != 1 || failed[g2] == nil || !strings.Contains(failed[g2].Error(), "all GPUs busy (1/1 nvidia.com/gpu held)") {
+		t.Errorf("second gpu batch on one GPU: %+v %v", dec, failed[g2])
 	}
 }
 
@@ -493,5 +514,38 @@ func TestResidentLayerBooksHugepages(t *testing.T) {
 	_, failed := Schedule([]*Node{node("a", 1, 100)}, []*sealv1.SealBatch{b})
 	if failed[b] == nil || !strings.Contains(failed[b].Error(), "hugepages-1Gi 100 total < 548 needed") {
 		t.Errorf("reason: %v", failed[b])
+	}
+}
+
+// A vfio node takes seals only once its sealer image reports a vfio (SPDK) backend: the
+// sealer has none, and every batch placed there would fail. An update reads no layer device.
+func TestVFIONodeNeedsAnImageThatReadsVFIO(t *testing.T) {
+	vfio := func(n *Node) { n.Sealer.Spec.DeviceMode = sealv1.DeviceModeVFIO }
+	kernelOnly := func(n *Node) {
+		n.Sealer.Status.Capabilities.LayerDeviceModes = []sealv1.DeviceMode{sealv1.DeviceModeKernel}
+	}
+	spdk := func(n *Node) {
+		n.Sealer.Status.Capabilities.LayerDeviceModes = []sealv1.DeviceMode{sealv1.DeviceModeKernel, sealv1.DeviceModeVFIO}
+	}
+	b := batch("b", sealv1.SectorSize8MiB, 4, 0)
+	for _, c := range []struct {
+		name   string
+		opts   []nodeOpt
+		placed bool
+	}{
+		{"vfio, image reported nothing", []nodeOpt{vfio}, false},
+		{"vfio, kernel-only image", []nodeOpt{vfio, kernelOnly}, false},
+		{"vfio, SPDK image", []nodeOpt{vfio, spdk}, true},
+		{"kernel, kernel-only image", []nodeOpt{kernelOnly}, true},
+		{"mode unset, image reported nothing", nil, true},
+	} {
+		dec, failed := Schedule([]*Node{node("a", 1, 100, c.opts...)}, []*sealv1.SealBatch{b})
+		if (len(dec) == 1) != c.placed {
+			t.Errorf("%s: placed %v, want %v (%v)", c.name, len(dec) == 1, c.placed, failed[b])
+			continue
+		}
+		if !c.placed && !strings.Contains(failed[b].Error(), "spec.deviceMode vfio: the node's sealer image reads layer devices only in kernel mode (it has no SPDK backend)") {
+			t.Errorf("%s: reason %v", c.name, failed[b])
+		}
 	}
 }

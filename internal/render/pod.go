@@ -161,7 +161,7 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 		res[corev1.ResourceName("hugepages-1Gi")] = *resource.NewQuantity(int64(in.Hugepages)<<30, resource.BinarySI)
 	}
 	if b.Spec.PC2Engine == sealv1.PC2EngineGPU {
-		res[corev1.ResourceName("nvidia.com/gpu")] = *resource.NewQuantity(1, resource.DecimalSI)
+		res[sealv1.GPUResource] = *resource.NewQuantity(1, resource.DecimalSI)
 	}
 
 	volumes := []corev1.Volume{{

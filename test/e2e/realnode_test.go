@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -299,6 +300,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("SnapUpdate", func(t *testing.T) { snapRun(t, step, batch) })
 	t.Run("C1FromSlot", func(t *testing.T) { c1Run(t, step) })
 	t.Run("SyntheticPoRep", func(t *testing.T) { synthRun(t, step) })
+	t.Run("GPUEngine", func(t *testing.T) { gpuRun(t, step) })
 	t.Run("StarvedHashersAlert", func(t *testing.T) { starvedRun(t, step) })
 	if fi, err := os.Stat(cacheManifest); err != nil || !fi.ModTime().Equal(built.ModTime()) {
 		t.Errorf("the parent cache was rebuilt by later batches (manifest %v, %v)", fi, err)
@@ -515,6 +517,50 @@ func synthRun(t *testing.T, step func(env []string, args ...string) string) {
 	}
 	if !built {
 		t.Errorf("no verified parent cache for %s on %s: %+v", b.Status.RegisteredProof, b.Status.Node, node.Status.ParentCaches)
+	}
+	step(nil, "release", name)
+}
+
+// gpuRun seals a pc2Engine gpu batch (one data sector, one CC) on the real node, whose
+// nvidia.com/gpu is the host's OpenCL device (pocl's CPU device in CI) advertised by the local
+// cluster's stand-in device plugin (hack/cluster.sh NODE_GPU=opencl): the node agent's
+// capabilities init container must have found the GPU engine, placement must book the
+// resource, the kubelet must grant it through the device plugin, and the sealer, which exits 8
+// rather than fall back to the CPU, must finish with every CommR equal to rust-fil-proofs'.
+func gpuRun(t *testing.T, step func(env []string, args ...string) string) {
+	const name, ns = "e2e-gpu", "sealfleet-batches"
+	var node corev1.Node
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: "127.0.0.1"}, &node); err != nil {
+		t.Fatal(err)
+	}
+	if placement.AllocatableGPUs(&node) == 0 {
+		t.Skip("the real node advertises no nvidia.com/gpu (no OpenCL ICD on this host: hack/host-deps.sh installs pocl)")
+	}
+	var sn sealv1.SealerNode
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: "127.0.0.1"}, &sn); err != nil {
+		t.Fatal(err)
+	}
+	caps := sn.Status.Capabilities
+	if caps == nil || !slices.Contains(caps.PC2Engines, sealv1.PC2EngineGPU) || !strings.HasPrefix(caps.GPUEngine, "OpenCL device 0") {
+		t.Fatalf("SealerNode capabilities do not list the GPU engine on OpenCL device 0: %+v", caps)
+	}
+	t.Logf("node capabilities: engines %v, %s", caps.PC2Engines, caps.GPUEngine)
+	plugLog := filepath.Join(clusterDir, "logs", "opencl-device-plugin.log")
+	before, _ := os.ReadFile(plugLog)
+	step([]string{"PC2_ENGINE=gpu"}, "seal", name, "2")
+	if out := step(nil, "verify", name); strings.Count(out, "matches rust-fil-proofs") != 2 {
+		t.Errorf("pc2Engine gpu sectors do not match rust-fil-proofs")
+	}
+	var b sealv1.SealBatch
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Status.Phase != sealv1.PhaseCompleted || b.Spec.PC2Engine != sealv1.PC2EngineGPU {
+		t.Errorf("gpu batch: phase %s, engine %s", b.Status.Phase, b.Spec.PC2Engine)
+	}
+	after, _ := os.ReadFile(plugLog)
+	if n := strings.Count(string(after), "allocated [opencl-0]") - strings.Count(string(before), "allocated [opencl-0]"); n < 1 {
+		t.Errorf("the device plugin granted no device during the gpu batch (%s)", plugLog)
 	}
 	step(nil, "release", name)
 }

@@ -453,6 +453,9 @@ fn capabilities() -> serde_json::Value {
     let mut v = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
         "opencl_devices": sealer_gpu::devices(),
+        // Layer devices are read through io_uring on kernel block devices and files; there is
+        // no SPDK backend, so no vfio (the operator keeps batches off vfio nodes).
+        "layer_device_modes": ["kernel"],
     });
     match gpu {
         Ok(g) => {

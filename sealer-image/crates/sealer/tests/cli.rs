@@ -695,6 +695,22 @@ fn capabilities_list_the_gpu_engine_only_with_a_device() {
     let without = run("999");
     assert_eq!(without["pc2_engines"], serde_json::json!(["cpu"]), "{without}");
     assert!(without["gpu_unavailable"].as_str().unwrap().contains("no OpenCL device 999"), "{without}");
+    assert_eq!(with["layer_device_modes"], serde_json::json!(["kernel"]), "no SPDK backend: never vfio");
+
+    // The shape is the operator's contract (contracts/sealer-capabilities.json, which the node
+    // agent's tests read): each case writes exactly the keys of its example, devices included.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../contracts/sealer-capabilities.json");
+    let contract: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    for (got, want) in [(&with, &contract["examples"][0]), (&without, &contract["examples"][1])] {
+        assert_eq!(keys(got), keys(want), "capabilities {got}\nagainst the contract's {want}");
+    }
+    assert_eq!(keys(&with["gpu_device"]), keys(&contract["examples"][0]["gpu_device"]));
+    assert_eq!(keys(&with["opencl_devices"][0]), keys(&contract["examples"][0]["opencl_devices"][0]));
 }
 
 /// A batch asking for the GPU engine on a device that does not exist fails with exit code 8,
