@@ -262,10 +262,28 @@ node_gpu() {
 }
 
 # gpu_standin_build: the device plugin and the runtime wrapper (hack/tools/gpustandin), and the
-# wrapper's settings: the real runc, and the host paths that carry the OpenCL stack.
+# wrapper's settings (bin/runc-opencl.json): the real runc; the host's /usr and /lib (the ICD
+# loader, pocl and its LLVM, and the C libraries pocl links kernels against by their /lib
+# paths: the image holds only its own there); ICD files naming each driver by its absolute /usr
+# path (pocl finds its headers relative to where it was loaded from, and a /lib path leads it
+# to /share inside a container, where no /lib symlink exists); and a writable kernel cache
+# (pocl finds no device without one, and the capabilities container's root is read-only).
 gpu_standin_build() {
   (cd "$root/hack/tools/gpustandin" && CGO_ENABLED=0 go build -trimpath -o "$bin/" ./cmd/opencl-device-plugin ./cmd/runc-opencl)
-  printf '{"runc": "%s", "mounts": ["/etc/OpenCL", "/usr"]}\n' "$(command -v runc)" > "$bin/runc-opencl.json"
+  local icd=$C/config/opencl-vendors f lib d
+  rm -rf "$icd"; mkdir -p "$icd"
+  for f in /etc/OpenCL/vendors/*.icd; do
+    lib=$(head -n1 "$f")
+    if [[ "$lib" != /* ]]; then
+      for d in "/usr/lib/$(uname -m)-linux-gnu" /usr/lib64 /usr/lib /usr/local/lib; do
+        [ -e "$d/$lib" ] && { lib=$d/$lib; break; }
+      done
+    fi
+    [ -e "$lib" ] || { log "OpenCL ICD $f: $lib not found; skipped"; continue; }
+    readlink -f "$lib" > "$icd/$(basename "$f")"
+  done
+  printf '{"runc": "%s", "mounts": ["/usr", "/lib", "%s"], "tmpfs": ["/var/cache/pocl"], "env": ["POCL_CACHE_DIR=/var/cache/pocl", "OCL_ICD_VENDORS=%s"]}\n' \
+    "$(command -v runc)" "$icd" "$icd" > "$bin/runc-opencl.json"
 }
 
 gpu_allocatable() {
@@ -307,7 +325,8 @@ node() {
   wait_for kubelet 60 curl -sf http://127.0.0.1:10248/healthz
   wait_for kubelet 60 node_ready
   if [ "$(node_gpu)" = opencl ]; then
-    start opencl-device-plugin "$bin/opencl-device-plugin" --kubelet-dir "$C/data/kubelet"
+    # The kubelet serves device plugins at /var/lib/kubelet/device-plugins whatever its --root-dir.
+    start opencl-device-plugin "$bin/opencl-device-plugin" --kubelet-dir /var/lib/kubelet
     wait_for opencl-device-plugin 60 gpu_allocatable
   fi
   log "real node $NODE_NAME Ready in $(since "$t0") s; hugepages-1Gi: $(kc get node $NODE_NAME -o jsonpath='{.status.allocatable.hugepages-1Gi}'), nvidia.com/gpu: $(kc get node $NODE_NAME -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') ($(node_gpu))"

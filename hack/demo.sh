@@ -123,7 +123,7 @@ images() {
 up() {
   hack/cluster.sh up
   # Images rebuilt after the node started: import them (only changed ones are imported).
-  if hack/cluster.sh status | grep -q "containerd running"; then hack/images.sh import; fi
+  if [[ "$(hack/cluster.sh status)" == *"containerd running"* ]]; then hack/images.sh import; fi
 }
 
 # capabilities_env: the node agent's `sealer capabilities` init container env. With the local
@@ -133,7 +133,7 @@ up() {
 capabilities_env() {
   local env='{"name":"NVIDIA_VISIBLE_DEVICES","value":"all"},{"name":"NVIDIA_DRIVER_CAPABILITIES","value":"compute,utility"}'
   if [ "$(kc get node "$NODE" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}' 2>/dev/null)" != "" ] &&
-     hack/cluster.sh status | grep -q "opencl-device-plugin running"; then
+     [[ "$(hack/cluster.sh status)" == *"opencl-device-plugin running"* ]]; then
     env+=',{"name":"SEALER_GPU_DEVICE","value":"0"}'
   fi
   echo "[$env]"

@@ -95,7 +95,7 @@ func inode(path string) (uint64, bool) {
 }
 
 func main() {
-	dir := flag.String("kubelet-dir", "/var/lib/kubelet", "the kubelet's --root-dir (device-plugins/ below it)")
+	dir := flag.String("kubelet-dir", "/var/lib/kubelet", "the folder holding device-plugins/ (the kubelet serves /var/lib/kubelet/device-plugins whatever its --root-dir)")
 	n := flag.Int("devices", 1, "how many devices to advertise")
 	resource := flag.String("resource", "nvidia.com/gpu", "the extended resource name")
 	flag.Parse()
@@ -119,8 +119,11 @@ func main() {
 			if srv != nil {
 				srv.Stop()
 			}
+			// The kubelet makes device-plugins/ when its device manager starts.
 			if srv, err = serve(p, sock); err != nil {
-				log.Fatal(err)
+				log.Printf("serving %s: %v (retrying)", sock, err)
+				time.Sleep(time.Second)
+				continue
 			}
 			registered = 0
 		}

@@ -5,9 +5,12 @@
 // files and the libraries the vendor driver needs, pocl in CI) before handing over to runc.
 // Every other call goes to runc unchanged.
 //
-// Its settings are a JSON file beside it, <binary>.json:
+// Its settings are a JSON file beside it, <binary>.json: the real runc, the host paths to
+// bind, writable scratch folders (tmpfs) and variables the driver needs (pocl keeps compiled
+// kernels in a cache folder and finds no device without a writable one):
 //
-//	{"runc": "/usr/sbin/runc", "mounts": ["/etc/OpenCL", "/usr"]}
+//	{"runc": "/usr/sbin/runc", "mounts": ["/etc/OpenCL", "/usr"],
+//	 "tmpfs": ["/var/cache/pocl"], "env": ["POCL_CACHE_DIR=/var/cache/pocl"]}
 package main
 
 import (
@@ -22,6 +25,8 @@ import (
 type settings struct {
 	Runc   string   `json:"runc"`
 	Mounts []string `json:"mounts"`
+	Tmpfs  []string `json:"tmpfs"`
+	Env    []string `json:"env"`
 }
 
 func main() {
@@ -38,7 +43,7 @@ func main() {
 		fail(fmt.Errorf("%s.json: %v (want {\"runc\": PATH, \"mounts\": [PATHS]})", self, err))
 	}
 	if bundle := createBundle(os.Args[1:]); bundle != "" {
-		if err := inject(filepath.Join(bundle, "config.json"), s.Mounts); err != nil {
+		if err := inject(filepath.Join(bundle, "config.json"), s); err != nil {
 			fail(err)
 		}
 	}
@@ -61,9 +66,9 @@ func createBundle(args []string) string {
 	return ""
 }
 
-// inject adds the mounts to an OCI config whose process asks for devices; it keeps every other
-// field as it was.
-func inject(path string, mounts []string) error {
+// inject adds the mounts and variables to an OCI config whose process asks for devices; it
+// keeps every other field as it was.
+func inject(path string, s settings) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -76,12 +81,23 @@ func inject(path string, mounts []string) error {
 		return nil
 	}
 	list, _ := spec["mounts"].([]any)
-	for _, m := range mounts {
+	for _, m := range s.Mounts {
 		list = append(list, map[string]any{
 			"destination": m, "type": "bind", "source": m, "options": []string{"rbind", "ro", "nosuid", "nodev"},
 		})
 	}
+	for _, m := range s.Tmpfs {
+		list = append(list, map[string]any{
+			"destination": m, "type": "tmpfs", "source": "tmpfs", "options": []string{"nosuid", "nodev", "mode=1777", "size=512m"},
+		})
+	}
 	spec["mounts"] = list
+	proc := spec["process"].(map[string]any) // wantsDevices found it
+	env, _ := proc["env"].([]any)
+	for _, e := range s.Env {
+		env = append(env, e)
+	}
+	proc["env"] = env
 	out, err := json.Marshal(spec)
 	if err != nil {
 		return err

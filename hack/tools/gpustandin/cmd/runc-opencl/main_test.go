@@ -31,8 +31,8 @@ func TestInject(t *testing.T) {
 		env    []string
 		mounts int
 	}{
-		{[]string{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=opencl-0"}, 3},
-		{[]string{"NVIDIA_VISIBLE_DEVICES=all"}, 3},
+		{[]string{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=opencl-0"}, 4},
+		{[]string{"NVIDIA_VISIBLE_DEVICES=all"}, 4},
 		{[]string{"NVIDIA_VISIBLE_DEVICES=void"}, 1},
 		{[]string{"NVIDIA_VISIBLE_DEVICES=none"}, 1},
 		{[]string{"NVIDIA_VISIBLE_DEVICES="}, 1},
@@ -48,7 +48,7 @@ func TestInject(t *testing.T) {
 		if err := os.WriteFile(path, raw, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := inject(path, []string{"/etc/OpenCL", "/usr"}); err != nil {
+		if err := inject(path, settings{Mounts: []string{"/etc/OpenCL", "/usr"}, Tmpfs: []string{"/var/cache/pocl"}, Env: []string{"POCL_CACHE_DIR=/var/cache/pocl"}}); err != nil {
 			t.Fatal(err)
 		}
 		raw, _ = os.ReadFile(path)
@@ -58,7 +58,8 @@ func TestInject(t *testing.T) {
 				Destination, Source, Type string
 				Options                   []string
 			}
-			Linux struct{ Namespaces []map[string]string }
+			Linux   struct{ Namespaces []map[string]string }
+			Process struct{ Env []string }
 		}
 		if err := json.Unmarshal(raw, &got); err != nil {
 			t.Fatal(err)
@@ -67,10 +68,19 @@ func TestInject(t *testing.T) {
 			t.Errorf("env %q: %s", c.env, raw)
 			continue
 		}
-		if c.mounts == 3 {
+		added := len(got.Process.Env) - len(c.env)
+		if c.mounts == 4 {
 			if m := got.Mounts[2]; m.Destination != "/usr" || m.Source != "/usr" || m.Type != "bind" || m.Options[1] != "ro" {
 				t.Errorf("env %q: mount %+v", c.env, m)
 			}
+			if m := got.Mounts[3]; m.Destination != "/var/cache/pocl" || m.Type != "tmpfs" {
+				t.Errorf("env %q: mount %+v", c.env, m)
+			}
+			if added != 1 || got.Process.Env[len(got.Process.Env)-1] != "POCL_CACHE_DIR=/var/cache/pocl" {
+				t.Errorf("env %q: process env %q", c.env, got.Process.Env)
+			}
+		} else if added != 0 {
+			t.Errorf("env %q: process env %q", c.env, got.Process.Env)
 		}
 	}
 }
