@@ -2,14 +2,15 @@
 // in place of runc; on `create` it reads the container's OCI config, and when the process
 // environment asks for devices (NVIDIA_VISIBLE_DEVICES set, and not void or none, as the
 // NVIDIA toolkit reads it) it adds read-only bind mounts of the host's OpenCL stack (the ICD
-// files and the libraries the vendor driver needs, pocl in CI) before handing over to runc.
+// files and the libraries the vendor driver needs, pocl in CI), scratch folders and variables
+// before handing over to runc.
 // Every other call goes to runc unchanged.
 //
 // Its settings are a JSON file beside it, <binary>.json: the real runc, the host paths to
 // bind, writable scratch folders (tmpfs) and variables the driver needs (pocl keeps compiled
 // kernels in a cache folder and finds no device without a writable one):
 //
-//	{"runc": "/usr/sbin/runc", "mounts": ["/etc/OpenCL", "/usr"],
+//	{"runc": "/usr/sbin/runc", "mounts": ["/usr", "/lib", "/etc/OpenCL"],
 //	 "tmpfs": ["/var/cache/pocl"], "env": ["POCL_CACHE_DIR=/var/cache/pocl"]}
 package main
 
