@@ -73,6 +73,7 @@ const (
 // Finalizer guarantees that a deleted batch gives back its slot.
 const Finalizer = "sealfleet.io/release"
 
-// AnnotationForceRelease on a SealBatch skips waiting for its pod and scrub: the documented
-// force path for a release stuck on a lost node.
+// AnnotationForceRelease on a SealBatch skips the scrub of its slot: the documented force path
+// for a release stuck on a node where no scrub can run. It never frees a slot a sealer may
+// still write: the pod must be gone, or its node gone or tainted out-of-service.
 const AnnotationForceRelease = "sealfleet.io/force-release"

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,13 +118,14 @@ func (r *ReleaseReconciler) release(ctx context.Context, b *sealv1.SealBatch, de
 		return true, nil // released before (e.g. on completion), deleted now
 	}
 
-	// 1. The sealer must be gone before its slot is scrubbed or given to another batch.
-	running, err := r.stopSealer(ctx, b, force)
+	// 1. The sealer must be gone before its slot is scrubbed or given to another batch, force
+	// or not: a sealer on an unreachable node may still write the slot.
+	waitFor, err := r.stopSealer(ctx, b)
 	if err != nil {
 		return false, err
 	}
-	if running {
-		return false, r.waiting(ctx, b, ReasonWaitingForPod, "waiting for the sealer pod to terminate")
+	if waitFor != "" {
+		return false, r.waiting(ctx, b, ReasonWaitingForPod, waitFor)
 	}
 	// 2. Scrub the slot on the node (skipped when the node is gone: nothing left to scrub).
 	if !force {
@@ -173,8 +175,12 @@ func (r *ReleaseReconciler) waiting(ctx context.Context, b *sealv1.SealBatch, re
 	stuck := time.Since(since) > r.Timeout
 	status := metav1.ConditionFalse
 	if stuck {
+		scrubbing := reason == ReasonReleasePending // a sealer pod is never skipped, a scrub may be
 		reason = ReasonReleaseFailed
-		msg = fmt.Sprintf("release stuck for %s: %s; to force it, annotate the SealBatch %s=true", r.Timeout, msg, AnnotationForceRelease)
+		msg = fmt.Sprintf("release stuck for %s: %s", r.Timeout, msg)
+		if scrubbing {
+			msg += fmt.Sprintf("; to give the slot back unscrubbed, annotate the SealBatch %s=true", AnnotationForceRelease)
+		}
 	}
 	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
 		setCondition(b, CondReleased, status, reason, msg)
@@ -189,31 +195,61 @@ func (r *ReleaseReconciler) waiting(ctx context.Context, b *sealv1.SealBatch, re
 	})
 }
 
-// stopSealer deletes the batch's sealer pods that have not finished; running is true while
-// any still exists (or, with force, never).
-func (r *ReleaseReconciler) stopSealer(ctx context.Context, b *sealv1.SealBatch, force bool) (bool, error) {
+// stopSealer deletes the batch's sealer pods that have not finished and says what it still
+// waits for ("" once no sealer can write the slot). A pod counts as stopped once it is gone, or
+// once its node is gone or carries the out-of-service taint (the admin's word that the node is
+// shut down: the pod is then deleted at once, as the kubelet will never confirm it).
+func (r *ReleaseReconciler) stopSealer(ctx context.Context, b *sealv1.SealBatch) (string, error) {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(b.Namespace), client.MatchingLabels(render.SealerPods(b))); err != nil {
-		return false, err
+		return "", err
 	}
-	running := false
+	var waiting []string
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		running = true
-		opts := []client.DeleteOption{}
-		if force {
+		down, err := r.nodeDown(ctx, p.Spec.NodeName)
+		if err != nil {
+			return "", err
+		}
+		var opts []client.DeleteOption
+		if down {
 			opts = append(opts, client.GracePeriodSeconds(0))
 		}
-		if p.DeletionTimestamp == nil || force {
+		if p.DeletionTimestamp == nil || down {
 			if err := r.Delete(ctx, p, opts...); client.IgnoreNotFound(err) != nil {
-				return false, err
+				return "", err
 			}
 		}
+		if !down {
+			waiting = append(waiting, p.Name)
+		}
 	}
-	return running && !force, nil
+	if len(waiting) == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("waiting for sealer pod %s on node %s to terminate (it may still write the slot); if the node is down, taint it %s=nodeshutdown:NoExecute or delete the Node, and the slot is freed",
+		strings.Join(waiting, ", "), b.Status.Node, corev1.TaintNodeOutOfService), nil
+}
+
+// nodeDown reports whether no pod can run on the node any more: it is gone, or the admin marked
+// it shut down with the out-of-service taint.
+func (r *ReleaseReconciler) nodeDown(ctx context.Context, name string) (bool, error) {
+	if name == "" {
+		return false, nil
+	}
+	var n corev1.Node
+	if err := r.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeOutOfService {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // scrub runs the scrub pod on the batch's node and reports whether it succeeded.

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -467,7 +468,9 @@ func equalLists(a, b corev1.ResourceList) bool {
 }
 
 // TestStuckReleaseIsVisibleAndForceable: a deleted batch whose pod never terminates (a lost
-// kubelet) shows why deletion is blocked; the force annotation releases it anyway.
+// kubelet) shows why deletion is blocked. The force annotation does not free a slot a sealer
+// may still write (it only skips the scrub): the slot goes once the admin marks the node shut
+// down with the out-of-service taint, and the pod is deleted at once.
 func TestStuckReleaseIsVisibleAndForceable(t *testing.T) {
 	h := newHarness(t)
 	ns := h.namespace("stuck")
@@ -478,22 +481,42 @@ func TestStuckReleaseIsVisibleAndForceable(t *testing.T) {
 	if err := h.c.Delete(context.Background(), h.batch(ns, "b")); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually("deletion blocked", func() (bool, string) {
-		b := h.batch(ns, "b")
-		c := condition(b, controllers.CondDeletionIsBlocked)
-		return c != nil && c.Reason == string(controllers.ReasonWaitingForPod), fmt.Sprintf("%+v", b.Status.Conditions)
-	})
-	if l := h.held("node-k"); len(l) != 1 {
-		t.Fatalf("slot released while the sealer may still write: %+v", l)
+	blocked := func(what string) {
+		h.eventually(what, func() (bool, string) {
+			b := h.batch(ns, "b")
+			c := condition(b, controllers.CondDeletionIsBlocked)
+			return c != nil && c.Reason == string(controllers.ReasonWaitingForPod) &&
+				strings.Contains(c.Message, "waiting for sealer pod b-sealer-1 on node node-k") &&
+				strings.Contains(c.Message, "node.kubernetes.io/out-of-service"), fmt.Sprintf("%+v", b.Status.Conditions)
+		})
+		if l := h.held("node-k"); len(l) != 1 {
+			t.Fatalf("%s: slot released while the sealer may still write: %+v", what, l)
+		}
 	}
+	blocked("deletion blocked")
 	b := h.batch(ns, "b")
 	b.Annotations = map[string]string{controllers.AnnotationForceRelease: "true"}
 	if err := h.c.Update(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually("forced release", func() (bool, string) { return h.batch(ns, "b") == nil, "still there" })
+	time.Sleep(2 * time.Second) // the operator has seen the annotation
+	blocked("forced, pod still running on a live node")
+
+	var node corev1.Node
+	if err := h.c.Get(context.Background(), client.ObjectKey{Name: "node-k"}, &node); err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	if err := h.c.Update(context.Background(), &node); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("released once the node is out of service", func() (bool, string) { return h.batch(ns, "b") == nil, "still there" })
 	if l := h.held("node-k"); len(l) != 0 {
-		t.Errorf("forced release left the slot held: %+v", l)
+		t.Errorf("release left the slot held: %+v", l)
+	}
+	var pod corev1.Pod
+	if err := h.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "b-sealer-1"}, &pod); !apierrors.IsNotFound(err) {
+		t.Errorf("the sealer pod on the out-of-service node is still there: %v", err)
 	}
 }
 
