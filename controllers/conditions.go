@@ -57,10 +57,11 @@ const (
 	ReasonNodeLost       Reason = "NodeLost"
 	ReasonRetrying       Reason = "Retrying"
 	ReasonSlotReleased   Reason = "SlotReleased"
-	ReasonReleasePending Reason = "ReleasePending"
 	ReasonReleaseFailed  Reason = "ReleaseFailed"
 	ReasonForcedRelease  Reason = "ForcedRelease"
-	ReasonWaitingForPod  Reason = "WaitingForPodDeletion"
+	// ReasonSlotLeftToScrub: the release recorded the slot dirty on the SealerNode.
+	ReasonSlotLeftToScrub Reason = "SlotLeftToScrub"
+	ReasonWaitingForPod   Reason = "WaitingForPodDeletion"
 	// Why the API server refused an object (CondPodCreationRefused), and that it stopped.
 	ReasonQuotaExceeded  Reason = "QuotaExceeded"
 	ReasonPodSecurity    Reason = "PodSecurityRefused"
@@ -73,7 +74,8 @@ const (
 // Finalizer guarantees that a deleted batch gives back its slot.
 const Finalizer = "sealfleet.io/release"
 
-// AnnotationForceRelease on a SealBatch skips the scrub of its slot: the documented force path
-// for a release stuck on a node where no scrub can run. It never frees a slot a sealer may
-// still write: the pod must be gone, or its node gone or tainted out-of-service.
+// AnnotationForceRelease on a SealBatch gives its slot back without a scrub (no dirty-slot
+// record): for an admin who knows the slot holds nothing worth discarding. It never frees a
+// slot a sealer may still write: the pod must be gone, or its node gone or tainted
+// out-of-service.
 const AnnotationForceRelease = "sealfleet.io/force-release"

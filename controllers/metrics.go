@@ -35,7 +35,7 @@ var (
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	})
 	metricSlots = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sealfleet_node_slots", Help: "Layer slots per node by state (free, used).",
+		Name: "sealfleet_node_slots", Help: "Layer slots per node by state (free, used, dirty: released and waiting for its scrub; dirty slots count as used too).",
 	}, []string{"node", "state"})
 	metricReleaseFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sealfleet_release_failures_total", Help: "Releases that failed or got stuck, by reason.",
@@ -151,5 +151,6 @@ func exportSlotMetrics(fleet []*placement.Node) {
 		used := n.Usage.Slots()
 		metricSlots.WithLabelValues(n.Sealer.Name, "used").Set(float64(used))
 		metricSlots.WithLabelValues(n.Sealer.Name, "free").Set(float64(max(int(n.Geometry.Count)-used, 0)))
+		metricSlots.WithLabelValues(n.Sealer.Name, "dirty").Set(float64(n.Usage.Dirty()))
 	}
 }

@@ -250,6 +250,7 @@ func fleetView(sns []sealv1.SealerNode, nodes []corev1.Node, batches []sealv1.Se
 		geometry[sns[i].Name] = ledger.GeometryOf(&sns[i])
 	}
 	book := ledger.BookOf(batches, assumed, func(n string) ledger.Geometry { return geometry[n] })
+	book.AddDirty(sns)
 	fleet := make([]*placement.Node, 0, len(sns))
 	for i := range sns {
 		pn := &placement.Node{Sealer: sns[i].DeepCopy(), Geometry: geometry[sns[i].Name], Usage: book.Of(sns[i].Name)}

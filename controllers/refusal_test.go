@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/controllers"
 )
 
@@ -21,18 +23,7 @@ func TestPodCreationRefusedIsVisible(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	ns := h.namespace("refused")
-	quota := &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: ns},
-		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}},
-	}
-	if err := h.c.Create(ctx, quota); err != nil {
-		t.Fatal(err)
-	}
-	// envtest runs no quota controller: write the usage it would.
-	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}
-	if err := h.c.Status().Update(ctx, quota); err != nil {
-		t.Fatal(err)
-	}
+	quota := h.noPodsQuota(ns)
 	h.addNode("node-q", 1, 8, nil)
 	h.newBatch(ns, "b", 2, nil)
 
@@ -82,4 +73,72 @@ func TestPodCreationRefusedIsVisible(t *testing.T) {
 		c := condition(h.batch(ns, "b"), controllers.CondPodCreationRefused)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == string(controllers.ReasonPodCreated), "condition still refused"
 	})
+}
+
+// TestDeletionFinishesWhenNoScrubCanRun: a batch whose namespace allows no pods is deleted at
+// once (it used to hang on a scrub pod refused by the same quota): its slot is recorded dirty on
+// the SealerNode, with an event on the batch saying what was left; the scrub runs in the
+// operator's namespace, where a refusal is recorded on the dirty slot and retried with
+// back-off; no batch gets the slot until the scrub has succeeded.
+func TestDeletionFinishesWhenNoScrubCanRun(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	ns, other := h.namespace("no-pods-team"), h.namespace("next-team")
+	h.noPodsQuota(ns)
+	scrubQuota := h.noPodsQuota(scrubNS)
+	h.addNode("node-x", 1, 8, nil)
+	b := h.newBatch(ns, "b", 2, nil)
+	h.eventually("placed, its pod refused", func() (bool, string) {
+		c := condition(h.batch(ns, "b"), controllers.CondPodCreationRefused)
+		return c != nil && c.Status == metav1.ConditionTrue, "not refused yet"
+	})
+	if err := h.c.Delete(ctx, h.batch(ns, "b")); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("deletion finished", func() (bool, string) { return h.batch(ns, "b") == nil, "still there" })
+	h.eventually("the scrub's refusal on the dirty slot", func() (bool, string) {
+		d := h.sealerNode("node-x").Status.DirtySlots
+		return len(d) == 1 && d[0].BatchUID == string(b.UID) && d[0].Batch == ns+"/b" && d[0].Attempts >= 1 &&
+			strings.Contains(d[0].Message, "refused (QuotaExceeded)"), fmt.Sprintf("%+v", d)
+	})
+	if !h.hasEvent(ns, "b", string(controllers.ReasonSlotLeftToScrub), "slot 0 of node-x") {
+		t.Error("no event on the deleted batch saying what was left to scrub")
+	}
+	if !h.hasEvent("default", "node-x", string(controllers.ReasonScrubFailed), "refused") {
+		t.Error("no warning on the SealerNode about the refused scrub")
+	}
+	h.newBatch(other, "next", 2, nil)
+	h.eventually("the next batch waits for the scrub", func() (bool, string) {
+		c := condition(h.batch(other, "next"), controllers.CondPlaced)
+		return c != nil && strings.Contains(c.Message, "waiting for their scrub"), fmt.Sprintf("%+v", c)
+	})
+
+	if err := h.c.Delete(ctx, scrubQuota); err != nil {
+		t.Fatal(err)
+	}
+	h.succeedScrubs("node-x") // after the back-off, the scrub pod runs and succeeds
+	if !h.hasEvent("default", "node-x", string(controllers.ReasonSlotScrubbed), "left by "+ns+"/b") {
+		t.Error("no event on the SealerNode for the scrubbed slot")
+	}
+	if got := h.waitPhase(other, "next", sealv1.PhasePlaced); got.Status.Node != "node-x" {
+		t.Errorf("next placed on %q", got.Status.Node)
+	}
+}
+
+// noPodsQuota gives ns a ResourceQuota that allows no pods.
+func (h *harness) noPodsQuota(ns string) *corev1.ResourceQuota {
+	h.t.Helper()
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: ns},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}},
+	}
+	if err := h.c.Create(context.Background(), quota); err != nil {
+		h.t.Fatal(err)
+	}
+	// envtest runs no quota controller: write the usage it would.
+	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}
+	if err := h.c.Status().Update(context.Background(), quota); err != nil {
+		h.t.Fatal(err)
+	}
+	return quota
 }

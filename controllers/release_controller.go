@@ -10,10 +10,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -24,20 +26,13 @@ import (
 
 // ReleaseReconciler gives a batch's slot back: when its release policy says so, and always
 // when the batch is deleted (a finalizer holds the object until then). Release stops the
-// sealer pod, scrubs the slot's layer ranges on the node, and frees the ledger entry; it is
-// idempotent, and a release that cannot finish is visible as a condition and an event.
+// sealer pod, hands the slot's layer range to the node's scrubber (a dirty-slot record on the
+// SealerNode, see ScrubReconciler) and frees the batch's claim; it is idempotent, needs no pod
+// of its own, and a release that cannot finish is visible as a condition and an event.
 type ReleaseReconciler struct {
 	client.Client
-	Recorder   Recorder
-	ScrubImage string
-	PullPolicy corev1.PullPolicy
-	// PullSecrets of scrub pods.
-	PullSecrets []string
-	Timeout     time.Duration
-	// HostNetwork runs scrub pods on the host network (--sealer-host-network).
-	HostNetwork bool
-	// APIReader reads past the informer cache (see needsScrub).
-	APIReader client.Reader
+	Recorder Recorder
+	Timeout  time.Duration
 }
 
 // Reconcile releases when due.
@@ -64,7 +59,7 @@ func (r *ReleaseReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	}
 	done, err := r.release(ctx, &b, deleting)
 	if err != nil || !done {
-		return reconcile.Result{RequeueAfter: 2 * time.Second}, err
+		return reconcile.Result{RequeueAfter: releaseRetry}, err
 	}
 	if deleting {
 		controllerutil.RemoveFinalizer(&b, Finalizer)
@@ -72,6 +67,10 @@ func (r *ReleaseReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	}
 	return reconcile.Result{}, nil
 }
+
+// releaseRetry is how soon a release that waits looks again (a sealer pod's end, or its own
+// dirty-slot record reaching the cache, also wake it).
+const releaseRetry = 2 * time.Second
 
 // releaseDue applies the release policy to a live batch; wait is when to look again.
 func releaseDue(b *sealv1.SealBatch, now time.Time) (due bool, wait time.Duration) {
@@ -127,22 +126,18 @@ func (r *ReleaseReconciler) release(ctx context.Context, b *sealv1.SealBatch, de
 	if waitFor != "" {
 		return false, r.waiting(ctx, b, ReasonWaitingForPod, waitFor)
 	}
-	// 2. Scrub the slot on the node (skipped when the node is gone: nothing left to scrub).
+	// 2. Hand the slot's range to the node's scrubber: recorded dirty on the SealerNode, it
+	// stays booked until the scrub succeeds, so the batch need not wait for it (nor for a pod
+	// that a quota or a down node would refuse) and its deletion always finishes.
 	if !force {
-		scrubbed, msg, err := r.scrub(ctx, b)
-		if err != nil {
+		recorded, err := r.markDirty(ctx, b)
+		if err != nil || !recorded {
 			return false, err
-		}
-		if !scrubbed {
-			return false, r.waiting(ctx, b, ReasonReleasePending, msg)
 		}
 	}
 	// 3. The slot is free once the batch says Released, or once it is gone (the caller removes
 	// the finalizer): the batch is the only record of its claim.
-	if err := r.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: render.ScrubPodName(b)}}); client.IgnoreNotFound(err) != nil {
-		logger.Error(err, "deleting the scrub pod")
-	}
-	reason, msg := ReasonSlotReleased, "slot released and scrubbed"
+	reason, msg := ReasonSlotReleased, fmt.Sprintf("slot released; node %s scrubs it before its next batch", b.Status.Node)
 	if force {
 		reason, msg = ReasonForcedRelease, "slot released by force (sealfleet.io/force-release): scratch not scrubbed"
 	}
@@ -175,12 +170,8 @@ func (r *ReleaseReconciler) waiting(ctx context.Context, b *sealv1.SealBatch, re
 	stuck := time.Since(since) > r.Timeout
 	status := metav1.ConditionFalse
 	if stuck {
-		scrubbing := reason == ReasonReleasePending // a sealer pod is never skipped, a scrub may be
 		reason = ReasonReleaseFailed
 		msg = fmt.Sprintf("release stuck for %s: %s", r.Timeout, msg)
-		if scrubbing {
-			msg += fmt.Sprintf("; to give the slot back unscrubbed, annotate the SealBatch %s=true", AnnotationForceRelease)
-		}
 	}
 	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
 		setCondition(b, CondReleased, status, reason, msg)
@@ -252,92 +243,66 @@ func (r *ReleaseReconciler) nodeDown(ctx context.Context, name string) (bool, er
 	return false, nil
 }
 
-// scrub runs the scrub pod on the batch's node and reports whether it succeeded.
-func (r *ReleaseReconciler) scrub(ctx context.Context, b *sealv1.SealBatch) (bool, string, error) {
+// markDirty records the batch's slot range in its SealerNode's status.dirtySlots (unless there
+// is nothing to scrub) and reports whether this controller's cache shows the record: placement
+// reads the same cache, and so sees the dirty range before it sees the batch let go of it.
+func (r *ReleaseReconciler) markDirty(ctx context.Context, b *sealv1.SealBatch) (bool, error) {
 	if b.Status.Node == "" || b.Status.Slot == nil {
-		return true, "", nil
+		return true, nil // an update holds no slot; an unplaced batch nothing
 	}
 	var sn sealv1.SealerNode
 	if err := r.Get(ctx, client.ObjectKey{Name: b.Status.Node}, &sn); err != nil {
-		if apierrors.IsNotFound(err) {
-			return true, "", nil
-		}
-		return false, "", err
+		// No SealerNode (the Node was deleted, and its SealerNode with it): nowhere to keep
+		// a record, and no agent to report the devices.
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	}
 	claim, held := ledger.ClaimOf(b, func(string) ledger.Geometry { return ledger.GeometryOf(&sn) })
-	if !held {
-		return true, "", nil
-	}
-	var node corev1.Node
-	if err := r.Get(ctx, client.ObjectKey{Name: b.Status.Node}, &node); apierrors.IsNotFound(err) {
-		return true, "", nil
-	}
-	paths := render.LayerPaths(sn.Status.LayerDevices)
-	if len(paths) == 0 || sn.Spec.DeviceMode == sealv1.DeviceModeVFIO {
-		// vfio devices are not visible to the kernel; the next batch overwrites the slot.
-		return true, "", nil
-	}
-	var pod corev1.Pod
-	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: render.ScrubPodName(b)}, &pod)
-	if apierrors.IsNotFound(err) {
-		if need, err := r.needsScrub(ctx, b); err != nil || !need {
-			return !need, "", err
-		}
-		p := render.ScrubPod(render.ScrubInput{
-			Batch: b, Node: b.Status.Node, Devices: sn.Status.LayerDevices,
-			Offset:      claim.Range.OffsetBytes,
-			Length:      claim.Range.LengthBytes, // the slot's whole share of each device
-			HostNetwork: r.HostNetwork,
-			PullSecrets: r.PullSecrets,
-		}, r.ScrubImage, r.PullPolicy)
-		if b.DeletionTimestamp == nil {
-			if err := controllerutil.SetControllerReference(b, p, r.Scheme()); err != nil {
-				return false, "", err
-			}
-		}
-		if err := r.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
-			return false, "", err
-		}
-		return false, "scrubbing the slot on " + b.Status.Node, nil
-	}
-	if err != nil {
-		return false, "", err
-	}
-	switch pod.Status.Phase {
-	case corev1.PodSucceeded:
-		return true, "", nil
-	case corev1.PodFailed:
-		reason, msg, _ := podFailure(&pod)
-		metricReleaseFailures.WithLabelValues("scrub").Inc()
-		return false, fmt.Sprintf("scrub pod failed (%s): %s", reason, msg), nil
-	}
-	return false, "scrubbing the slot on " + b.Status.Node, nil
-}
-
-// needsScrub reads the batch from the API server before a scrub pod is created: a cached copy
-// older than this controller's own last write (Released set, or the finalizer removed) would
-// otherwise start a second scrub after the first one's pod was cleaned up.
-func (r *ReleaseReconciler) needsScrub(ctx context.Context, b *sealv1.SealBatch) (bool, error) {
-	if r.APIReader == nil {
+	if !held || !needsScrub(&sn) {
 		return true, nil
 	}
-	var fresh sealv1.SealBatch
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), &fresh); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
+	for _, d := range sn.Status.DirtySlots {
+		if d.BatchUID == string(b.UID) {
+			return true, nil
 		}
-		return false, err
 	}
-	released := meta.IsStatusConditionTrue(fresh.Status.Conditions, CondReleased)
-	return fresh.UID == b.UID && !released && controllerutil.ContainsFinalizer(&fresh, Finalizer), nil
+	err := patchDirtySlots(ctx, r.Client, &sn, func(dirty []sealv1.DirtySlot) []sealv1.DirtySlot {
+		return addDirty(dirty, sealv1.DirtySlot{
+			Slot: claim.Slot, OffsetBytes: claim.Range.OffsetBytes, LengthBytes: claim.Range.LengthBytes,
+			Batch: ledger.BatchKey(b), BatchUID: string(b.UID), Since: metav1.Now(),
+			Message: "waiting for the scrub pod",
+		})
+	})
+	if err == nil {
+		r.Recorder.Eventf(b, &sn, corev1.EventTypeNormal, string(ReasonSlotLeftToScrub), "Release",
+			"slot %d of %s (%d bytes at offset %d of each layer device) left to scrub: the node's scrub pod discards it before another batch gets it (kubectl get sealernode %s -o jsonpath='{.status.dirtySlots}')",
+			claim.Slot, sn.Name, claim.Range.LengthBytes, claim.Range.OffsetBytes, sn.Name)
+	}
+	return false, err
 }
 
-// SetupWithManager watches batches and their scrub pods.
+// SetupWithManager watches batches, their sealer pods (a release waits for them to end) and
+// SealerNodes (a release waits for its dirty-slot record to show).
 func (r *ReleaseReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("release").
 		WithOptions(controller.Options{MaxConcurrentReconciles: batchWorkers}).
 		For(&sealv1.SealBatch{}).
 		Owns(&corev1.Pod{}).
+		Watches(&sealv1.SealerNode{}, handler.EnqueueRequestsFromMapFunc(dirtyBatches)).
 		Complete(r)
+}
+
+// dirtyBatches maps a SealerNode to the batches its dirty slots name (those still releasing).
+func dirtyBatches(_ context.Context, o client.Object) []reconcile.Request {
+	sn, ok := o.(*sealv1.SealerNode)
+	if !ok {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, d := range sn.Status.DirtySlots {
+		if ns, name, ok := strings.Cut(d.Batch, "/"); ok {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+		}
+	}
+	return out
 }

@@ -112,7 +112,6 @@ func TestBatchLifecycle(t *testing.T) {
 	h.waitPhase(ns, "b1", sealv1.PhasePC2)
 
 	h.setPod(pod, corev1.PodSucceeded, 0, results(b))
-	h.succeedScrub(ns, "b1")
 	h.eventually("completed and released", func() (bool, string) {
 		got = h.batch(ns, "b1")
 		r := condition(got, controllers.CondReleased)
@@ -129,13 +128,23 @@ func TestBatchLifecycle(t *testing.T) {
 			t.Errorf("sector %d: commDCID %q does not hold commD %s (%v)", s.Number, s.CommDCID, s.CommD, err)
 		}
 	}
+	// Released, the slot is dirty until its scrub pod (in the operator's namespace, not the
+	// batch's) succeeds; then the record, and the pod, go.
+	if l := h.held("node-a"); len(l) != 1 || !l[0].Dirty || l[0].UID != b.UID || l[0].Slot != *got.Status.Slot {
+		t.Errorf("released slot not recorded dirty: %+v", l)
+	}
+	scrub := h.waitPod(scrubNS, "scrub-node-a-slot-0-"+string(b.UID[:8]))
+	if args := strings.Join(scrub.Spec.Containers[0].Args, " "); scrub.Spec.NodeName != "node-a" || !strings.HasSuffix(args, " /var/lib/sealfleet/layers.img") {
+		t.Errorf("scrub pod on %s runs %q", scrub.Spec.NodeName, args)
+	}
+	h.succeedScrubs("node-a")
 	if l := h.held("node-a"); len(l) != 0 {
 		t.Errorf("slot not released: %+v", l)
 	}
-	scrub := h.pod(ns, "b1-scrub")
-	if scrub != nil && scrub.DeletionTimestamp == nil {
-		t.Errorf("scrub pod left behind")
-	}
+	h.eventually("scrub pod removed", func() (bool, string) {
+		p := h.pod(scrubNS, scrub.Name)
+		return p == nil || p.DeletionTimestamp != nil, "still there"
+	})
 }
 
 // TestOneSectorOneBatch: a batch naming a sector (miner, number) that another batch in another
@@ -203,11 +212,17 @@ func TestOneSlotTwoBatches(t *testing.T) {
 	}
 	h.eventually("winner gone", func() (bool, string) {
 		h.reapPods(ns)
-		if p := h.pod(ns, winner+"-scrub"); p != nil && p.Status.Phase != corev1.PodSucceeded {
-			h.setPod(p, corev1.PodSucceeded, 0, "")
-		}
 		return h.batch(ns, winner) == nil, "still there"
 	})
+	// Its slot is dirty: the loser waits for the scrub, with a reason that says so.
+	h.eventually("the loser waits for the scrub", func() (bool, string) {
+		c := condition(h.batch(ns, loser), controllers.CondPlaced)
+		return c != nil && strings.Contains(c.Message, "waiting for their scrub"), fmt.Sprintf("%+v", c)
+	})
+	if b := h.batch(ns, loser); b.Status.Node != "" {
+		t.Fatalf("placed on a dirty slot: %+v", b.Status)
+	}
+	h.succeedScrubs("node-r")
 	got := h.waitPhase(ns, loser, sealv1.PhasePlaced)
 	if got.Status.Node != "node-r" {
 		t.Errorf("loser placed on %q", got.Status.Node)
@@ -422,16 +437,12 @@ func TestDeleteInEveryPhase(t *testing.T) {
 		if err := h.c.Delete(context.Background(), b); err != nil {
 			t.Fatal(err)
 		}
-		h.eventually(name+" deleted", func() (bool, string) {
+		h.eventually(name+" deleted and its slot scrubbed", func() (bool, string) {
 			h.reapPods(ns)
-			if p := h.pod(ns, name+"-scrub"); p != nil && p.Status.Phase != corev1.PodSucceeded {
-				h.setPod(p, corev1.PodSucceeded, 0, "")
+			if cur := h.batch(ns, name); cur != nil {
+				return false, cur.Status.Message
 			}
-			cur := h.batch(ns, name)
-			if cur == nil {
-				return true, ""
-			}
-			return false, cur.Status.Message
+			return h.scrubbed("node-d")
 		})
 		var pods corev1.PodList
 		if err := h.c.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{render.LabelBatchUID: string(b.UID), render.LabelComponent: render.ComponentSeal}); err != nil {
@@ -524,7 +535,7 @@ func TestStuckReleaseIsVisibleAndForceable(t *testing.T) {
 // batches there only; a batch elsewhere is never touched (no placement, finalizer or pod), and
 // the slot stays free for the batches it serves.
 func TestWatchNamespacesConfinesTheOperator(t *testing.T) {
-	h := newHarnessWatching(t, "served")
+	h := newHarnessWatching(t, "served,"+scrubNS)
 	served, other := h.namespace("served"), h.namespace("elsewhere")
 	h.addNode("node-w", 1, 8, nil)
 	h.newBatch(other, "outside", 2, nil)
@@ -620,8 +631,10 @@ func TestSnapUpdateRunsBesideASealWithoutASlot(t *testing.T) {
 	if u := condition(got, controllers.CondUpdated); u == nil || u.Status != "True" || u.Reason != string(controllers.ReasonEncoded) {
 		t.Errorf("Updated condition: %+v", u)
 	}
-	if h.pod(ns, "up-scrub") != nil {
-		t.Error("an update (no slot) was scrubbed")
+	for _, d := range h.sealerNode("node-u").Status.DirtySlots {
+		if d.BatchUID == string(got.UID) {
+			t.Errorf("an update (no slot) left a slot to scrub: %+v", d)
+		}
 	}
 	// The seal still holds the slot; the update holds nothing.
 	if l := h.held("node-u"); len(l) != 1 || l[0].Batch != ns+"/cc" {
@@ -710,7 +723,6 @@ func TestC1FromSlot(t *testing.T) {
 	h.setPod(c1, corev1.PodFailed, 3, "sealer: reading layer pages: I/O error")
 	c1 = h.waitPod(ns, "c-c1-2")
 	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(b.Spec.Sectors[0].Number, b.Spec.Sectors[1].Number))
-	h.succeedScrub(ns, "c")
 	h.eventually("completed and released", func() (bool, string) {
 		got = h.batch(ns, "c")
 		r := condition(got, controllers.CondReleased)
@@ -752,7 +764,6 @@ func TestSeedsThatNeverCome(t *testing.T) {
 	}
 	c1 := h.waitPod(ns, "half-c1-1")
 	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(half.Spec.Sectors[1].Number))
-	h.succeedScrub(ns, "half")
 	got = h.waitPhase(ns, "half", sealv1.PhaseCompleted)
 	lost := condition(got, controllers.CondSeedsMissing)
 	if lost == nil || lost.Reason != string(controllers.ReasonSeedTimeout) || !strings.Contains(lost.Message, strconv.FormatInt(half.Spec.Sectors[0].Number, 10)) ||
@@ -774,5 +785,4 @@ func TestSeedsThatNeverCome(t *testing.T) {
 	if c := condition(got, controllers.CondC1Complete); c == nil || c.Status != "False" || c.Reason != string(controllers.ReasonSeedTimeout) {
 		t.Errorf("C1Complete with no C1 run: %+v", c)
 	}
-	h.succeedScrub(ns, "none")
 }

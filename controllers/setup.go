@@ -45,6 +45,8 @@ type Options struct {
 	// ParentCacheNamespace holds the pods that build nodes' parent caches; empty: no node
 	// caches (each sealer pod builds its own, as a standalone sealer does).
 	ParentCacheNamespace string
+	// ScrubNamespace holds the pods that scrub released slots (the operator's, not a tenant's).
+	ScrubNamespace string
 
 	// Progress reads a running sealer's progress; nil uses HTTP to the pod's /progress.
 	Progress ProgressSource
@@ -68,7 +70,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MemoryPerSector, "sealer-memory-per-sector", "256Mi", "memory added per sector of the batch")
 	fs.DurationVar(&o.ProgressInterval, "progress-interval", 10*time.Second, "how often a running sealer's progress is read")
 	fs.StringVar(&o.ParentCacheNamespace, "parent-cache-namespace", "sealfleet-batches", "namespace of the pods that build each node's parent caches (it must be served: see --watch-namespaces); empty: every sealer pod builds its own cache")
-	fs.DurationVar(&o.ReleaseTimeout, "release-timeout", 10*time.Minute, "after this long a release waiting on its pod or scrub is reported stuck")
+	fs.StringVar(&o.ScrubNamespace, "scrub-namespace", "sealfleet-batches", "namespace of the pods that scrub released slots (it must be served: see --watch-namespaces, and allow privileged hostPath pods); keep tenants out of it")
+	fs.DurationVar(&o.ReleaseTimeout, "release-timeout", 10*time.Minute, "after this long a release waiting for its sealer pod to end is reported stuck")
 }
 
 func (o *Options) defaults() {
@@ -92,6 +95,9 @@ func (o *Options) defaults() {
 	}
 	if o.ProgressInterval == 0 {
 		o.ProgressInterval = 10 * time.Second
+	}
+	if o.ScrubNamespace == "" {
+		o.ScrubNamespace = "sealfleet-batches"
 	}
 	if o.ReleaseTimeout == 0 {
 		o.ReleaseTimeout = 10 * time.Minute
@@ -118,14 +124,23 @@ func (o *Options) podOptions() (render.PodOptions, error) {
 	}, nil
 }
 
-// checkParentCacheNamespace refuses a builder namespace the operator does not serve: its
-// cache would never show the builder pods, and no cache would ever be built.
-func (o *Options) checkParentCacheNamespace() error {
+// checkNodePodNamespaces refuses a namespace for the operator's node pods (parent-cache
+// builders, scrubs) that the operator does not serve: its cache would never show those pods,
+// and no cache would be built, no slot scrubbed.
+func (o *Options) checkNodePodNamespaces() error {
 	nss := commaList(o.WatchNamespaces)
-	if o.ParentCacheNamespace == "" || len(nss) == 0 || slices.Contains(nss, o.ParentCacheNamespace) {
+	if len(nss) == 0 {
 		return nil
 	}
-	return fmt.Errorf("--parent-cache-namespace %q is not one of --watch-namespaces %v: add it there (chart: operator.watchNamespaces) or pick one of those", o.ParentCacheNamespace, nss)
+	for _, f := range []struct{ flag, ns, chart string }{
+		{"--parent-cache-namespace", o.ParentCacheNamespace, "operator.parentCacheNamespace"},
+		{"--scrub-namespace", o.ScrubNamespace, "operator.scrubNamespace"},
+	} {
+		if f.ns != "" && !slices.Contains(nss, f.ns) {
+			return fmt.Errorf("%s %q is not one of --watch-namespaces %v: add it there (chart: operator.watchNamespaces) or pick one of those (chart: %s)", f.flag, f.ns, nss, f.chart)
+		}
+	}
+	return nil
 }
 
 // pullSecrets parses --image-pull-secrets.
@@ -182,7 +197,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		o.Results = rs
 	}
 	rec := func(name string) Recorder { return mgr.GetEventRecorder(name) }
-	if err := o.checkParentCacheNamespace(); err != nil {
+	if err := o.checkNodePodNamespaces(); err != nil {
 		return err
 	}
 	var caches *ParentCaches
@@ -196,8 +211,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Progress: o.Progress, Results: o.Results, ProgressInterval: o.ProgressInterval, Caches: caches}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&ReleaseReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec("sealfleet-release"),
-		ScrubImage: o.ScrubImage, PullPolicy: corev1.PullPolicy(o.ImagePullPolicy), PullSecrets: o.pullSecrets(), Timeout: o.ReleaseTimeout, HostNetwork: o.SealerHostNetwork}).SetupWithManager(mgr); err != nil {
+	if err := (&ReleaseReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-release"), Timeout: o.ReleaseTimeout}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&ScrubReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-scrub"), Namespace: o.ScrubNamespace,
+		Image: o.ScrubImage, PullPolicy: corev1.PullPolicy(o.ImagePullPolicy), PullSecrets: o.pullSecrets(), HostNetwork: o.SealerHostNetwork}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return nil

@@ -62,6 +62,9 @@ type harness struct {
 	cacheNS string
 }
 
+// scrubNS is the operator's --scrub-namespace in every harness.
+const scrubNS = "sealfleet-scrub"
+
 func newHarness(t *testing.T) *harness { return newHarnessWatching(t, "") }
 
 // newHarnessWatching runs the operator with --watch-namespaces=watch.
@@ -74,6 +77,7 @@ func newHarnessWith(t *testing.T, set func(*harness)) *harness {
 	env := testenv.Start(t)
 	h := &harness{t: t, env: env, c: env.Client, progress: &fakeProgress{}}
 	set(h)
+	h.namespace(scrubNS)
 	h.startOperator()
 	t.Cleanup(h.stopOperator)
 	return h
@@ -82,7 +86,7 @@ func newHarnessWith(t *testing.T, set func(*harness)) *harness {
 func (h *harness) startOperator() {
 	opts := controllers.Options{
 		Progress: h.progress, Results: noResults{}, ProgressInterval: 200 * time.Millisecond,
-		ReleaseTimeout: time.Hour, WatchNamespaces: h.watch, ParentCacheNamespace: h.cacheNS,
+		ReleaseTimeout: time.Hour, WatchNamespaces: h.watch, ParentCacheNamespace: h.cacheNS, ScrubNamespace: scrubNS,
 	}
 	mgr, err := ctrl.NewManager(h.env.Config, ctrl.Options{
 		Scheme: h.env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
@@ -274,24 +278,53 @@ func (h *harness) reapPods(ns string) {
 	}
 }
 
-// succeedScrub completes the batch's scrub pod once it exists.
-func (h *harness) succeedScrub(ns, batch string) {
+// scrubbed plays the kubelet for the node's scrub pods (each one succeeds) and reports
+// whether the node has no dirty slot left.
+func (h *harness) scrubbed(node string) (bool, string) {
 	h.t.Helper()
-	p := h.waitPod(ns, batch+"-scrub")
-	if p.Status.Phase != corev1.PodSucceeded {
-		h.setPod(p, corev1.PodSucceeded, 0, "")
+	h.reapPods(scrubNS)
+	var pods corev1.PodList
+	if err := h.c.List(context.Background(), &pods, client.InNamespace(scrubNS)); err != nil {
+		h.t.Fatal(err)
 	}
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.Spec.NodeName == node && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded {
+			h.setPod(p, corev1.PodSucceeded, 0, "")
+		}
+	}
+	d := h.sealerNode(node).Status.DirtySlots
+	return len(d) == 0, fmt.Sprintf("dirty slots %+v", d)
 }
 
-// held lists the claims the batches placed on a node hold, derived from their status (the
-// only record) as placement derives them.
+// succeedScrubs waits until every dirty slot of the node is scrubbed.
+func (h *harness) succeedScrubs(node string) {
+	h.t.Helper()
+	h.eventually("scrubs on "+node, func() (bool, string) { return h.scrubbed(node) })
+}
+
+func (h *harness) sealerNode(name string) *sealv1.SealerNode {
+	h.t.Helper()
+	var sn sealv1.SealerNode
+	if err := h.c.Get(context.Background(), client.ObjectKey{Name: name}, &sn); err != nil {
+		h.t.Fatal(err)
+	}
+	return &sn
+}
+
+// held lists the claims on a node, derived as placement derives them: from the batches'
+// status, plus the dirty slots that wait for their scrub.
 func (h *harness) held(node string) []ledger.Claim {
 	h.t.Helper()
 	var list sealv1.SealBatchList
 	if err := h.c.List(context.Background(), &list); err != nil {
 		h.t.Fatal(err)
 	}
+	var nodes sealv1.SealerNodeList
+	if err := h.c.List(context.Background(), &nodes); err != nil {
+		h.t.Fatal(err)
+	}
 	book := ledger.BookOf(list.Items, nil, nil)
+	book.AddDirty(nodes.Items)
 	if c := book.Conflicts(); len(c) > 0 {
 		h.t.Errorf("double booking: %v", c)
 	}
@@ -316,4 +349,20 @@ func results(b *sealv1.SealBatch) string {
 
 func condition(b *sealv1.SealBatch, t string) *metav1.Condition {
 	return meta.FindStatusCondition(b.Status.Conditions, t)
+}
+
+// hasEvent reports whether an event about the named object in ns has the reason and a note
+// containing text.
+func (h *harness) hasEvent(ns, name, reason, text string) bool {
+	h.t.Helper()
+	var events corev1.EventList
+	if err := h.c.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+		h.t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == name && e.Reason == reason && strings.Contains(e.Message, text) {
+			return true
+		}
+	}
+	return false
 }

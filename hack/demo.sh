@@ -20,7 +20,7 @@
 #   COMMIT1=FromSlot hack/demo.sh seal NAME N   seal without layer copies; the batch waits for its seeds
 #   hack/demo.sh seeds [NAME]            write random seeds into NAME (default c1-8mib-demo): C1 from the slot
 #   hack/demo.sh snap [FROM [NAME]]      SnapDeals update of FROM's first CC sector with new deal data
-#   hack/demo.sh release [NAME]          wait for the Released condition
+#   hack/demo.sh release [NAME]          wait for the Released condition and the slot's scrub
 #   hack/demo.sh fleet [N]               N simulated batches (default 40) on the kwok fleet
 #   hack/demo.sh summary                 the fleet and the real node's slots, as the plugin shows them
 #   hack/demo.sh prom                    Prometheus on 127.0.0.1:19090 scraping the operator, the node
@@ -321,6 +321,15 @@ release() {
   kc -n "$BATCH_NS" wait --for=condition=Released sealbatch/"$name" --timeout 180s >/dev/null ||
     die "batch $name: slot not released after 180 s: $(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.conditions[?(@.type=="Released")].message}')"
   say "released: $(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.conditions[?(@.type=="Released")].message}')"
+  # A released slot is dirty until the node's scrub pod has discarded it (an update held none).
+  local i dirty=""
+  for i in $(seq 120); do
+    dirty=$(kc get sealernode "$NODE" -o jsonpath='{range .status.dirtySlots[*]}{.batch} {.message}{"\n"}{end}' | grep -F "$BATCH_NS/$name " || true)
+    [ -z "$dirty" ] && break
+    sleep 1
+  done
+  [ -z "$dirty" ] || die "batch $name: its slot is still dirty after 120 s: $dirty"
+  say "slot scrubbed: no dirty slot of $name left on $NODE"
   sf slots "$NODE"
 }
 

@@ -119,8 +119,10 @@ const (
 	DeviceModeVFIO   DeviceMode = "vfio"
 )
 
-// SealerNodeStatus is what the node agent found. The node agent is its only writer: who holds
-// which slot is recorded in each SealBatch's status, never here.
+// SealerNodeStatus is what the node agent found. The node agent writes all of it except
+// dirtySlots, which the operator owns: who holds which slot is recorded in each SealBatch's
+// status, and only a slot no batch holds any more but that still needs its scrub is
+// recorded here.
 type SealerNodeStatus struct {
 	// observedGeneration is the spec generation the agent last acted on.
 	// +optional
@@ -193,6 +195,42 @@ type SealerNodeStatus struct {
 	// lastScanTime is when the agent last read the machine.
 	// +optional
 	LastScanTime *metav1.Time `json:"lastScanTime,omitempty"`
+
+	// dirtySlots are layer ranges released batches left behind that are not scrubbed yet
+	// (written by the operator, not the agent). A dirty range is booked like a held slot:
+	// no batch is placed on it until the operator's scrub pod has discarded it.
+	// +listType=map
+	// +listMapKey=slot
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	DirtySlots []DirtySlot `json:"dirtySlots,omitempty"`
+}
+
+// DirtySlot is a slot's layer range that a released batch wrote and nobody has scrubbed yet.
+type DirtySlot struct {
+	// slot is the slot index the batch held.
+	Slot int32 `json:"slot"`
+	// offsetBytes and lengthBytes are the range on every layer device.
+	OffsetBytes int64 `json:"offsetBytes"`
+	LengthBytes int64 `json:"lengthBytes"`
+	// batch is <namespace>/<name> of the batch that left it, and batchUID its UID.
+	// +kubebuilder:validation:MaxLength=317
+	Batch string `json:"batch"`
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	BatchUID string `json:"batchUID,omitempty"`
+	// since is when the batch released it.
+	Since metav1.Time `json:"since"`
+	// attempts counts scrub pods that failed or could not be created; lastAttemptTime is
+	// when the last one ended.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+	// +optional
+	LastAttemptTime *metav1.Time `json:"lastAttemptTime,omitempty"`
+	// message says what the scrub waits for, or why the last attempt failed.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // ParentCacheSpec is the node's parent-cache directory.
@@ -479,7 +517,7 @@ type SealerNode struct {
 	// spec is the administrator's intent.
 	// +optional
 	Spec SealerNodeSpec `json:"spec,omitempty"`
-	// status is written by the node agent alone.
+	// status is written by the node agent (all but dirtySlots, which the operator owns).
 	// +optional
 	Status SealerNodeStatus `json:"status,omitempty"`
 }

@@ -453,7 +453,8 @@ func apply(ctx context.Context, c client.Client, f *Fleet, m machine) error {
 		st := *want.Status.DeepCopy()
 		st.ObservedGeneration = sn.Generation
 		g := ledger.GeometryOf(&sealv1.SealerNode{Spec: sn.Spec, Status: st})
-		st.Slots, st.FreeSlots = g.Status(), max(g.Count-int32(held), 0)
+		st.Slots, st.FreeSlots = g.Status(), max(g.Count-int32(held)-int32(len(sn.Status.DirtySlots)), 0)
+		st.DirtySlots = sn.Status.DirtySlots // the operator's field: kept as it is
 		sn.Status = st
 		return c.Status().Update(ctx, &sn)
 	})

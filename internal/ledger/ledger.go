@@ -5,11 +5,16 @@
 // (node, slot, slot range, hugepages, layout, cpus) to the batch it places, and a batch holds
 // its slot until its status says Released or the batch is gone. Usage of a node is derived
 // from the batches (as Kueue derives a queue's usage from its admitted workloads), never
-// stored in the SealerNode, whose status belongs to the node agent alone. This choice removes
+// stored in the SealerNode, whose status belongs to the node agent. This choice removes
 // the two-write protocol of the first design (a reservation in the SealerNode, then the node in
 // the batch) together with everything that repaired its gap: there is nothing to adopt after
 // a crash, nothing to find by UID on other nodes, and no orphan to collect, because a deleted
 // batch takes its claim with it.
+//
+// One thing outlives a batch: a slot it released that is not scrubbed yet. The release
+// records that range in the SealerNode's status.dirtySlots (owned by the operator) before the
+// batch lets go of it, and the range is booked like a held slot until the scrub succeeds
+// (DirtyClaims).
 //
 // What a derived record needs is a view that includes the operator's own writes before its
 // informer cache shows them: Assumed holds decisions written but not yet observed (the
@@ -116,6 +121,9 @@ type Claim struct {
 	// then on the volume, where the agent's free-space report counts them).
 	OutputPath  string
 	OutputBytes int64
+	// Dirty marks a range released but not scrubbed yet (UID and Batch are the batch that
+	// left it): it holds the slot and nothing else.
+	Dirty bool
 }
 
 // ClaimOf reads the claim a batch's status records; ok is false when it holds nothing (not
@@ -152,6 +160,18 @@ func ClaimOf(b *sealv1.SealBatch, geometry func(node string) Geometry) (Claim, b
 	return c, true
 }
 
+// DirtyClaims are the claims of a node's dirty slots.
+func DirtyClaims(sn *sealv1.SealerNode) []Claim {
+	out := make([]Claim, 0, len(sn.Status.DirtySlots))
+	for _, d := range sn.Status.DirtySlots {
+		out = append(out, Claim{
+			UID: types.UID(d.BatchUID), Batch: d.Batch, Node: sn.Name, Slot: d.Slot, Dirty: true,
+			Range: sealv1.SlotRange{OffsetBytes: d.OffsetBytes, LengthBytes: d.LengthBytes},
+		})
+	}
+	return out
+}
+
 // Usage is what the batches placed on one node hold there.
 type Usage struct {
 	Claims []Claim
@@ -171,8 +191,29 @@ func (u *Usage) OutputBytes(p string) int64 {
 	return n
 }
 
-// Slots is the number of held slots.
-func (u *Usage) Slots() int { return u.count(func(c *Claim) bool { return c.Slot != NoSlot }) }
+// AddDirty books every node's dirty slots.
+func (bk Book) AddDirty(sns []sealv1.SealerNode) {
+	for i := range sns {
+		for _, c := range DirtyClaims(&sns[i]) {
+			bk.Of(c.Node).Add(c)
+		}
+	}
+}
+
+// Slots is the number of held slots (a releasing batch's range counts once, though it is
+// both its claim and a dirty record for a moment).
+func (u *Usage) Slots() int {
+	live := map[types.UID]bool{}
+	for _, c := range u.Claims {
+		if !c.Dirty {
+			live[c.UID] = true
+		}
+	}
+	return u.count(func(c *Claim) bool { return c.Slot != NoSlot && !(c.Dirty && live[c.UID]) })
+}
+
+// Dirty counts the dirty slots (released, waiting for their scrub).
+func (u *Usage) Dirty() int { return u.count(func(c *Claim) bool { return c.Dirty }) }
 
 // Hugepages is the 1 GiB hugepages held by running batches.
 func (u *Usage) Hugepages() int64 {
@@ -265,6 +306,9 @@ func (bk Book) Conflicts() []string {
 			for j := i + 1; j < len(u.Claims); j++ {
 				if u.Claims[i].Slot == NoSlot || u.Claims[j].Slot == NoSlot {
 					continue
+				}
+				if u.Claims[i].UID == u.Claims[j].UID && u.Claims[i].Dirty != u.Claims[j].Dirty {
+					continue // a batch releasing: its range is recorded dirty before it lets go
 				}
 				a, b := u.Claims[i].Range, u.Claims[j].Range
 				if a.OffsetBytes < b.OffsetBytes+b.LengthBytes && b.OffsetBytes < a.OffsetBytes+a.LengthBytes {

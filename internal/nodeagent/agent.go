@@ -182,7 +182,7 @@ func (a *Agent) SyncOnce(ctx context.Context) (wrote bool, err error) {
 	st := a.buildStatus(&sn, &node, topo, prep, perr, batches)
 	geometry := ledger.GeometryOf(&sealv1.SealerNode{Spec: sn.Spec, Status: *st})
 	st.Slots = geometry.Status()
-	st.FreeSlots = max(geometry.Count-int32(held), 0)
+	st.FreeSlots = max(geometry.Count-int32(held)-int32(len(sn.Status.DirtySlots)), 0) // dirty: released, not scrubbed yet
 	if a.Metrics != nil {
 		a.Metrics.ObserveInventory(topo, prep)
 	}
@@ -215,7 +215,8 @@ func (a *Agent) ensureObject(ctx context.Context, node *corev1.Node) error {
 }
 
 // applyStatus writes the agent's status by server-side apply on the status subresource;
-// the agent is the status's only writer.
+// the agent writes every status field but dirtySlots (the operator's), which its apply
+// leaves alone.
 func (a *Agent) applyStatus(ctx context.Context, st *sealv1.SealerNodeStatus) error {
 	raw, err := json.Marshal(st)
 	if err != nil {

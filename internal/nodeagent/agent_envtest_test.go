@@ -158,4 +158,26 @@ func TestAgentPublishesStatus(t *testing.T) {
 	if got.Status.ObservedGeneration != got.Generation {
 		t.Errorf("observedGeneration %d, generation %d", got.Status.ObservedGeneration, got.Generation)
 	}
+
+	// The batch releases its slot: the operator records it dirty (its one status field, by a
+	// patch as the release controller writes it). The agent's next apply keeps the record and
+	// counts the slot as not free until the operator removes it.
+	dirty := got.DeepCopy()
+	dirty.Status.DirtySlots = []sealv1.DirtySlot{{Slot: 0, OffsetBytes: 0, LengthBytes: 1 << 30, Batch: "agent-ns/b1", BatchUID: string(b.UID), Since: metav1.Now()}}
+	if err := c.Status().Patch(ctx, dirty, client.MergeFrom(&got)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(time.Hour) // past the heartbeat: the agent writes
+	if wrote, err := a.SyncOnce(ctx); err != nil || !wrote {
+		t.Fatalf("sync after the release: wrote=%v err=%v", wrote, err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Name: "sealer-1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.DirtySlots) != 1 || got.Status.DirtySlots[0].Batch != "agent-ns/b1" || got.Status.FreeSlots != 0 {
+		t.Errorf("after the agent's apply: dirty slots %+v, free slots %d (want the record kept, 0 free)", got.Status.DirtySlots, got.Status.FreeSlots)
+	}
 }

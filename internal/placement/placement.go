@@ -463,6 +463,9 @@ func checkLayers(n *Node, need *Need) (reason string, transient bool) {
 		return fmt.Sprintf("PC1 pipelines busy (%d/%d)", u.PC1(), pipelines), true
 	}
 	if u.FreeSlot(g) < 0 {
+		if d := u.Dirty(); d > 0 {
+			return fmt.Sprintf("no free slot (%d/%d held, %d of them released and waiting for their scrub)", u.Slots(), g.Count, d), true
+		}
 		return fmt.Sprintf("no free slot (%d/%d held)", u.Slots(), g.Count), true
 	}
 	return "", false

@@ -16,6 +16,8 @@ import (
 const (
 	slotHeld = "held"
 	slotFree = "free"
+	// slotDirty: released by its batch, not scrubbed yet (no batch is placed on it until then).
+	slotDirty = "dirty"
 )
 
 // fleetBook is the ledger's view of the fleet: every node's geometry and what the batches
@@ -38,6 +40,7 @@ func newFleetBook(nodes []sealv1.SealerNode, batches []sealv1.SealBatch) *fleetB
 		fb.batches[ledger.BatchKey(&batches[i])] = &batches[i]
 	}
 	fb.book = ledger.BookOf(batches, nil, func(node string) ledger.Geometry { return fb.geometry[node] })
+	fb.book.AddDirty(nodes)
 	return fb
 }
 
@@ -98,7 +101,7 @@ type SlotRow struct {
 	Node string `json:"node"`
 	// Slot is the slot's index; -1 (ledger.NoSlot) for an update, which holds CPUs but no slot.
 	Slot int32 `json:"slot"`
-	// State is held or free.
+	// State is held, dirty (released, waiting for its scrub) or free.
 	State string `json:"state"`
 	// Batch is the holder as <namespace>/<name>; Phase its phase.
 	Batch string `json:"batch,omitempty"`
@@ -161,6 +164,10 @@ func sortedClaims(cs []ledger.Claim) []ledger.Claim {
 
 func (fb *fleetBook) heldRow(node string, slot int32, c ledger.Claim, now time.Time) SlotRow {
 	r := SlotRow{Node: node, Slot: slot, State: slotHeld, Batch: c.Batch}
+	if c.Dirty {
+		r.State, r.Phase = slotDirty, "waiting for its scrub"
+		return r
+	}
 	if b := fb.batches[c.Batch]; b != nil {
 		r.Phase = string(phaseOf(b))
 		if t := b.Status.PlacedTime; t != nil {
@@ -184,7 +191,7 @@ func hasNode(nodes []sealv1.SealerNode, name string) bool {
 func onlyHeld(rows []SlotRow) []SlotRow {
 	out := rows[:0:0]
 	for _, r := range rows {
-		if r.State == slotHeld {
+		if r.State != slotFree {
 			out = append(out, r)
 		}
 	}
@@ -198,7 +205,9 @@ func (a *app) slotsCommand() *cobra.Command {
 		Use:   "slots [NODE]",
 		Short: "Every layer slot of every SealerNode (or of NODE): held by which batch, or free",
 		Long: `One row per layer slot: NODE, SLOT, STATE (held or free), BATCH (namespace/name),
-PHASE and HELD-FOR (time since the batch was placed). Updates (SnapDeals) hold CPUs but no
+PHASE and HELD-FOR (time since the batch was placed). A slot whose batch released it but whose
+scrub has not run yet is STATE dirty: no batch is placed on it until the scrub succeeds (its
+BATCH is the one that left it). Updates (SnapDeals) hold CPUs but no
 slot: they show as SLOT "-". Derived from the SealBatches' status, as the operator derives
 it, not from SealerNode status.freeSlots (the node agent's last scan).
 
@@ -247,6 +256,6 @@ it, not from SealerNode status.freeSlots (the node agent's last scan).
 		},
 	}
 	out.add(cmd, "json", "yaml")
-	cmd.Flags().BoolVar(&heldOnly, "held", false, "only the held slots (and updates, which hold no slot)")
+	cmd.Flags().BoolVar(&heldOnly, "held", false, "only the held and dirty slots (and updates, which hold no slot)")
 	return cmd
 }

@@ -101,3 +101,16 @@ func TestSlotsCommand(t *testing.T) {
 		t.Errorf("unknown node: exit %d, %s", code, errOut)
 	}
 }
+
+// A slot released but not scrubbed yet shows dirty, naming the batch that left it, and counts
+// among --held.
+func TestSlotRowsShowDirtySlots(t *testing.T) {
+	n := sealerNode("n1", func(n *sealv1.SealerNode) {
+		n.Status.DirtySlots = []sealv1.DirtySlot{{Slot: 1, OffsetBytes: 2 * gib, LengthBytes: 2 * gib, Batch: "ns/gone", BatchUID: "u"}}
+	})
+	got := rowKeys(onlyHeld(SlotRows([]sealv1.SealerNode{n}, nil, "", now)))
+	want := []SlotRow{{Node: "n1", Slot: 1, State: "dirty", Batch: "ns/gone", Phase: "waiting for its scrub"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("rows\n got %+v\nwant %+v", got, want)
+	}
+}

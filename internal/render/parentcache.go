@@ -30,7 +30,7 @@ type ParentCacheInput struct {
 
 // ParentCacheBuilderName is the builder pod of proof's cache on node.
 func ParentCacheBuilderName(node, proof string) string {
-	return "parent-cache-" + strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace(node+"-"+proof))
+	return boundedName("parent-cache-" + strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace(node+"-"+proof)))
 }
 
 // ParentCacheBuilder renders the pod that builds (or checks and keeps) one parent cache on its

@@ -34,9 +34,6 @@ const (
 // ConfigMapName is the name of the batch's sealer config ConfigMap.
 func ConfigMapName(b *sealv1.SealBatch) string { return b.Name + "-sealer-config" }
 
-// ScrubPodName is the pod that scrubs a released slot.
-func ScrubPodName(b *sealv1.SealBatch) string { return b.Name + "-scrub" }
-
 // DisruptionBudgetName is the PodDisruptionBudget that keeps a drain from evicting the batch's
 // sealer pod.
 func DisruptionBudgetName(b *sealv1.SealBatch) string { return b.Name + "-sealer" }

@@ -281,7 +281,7 @@ func TestDisruptionBudgetPriorityAndPullSecrets(t *testing.T) {
 			t.Errorf("pull secrets %v", p.Spec.ImagePullSecrets)
 		}
 	}
-	scrub := ScrubPod(ScrubInput{Batch: b, Node: "n1", PullSecrets: o.PullSecrets}, "img", corev1.PullIfNotPresent)
+	scrub := ScrubPod(ScrubInput{Namespace: b.Namespace, Node: "n1", PullSecrets: o.PullSecrets}, "img", corev1.PullIfNotPresent)
 	if len(scrub.Spec.ImagePullSecrets) != 2 || scrub.Spec.ImagePullSecrets[0].Name != "reg-a" {
 		t.Errorf("scrub pull secrets %v", scrub.Spec.ImagePullSecrets)
 	}
@@ -293,15 +293,29 @@ func TestDisruptionBudgetPriorityAndPullSecrets(t *testing.T) {
 	}
 }
 
+// The scrub pod belongs to the node's slot, not to a batch: it runs in the operator's node-pod
+// namespace, touches only the slot's range of the ready devices, and its name fits any node.
 func TestScrubPodCoversOnlyTheSlot(t *testing.T) {
-	p := ScrubPod(ScrubInput{Batch: testBatch(), Node: "n1", Offset: 4096, Length: 8192,
-		Devices: []sealv1.LayerDeviceStatus{{Path: "/data/a.img", Ready: true}, {Path: "/dev/nvme1n1", Ready: true}}}, "op:1", corev1.PullNever)
+	p := ScrubPod(ScrubInput{Namespace: "sealfleet-system", Node: "n1.example", Slot: 1, BatchUID: "0123456789ab", Offset: 4096, Length: 8192,
+		Devices: []sealv1.LayerDeviceStatus{{Path: "/data/a.img", Ready: true}, {Path: "/dev/nvme1n1", Ready: true}, {Path: "/dev/nvme2n1"}}}, "op:1", corev1.PullNever)
 	args := strings.Join(p.Spec.Containers[0].Args, " ")
 	if args != "scrub --offset 4096 --length 8192 /data/a.img /dev/nvme1n1" {
 		t.Errorf("args %q", args)
 	}
-	if p.Spec.NodeName != "n1" || p.Spec.RestartPolicy != corev1.RestartPolicyNever {
-		t.Errorf("scrub pod spec %+v", p.Spec)
+	if p.Spec.NodeName != "n1.example" || p.Spec.RestartPolicy != corev1.RestartPolicyNever || p.Namespace != "sealfleet-system" {
+		t.Errorf("scrub pod %s/%s spec %+v", p.Namespace, p.Name, p.Spec)
+	}
+	if p.Name != "scrub-n1-example-slot-1-01234567" || p.Annotations[AnnotationScrubNode] != "n1.example" || p.Annotations[AnnotationScrubSlot] != "1" ||
+		p.Annotations[AnnotationScrubBatchUID] != "0123456789ab" {
+		t.Errorf("scrub pod %s annotations %v", p.Name, p.Annotations)
+	}
+	if _, batch := p.Labels[LabelBatch]; batch {
+		t.Errorf("a scrub pod carries no batch label: %v", p.Labels)
+	}
+	long := strings.Repeat("a", 62) + "." + strings.Repeat("b", 62) + "." + strings.Repeat("c", 62) + "." + strings.Repeat("d", 62)
+	n1, n2 := ScrubPodName(long, 0, "u"), ScrubPodName(long+"x", 0, "u")
+	if len(n1) > 253 || n1 == n2 {
+		t.Errorf("long node names: %q (%d) and %q", n1, len(n1), n2)
 	}
 }
 

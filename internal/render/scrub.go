@@ -1,7 +1,10 @@
 package render
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,13 +16,26 @@ import (
 // ComponentScrub labels scrub pods.
 const ComponentScrub = "scrub"
 
-// ScrubInput is a released slot: the byte range [Offset, Offset+Length) of every device.
+// Annotations of a scrub pod: the node and the slot whose range it discards, and the UID of
+// the batch that left the range dirty (a pod of an earlier record is never taken for this one).
+const (
+	AnnotationScrubNode     = "sealfleet.io/scrub-node"
+	AnnotationScrubSlot     = "sealfleet.io/scrub-slot"
+	AnnotationScrubBatchUID = "sealfleet.io/scrub-batch-uid"
+)
+
+// ScrubInput is a dirty slot: the byte range [Offset, Offset+Length) of every device.
 type ScrubInput struct {
-	Batch   *sealv1.SealBatch
-	Node    string
-	Devices []sealv1.LayerDeviceStatus
-	Offset  int64
-	Length  int64
+	// Namespace holds the operator's node pods (scrubs and parent-cache builders), never a
+	// tenant's: no tenant quota, admission policy or pods/exec right reaches them.
+	Namespace string
+	Node      string
+	Slot      int32
+	// BatchUID is the batch that left the range dirty.
+	BatchUID string
+	Devices  []sealv1.LayerDeviceStatus
+	Offset   int64
+	Length   int64
 	// HostNetwork runs the pod on the host network (nodes without pod networking, like the
 	// sealer pods under --sealer-host-network).
 	HostNetwork bool
@@ -27,11 +43,29 @@ type ScrubInput struct {
 	PullSecrets []string
 }
 
-// ScrubPod renders the short pod that discards a released slot's layer ranges on its node
+// ScrubPodName is the pod that scrubs slot of node after the batch batchUID.
+func ScrubPodName(node string, slot int32, batchUID string) string {
+	return boundedName("scrub-" + strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace(node)) +
+		"-slot-" + strconv.Itoa(int(slot)) + "-" + batchUID[:min(8, len(batchUID))])
+}
+
+// boundedName keeps a derived object name within the 253 characters of a DNS subdomain: a
+// longer one keeps its head and ends in a digest of the whole.
+func boundedName(name string) string {
+	const limit = 253
+	if len(name) <= limit {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return strings.TrimRight(name[:limit-17], "-") + "-" + hex.EncodeToString(sum[:8])
+}
+
+// ScrubPod renders the short pod that discards a dirty slot's layer ranges on its node
 // (`node-agent scrub`: BLKDISCARD on block devices, hole punching on files), so the next batch
-// starts on clean space and freed file space returns to the filesystem.
+// starts on clean space and freed file space returns to the filesystem. Like the parent-cache
+// builder it belongs to the node, not to a batch, and tolerates every taint; the operator does
+// not start one on a node marked out of service.
 func ScrubPod(in ScrubInput, image string, pull corev1.PullPolicy) *corev1.Pod {
-	b := in.Batch
 	args := []string{"scrub", "--offset", strconv.FormatInt(in.Offset, 10), "--length", strconv.FormatInt(in.Length, 10)}
 	var volumes []corev1.Volume
 	var mounts []corev1.VolumeMount
@@ -54,17 +88,16 @@ func ScrubPod(in ScrubInput, image string, pull corev1.PullPolicy) *corev1.Pod {
 		sc.AllowPrivilegeEscalation = ptr.To(false)
 		sc.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
 	}
-	tolerations := []corev1.Toleration{}
-	if b.Spec.Placement != nil {
-		tolerations = append(tolerations, b.Spec.Placement.Tolerations...)
-	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: ScrubPodName(b), Namespace: b.Namespace,
-			Labels: componentLabels(b, ComponentScrub),
+			Name: ScrubPodName(in.Node, in.Slot, in.BatchUID), Namespace: in.Namespace,
+			Labels: map[string]string{LabelName: "sealfleet", LabelComponent: ComponentScrub},
+			Annotations: map[string]string{AnnotationScrubNode: in.Node, AnnotationScrubSlot: strconv.Itoa(int(in.Slot)),
+				AnnotationScrubBatchUID: in.BatchUID},
 		},
 		Spec: corev1.PodSpec{
-			NodeName: in.Node, RestartPolicy: corev1.RestartPolicyNever, Tolerations: tolerations,
+			NodeName: in.Node, RestartPolicy: corev1.RestartPolicyNever,
+			Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			HostNetwork:                  in.HostNetwork,
 			ImagePullSecrets:             pullSecrets(in.PullSecrets),
 			AutomountServiceAccountToken: ptr.To(false), EnableServiceLinks: ptr.To(false),

@@ -300,7 +300,7 @@ func percentile(v []float64, p float64) float64 {
 // removeBusiestNode deletes the Node running the most batches, as a decommission or a dead
 // machine would: each of its running batches must fail with NodeLost, its pods must go (the
 // pod garbage collector), and no batch may be placed there afterwards.
-func removeBusiestNode(t *testing.T, ctx context.Context) {
+func removeBusiestNode(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	var list sealv1.SealBatchList
 	if err := k8s.List(ctx, &list, client.InNamespace(fleetNS)); err != nil {
@@ -365,6 +365,22 @@ func removeBusiestNode(t *testing.T, ctx context.Context) {
 	}
 	t.Logf("BENCH node removed: %s with %d running batches; all failed NodeLost after %.1f s, pods gone after %.1f s",
 		victim, len(running[victim]), failedIn.Seconds(), time.Since(t0).Seconds())
+	return victim
+}
+
+// dirtySlots counts each SealerNode's dirty slots (released, not scrubbed yet).
+func dirtySlots(ctx context.Context) (map[string]int, error) {
+	var list sealv1.SealerNodeList
+	if err := k8s.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, sn := range list.Items {
+		if n := len(sn.Status.DirtySlots); n > 0 {
+			out[sn.Name] = n
+		}
+	}
+	return out, nil
 }
 
 // TestFleet: hundreds of simulated nodes, a thousand batches, the operator restarted halfway;
@@ -457,18 +473,27 @@ func TestFleet(t *testing.T) {
 	t.Logf("BENCH operator since restart: %.1f CPU s over %.1f s wall (%.0f%% of a core), RSS %d MiB",
 		cpu, time.Since(restartedAt).Seconds(), 100*cpu/time.Since(restartedAt).Seconds(), u1.RSSBytes>>20)
 
-	removeBusiestNode(t, ctx)
+	victim := removeBusiestNode(t, ctx)
 
-	// Delete everything: finalizers release the slots (scrub pods succeed on simulated nodes;
-	// on the removed node there is nothing left to scrub). The batches are the only record, so
-	// nothing can stay held once they are gone; the operator's own view must agree.
+	// Delete everything: finalizers release the slots, each recorded dirty on its SealerNode
+	// until the node's scrub pod (which kwok completes) has run. The removed node's slots stay
+	// dirty, waiting for the node to come back; every other slot is scrubbed and free, and the
+	// operator's own view must agree.
 	cleanup()
-	eventually(t, time.Minute, "the operator's view holds no slot", func(ctx context.Context) (bool, string) {
+	eventually(t, 2*time.Minute, "every slot free but the removed node's dirty ones", func(ctx context.Context) (bool, string) {
 		v, err := operatorSlots()
 		if err != nil {
 			return false, err.Error()
 		}
-		return v == 0, fmt.Sprintf("sealfleet_node_slots used = %v", v)
+		dirty, err := dirtySlots(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		others := len(dirty)
+		if dirty[victim] > 0 {
+			others--
+		}
+		return v == float64(dirty[victim]) && others == 0, fmt.Sprintf("sealfleet_node_slots used = %v; dirty slots %v (removed node %s)", v, dirty, victim)
 	})
 	var pods corev1.PodList
 	if err := k8s.List(ctx, &pods, client.InNamespace(fleetNS)); err != nil {

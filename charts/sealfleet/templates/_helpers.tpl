@@ -68,16 +68,26 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/*
-Namespace of the parent-cache builder pods: operator.parentCacheNamespace, else the batch
-namespace when the operator serves it, else the first namespace it serves.
+Namespace of the operator's node pods (parent-cache builders, scrubs): .ns when set, else the
+batch namespace when the operator serves it, else the first namespace it serves.
 */}}
-{{- define "sealfleet.parentCacheNamespace" -}}
-{{- $watch := .Values.operator.watchNamespaces -}}
-{{- if .Values.operator.parentCacheNamespace -}}
-{{- .Values.operator.parentCacheNamespace -}}
-{{- else if or (not $watch) (has .Values.batchNamespace.name $watch) -}}
-{{- .Values.batchNamespace.name -}}
+{{- define "sealfleet.nodePodNamespace" -}}
+{{- $watch := .ctx.Values.operator.watchNamespaces -}}
+{{- if .ns -}}
+{{- .ns -}}
+{{- else if or (not $watch) (has .ctx.Values.batchNamespace.name $watch) -}}
+{{- .ctx.Values.batchNamespace.name -}}
 {{- else -}}
 {{- first $watch -}}
 {{- end -}}
+{{- end }}
+
+{{/* Namespace of the parent-cache builder pods (operator.parentCacheNamespace). */}}
+{{- define "sealfleet.parentCacheNamespace" -}}
+{{- include "sealfleet.nodePodNamespace" (dict "ctx" . "ns" .Values.operator.parentCacheNamespace) -}}
+{{- end }}
+
+{{/* Namespace of the scrub pods (operator.scrubNamespace). */}}
+{{- define "sealfleet.scrubNamespace" -}}
+{{- include "sealfleet.nodePodNamespace" (dict "ctx" . "ns" .Values.operator.scrubNamespace) -}}
 {{- end }}

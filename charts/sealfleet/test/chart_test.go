@@ -301,8 +301,8 @@ func TestOperatorClusterRoleMatchesGenerated(t *testing.T) {
 	// watched namespace the rest; together they grant exactly what the markers ask for.
 	objs := render(t, "--set", "operator.watchNamespaces={team-a,team-b}", "--set", "batchNamespace.create=false")
 	// The parent-cache builders go to a served namespace (the batch namespace is not one here).
-	if args := strs(container(t, find(objs, "Deployment", ""))["args"]); !hasArg(args, "--parent-cache-namespace=team-a") {
-		t.Errorf("operator args %v: want the builders in the first served namespace", args)
+	if args := strs(container(t, find(objs, "Deployment", ""))["args"]); !hasArg(args, "--parent-cache-namespace=team-a") || !hasArg(args, "--scrub-namespace=team-a") {
+		t.Errorf("operator args %v: want the builders and scrubs in the first served namespace", args)
 	}
 	cr = find(objs, "ClusterRole", "sf-sealfleet-operator")
 	for _, g := range grants(cr["rules"]) {
@@ -654,6 +654,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"sealerImage.digest=latest", "digest"},
 		{"operator.watchNamespaces={team-a}", "leaves out the chart's batch namespace sealfleet-batches"},
 		{"operator.watchNamespaces={sealfleet-batches},operator.parentCacheNamespace=builders", "leaves out the parent-cache builders' namespace builders"},
+		{"operator.watchNamespaces={sealfleet-batches},operator.scrubNamespace=scrubs", "leaves out the scrub pods' namespace scrubs"},
 		{"sealerImage.pc2Engines={cpu,gpu}", "pc2Engines"}, // engines come from the image (sealer capabilities), not a value
 		{"operator.sealerHostNetwork=maybe", "sealerHostNetwork"},
 		{"operator.sealerHostNetwrk=true", "sealerHostNetwrk"},
