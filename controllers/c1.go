@@ -97,7 +97,7 @@ func (r *SealerReconciler) runC1(ctx context.Context, b *sealv1.SealBatch, at at
 		}
 		return r.failOrRetryStep(ctx, b, at, render.StepC1, reason, "C1: "+msg, retriable)
 	}
-	return reconcile.Result{RequeueAfter: r.ProgressInterval}, nil
+	return r.waitScheduled(ctx, b, &pod)
 }
 
 // finishC1 completes the batch: each sector whose C1 output the pod reported is C1Written,

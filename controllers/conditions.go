@@ -69,6 +69,8 @@ const (
 	ReasonForbidden      Reason = "Forbidden"
 	ReasonObjectInvalid  Reason = "ObjectInvalid"
 	ReasonPodCreated     Reason = "PodCreated"
+	// ReasonPodUnschedulable: kube-scheduler cannot bind the pod to the batch's node yet.
+	ReasonPodUnschedulable Reason = "PodUnschedulable"
 )
 
 // Finalizer guarantees that a deleted batch gives back its slot.

@@ -51,7 +51,7 @@ func TestParentCacheBuiltOnceThenRead(t *testing.T) {
 	}
 	reason("parent cache for " + proof + " not built yet: building")
 	p := h.waitPod("cache-builders", builder)
-	if p.Spec.NodeName != "n1" || !strings.Contains(strings.Join(p.Spec.Containers[0].Command, " "), "parent-cache --proof "+proof) {
+	if render.PodNode(p) != "n1" || !strings.Contains(strings.Join(p.Spec.Containers[0].Command, " "), "parent-cache --proof "+proof) {
 		t.Fatalf("builder pod %+v", p.Spec)
 	}
 	h.setCaches("n1", sealv1.ParentCacheStatus{Proof: proof, Building: true, Percent: 41})

@@ -13,6 +13,7 @@ import (
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/controllers"
+	"github.com/sealfleet/sealfleet/internal/render"
 )
 
 // TestPodCreationRefusedIsVisible: in a namespace whose ResourceQuota allows no pods, the
@@ -141,4 +142,34 @@ func (h *harness) noPodsQuota(ns string) *corev1.ResourceQuota {
 		h.t.Fatal(err)
 	}
 	return quota
+}
+
+// TestUnschedulableSealerPodIsVisible: the sealer pod is bound by kube-scheduler (a required
+// affinity to the batch's node, no spec.nodeName), so a node whose other pods hold what it
+// requests leaves it pending instead of the kubelet rejecting it; the scheduler's words reach
+// the batch's message and one event.
+func TestUnschedulableSealerPodIsVisible(t *testing.T) {
+	h := newHarness(t)
+	ns := h.namespace("crowded")
+	h.addNode("node-c", 1, 8, nil)
+	h.newBatch(ns, "b", 2, nil)
+	pod := h.waitPod(ns, "b-sealer-1")
+	if pod.Spec.NodeName != "" || render.PodNode(pod) != "node-c" {
+		t.Fatalf("sealer pod bound by the operator (nodeName %q) or confined elsewhere (%q)", pod.Spec.NodeName, render.PodNode(pod))
+	}
+	// Play kube-scheduler: the node's CPUs are taken by other pods.
+	pod.Status.Phase = corev1.PodPending
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/1 nodes are available: 1 Insufficient cpu."}}
+	if err := h.c.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the scheduler's reason on the batch", func() (bool, string) {
+		b := h.batch(ns, "b")
+		return strings.Contains(b.Status.Message, "waits for kube-scheduler to bind it to node-c") &&
+			strings.Contains(b.Status.Message, "Insufficient cpu"), b.Status.Message
+	})
+	if !h.hasEvent(ns, "b", string(controllers.ReasonPodUnschedulable), "Insufficient cpu") {
+		t.Error("no PodUnschedulable event")
+	}
 }

@@ -201,7 +201,7 @@ func (r *ReleaseReconciler) stopSealer(ctx context.Context, b *sealv1.SealBatch)
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		down, err := r.nodeDown(ctx, p.Spec.NodeName)
+		down, err := r.nodeDown(ctx, render.PodNode(p))
 		if err != nil {
 			return "", err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -168,7 +167,10 @@ func (r *ScrubReconciler) step(ctx context.Context, sn *sealv1.SealerNode, d sea
 			r.Recorder.Eventf(sn, nil, corev1.EventTypeWarning, string(ReasonScrubFailed), "Scrub", "%s: %s", what, next.Message)
 			return slotChange{next: next}, scrubBackoff(next.Attempts), nil
 		}
-		return slotChange{next: d}, 0, nil // pending or running
+		if why := render.Unschedulable(pod); why != "" {
+			next.Message = truncate("scrub pod waits for kube-scheduler: "+why, 1000)
+		}
+		return slotChange{next: next}, 0, nil // pending or running
 	}
 	devices := scrubDevices(sn)
 	if len(devices) == 0 || sn.Spec.DeviceMode == sealv1.DeviceModeVFIO {
@@ -254,22 +256,9 @@ func (r *ScrubReconciler) scrubPods(ctx context.Context, node string) (map[strin
 	return out, nil
 }
 
-// scrubDevices are the ready layer devices the node's status reports that its spec names:
-// by path, or (for a PCI address) a block device under /dev. A device only the status lists
-// is never scrubbed: the status is the node agent's word, the spec the admin's.
+// scrubDevices are the node's usable layer devices (named by its spec) the kernel sees.
 func scrubDevices(sn *sealv1.SealerNode) []sealv1.LayerDeviceStatus {
-	var out []sealv1.LayerDeviceStatus
-	for _, d := range sn.Status.LayerDevices {
-		if !d.Ready || d.Path == "" {
-			continue
-		}
-		if slices.ContainsFunc(sn.Spec.LayerDevices, func(s sealv1.LayerDevice) bool {
-			return s.Path == d.Path || (s.PCIAddress != "" && s.PCIAddress == d.PCIAddress && strings.HasPrefix(d.Path, "/dev/"))
-		}) {
-			out = append(out, d)
-		}
-	}
-	return out
+	return slices.DeleteFunc(sn.UsableLayerDevices(), func(d sealv1.LayerDeviceStatus) bool { return d.Path == "" })
 }
 
 // needsScrub reports whether a released slot on the node leaves anything to discard.

@@ -56,7 +56,7 @@ func TestBatchLifecycle(t *testing.T) {
 
 	pod := h.waitPod(ns, "b1-sealer-1")
 	c := pod.Spec.Containers[0]
-	if pod.Spec.NodeName != "node-a" || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+	if render.PodNode(pod) != "node-a" || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("pod not pinned / restartable: %+v", pod.Spec)
 	}
 	if !equalLists(c.Resources.Requests, c.Resources.Limits) {
@@ -134,8 +134,8 @@ func TestBatchLifecycle(t *testing.T) {
 		t.Errorf("released slot not recorded dirty: %+v", l)
 	}
 	scrub := h.waitPod(scrubNS, "scrub-node-a-slot-0-"+string(b.UID[:8]))
-	if args := strings.Join(scrub.Spec.Containers[0].Args, " "); scrub.Spec.NodeName != "node-a" || !strings.HasSuffix(args, " /var/lib/sealfleet/layers.img") {
-		t.Errorf("scrub pod on %s runs %q", scrub.Spec.NodeName, args)
+	if args := strings.Join(scrub.Spec.Containers[0].Args, " "); render.PodNode(scrub) != "node-a" || !strings.HasSuffix(args, " /var/lib/sealfleet/layers.img") {
+		t.Errorf("scrub pod on %s runs %q", render.PodNode(scrub), args)
 	}
 	h.succeedScrubs("node-a")
 	if l := h.held("node-a"); len(l) != 0 {
@@ -286,8 +286,8 @@ func TestSealerFailureRetriesThenFails(t *testing.T) {
 	}
 	h.setPod(first, corev1.PodFailed, 3, "layer device /var/lib/sealfleet/layers.img: I/O error")
 	second := h.waitPod(ns, "b-sealer-2")
-	if second.Spec.NodeName != "node-f" {
-		t.Errorf("retry moved to %s", second.Spec.NodeName)
+	if render.PodNode(second) != "node-f" {
+		t.Errorf("retry moved to %s", render.PodNode(second))
 	}
 	b := h.batch(ns, "b")
 	if b.Status.Slot == nil || *b.Status.Slot != 0 || b.Status.Attempts != 2 {

@@ -128,7 +128,20 @@ func (r *SealerReconciler) reconcileBatch(ctx context.Context, req reconcile.Req
 	case corev1.PodRunning:
 		return reconcile.Result{RequeueAfter: r.ProgressInterval}, r.track(ctx, &b, &pod)
 	}
-	return reconcile.Result{RequeueAfter: r.ProgressInterval}, nil
+	return r.waitScheduled(ctx, &b, &pod)
+}
+
+// waitScheduled looks again at a pending pod later, and says on the batch (message and one
+// event) when kube-scheduler finds that its node cannot hold it now: other pods there hold the
+// CPUs, memory, hugepages or GPU it requests. The batch keeps its slot; the pod is bound as
+// soon as they free up, or the batch can be deleted.
+func (r *SealerReconciler) waitScheduled(ctx context.Context, b *sealv1.SealBatch, pod *corev1.Pod) (reconcile.Result, error) {
+	why := render.Unschedulable(pod)
+	if why == "" {
+		return reconcile.Result{RequeueAfter: r.ProgressInterval}, nil
+	}
+	msg := fmt.Sprintf("pod %s waits for kube-scheduler to bind it to %s, which cannot hold it now (other pods there hold what it requests): %s", pod.Name, b.Status.Node, why)
+	return r.waitAttempt(ctx, b, msg, string(ReasonPodUnschedulable), r.ProgressInterval)
 }
 
 // slotOf is the batch's slot (ledger.NoSlot when it holds none).
@@ -241,7 +254,7 @@ func (r *SealerReconciler) renderConfig(b *sealv1.SealBatch, sn *sealv1.SealerNo
 	if err != nil {
 		return nil, err
 	}
-	devs := sn.Status.LayerDevices
+	devs := sn.UsableLayerDevices()
 	return render.Config(render.ConfigInput{
 		Batch:          b,
 		LayerPaths:     render.LayerPaths(devs),
@@ -309,7 +322,7 @@ func (r *SealerReconciler) startStep(ctx context.Context, b *sealv1.SealBatch, a
 	}
 	in := render.PodInput{Batch: b, Node: b.Status.Node, Attempt: attempt, CPUs: len(cpus), Hugepages: b.Status.Hugepages1Gi}
 	if !b.Spec.IsUpdate() { // an update reads no layers and no graph
-		in.Devices, in.DeviceMode, in.ParentCachePath = at.sn.Status.LayerDevices, at.sn.Spec.DeviceMode, r.parentCachePath(at.sn)
+		in.Devices, in.DeviceMode, in.ParentCachePath = at.sn.UsableLayerDevices(), at.sn.Spec.DeviceMode, r.parentCachePath(at.sn)
 	}
 	if step == render.StepC1 {
 		if err := r.ensureSeeds(ctx, b); err != nil {

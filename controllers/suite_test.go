@@ -20,6 +20,7 @@ import (
 	"github.com/sealfleet/sealfleet/controllers"
 	"github.com/sealfleet/sealfleet/internal/layout"
 	"github.com/sealfleet/sealfleet/internal/ledger"
+	"github.com/sealfleet/sealfleet/internal/render"
 	"github.com/sealfleet/sealfleet/internal/testenv"
 	"github.com/sealfleet/sealfleet/internal/testutil"
 )
@@ -288,7 +289,7 @@ func (h *harness) scrubbed(node string) (bool, string) {
 		h.t.Fatal(err)
 	}
 	for i := range pods.Items {
-		if p := &pods.Items[i]; p.Spec.NodeName == node && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded {
+		if p := &pods.Items[i]; render.PodNode(p) == node && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded {
 			h.setPod(p, corev1.PodSucceeded, 0, "")
 		}
 	}

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -231,6 +233,28 @@ type DirtySlot struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Message string `json:"message,omitempty"`
+}
+
+// UsableLayerDevices are the ready layer devices of the status that the spec names: by path,
+// or by PCI address with a block device under /dev/ (kernel mode) or none (vfio). The status is
+// the node agent's word, the spec the administrator's: a device only the status lists is never
+// given to a sealer or scrubbed.
+func (sn *SealerNode) UsableLayerDevices() []LayerDeviceStatus {
+	var out []LayerDeviceStatus
+	for _, d := range sn.Status.LayerDevices {
+		if !d.Ready {
+			continue
+		}
+		for _, s := range sn.Spec.LayerDevices {
+			byPath := s.Path != "" && s.Path == d.Path
+			byPCI := s.PCIAddress != "" && s.PCIAddress == d.PCIAddress && (d.Path == "" || strings.HasPrefix(d.Path, "/dev/"))
+			if byPath || byPCI {
+				out = append(out, d)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // ParentCacheSpec is the node's parent-cache directory.

@@ -45,7 +45,7 @@ func ParentCacheBuilder(in ParentCacheInput, o PodOptions) *corev1.Pod {
 			Annotations: map[string]string{AnnotationCacheNode: in.Node, AnnotationCacheProof: in.Proof},
 		},
 		Spec: corev1.PodSpec{
-			NodeName: in.Node, RestartPolicy: corev1.RestartPolicyNever,
+			Affinity: OnNode(in.Node), RestartPolicy: corev1.RestartPolicyNever,
 			Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			HostNetwork:                  in.HostNetwork,
 			PriorityClassName:            o.PriorityClassName,

@@ -246,7 +246,7 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 			Annotations: map[string]string{"sealfleet.io/attempt": strconv.Itoa(int(in.Attempt))},
 		},
 		Spec: corev1.PodSpec{
-			NodeName:                      in.Node,
+			Affinity:                      OnNode(in.Node),
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			HostNetwork:                   o.HostNetwork,
 			Tolerations:                   tolerations,
@@ -377,6 +377,49 @@ func hostPathVolume(name, path string, t corev1.HostPathType) corev1.Volume {
 
 // isDevPath reports whether a layer path is a host device node rather than a regular file.
 func isDevPath(p string) bool { return strings.HasPrefix(p, "/dev/") }
+
+// OnNode confines a pod to one node by a required node affinity on the node's name, and leaves
+// the binding to kube-scheduler: it counts every pod's requests on the node (Curio's, the
+// monitoring's), so a pod the node cannot hold waits, unscheduled, instead of being rejected by
+// the kubelet (OutOfcpu) or overcommitting the node as a pod created with spec.nodeName would.
+func OnNode(node string) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+		}}},
+	}}
+}
+
+// PodNode is the node a pod runs on, or (not bound yet) the one OnNode confines it to.
+func PodNode(p *corev1.Pod) string {
+	if p.Spec.NodeName != "" {
+		return p.Spec.NodeName
+	}
+	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, f := range t.MatchFields {
+				if f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
+					return f.Values[0]
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// Unschedulable is kube-scheduler's word on a pod it has not bound ("" while it has not said
+// the pod does not fit).
+func Unschedulable(p *corev1.Pod) string {
+	if p.Spec.NodeName != "" || p.Status.Phase != corev1.PodPending {
+		return ""
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return c.Message
+		}
+	}
+	return ""
+}
 
 func resourceMilli(m int64) resource.Quantity {
 	return *resource.NewMilliQuantity(m, resource.DecimalSI)

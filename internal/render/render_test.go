@@ -240,8 +240,8 @@ func TestPodPrivilegeFollowsDeviceMode(t *testing.T) {
 	if p := block.Spec.Containers[0].SecurityContext.Privileged; p == nil || !*p {
 		t.Error("block devices need a privileged container")
 	}
-	if block.Name != "b-sealer-2" || block.Spec.NodeName != "n1" {
-		t.Errorf("name/node %s %s", block.Name, block.Spec.NodeName)
+	if block.Name != "b-sealer-2" || PodNode(block) != "n1" || block.Spec.NodeName != "" {
+		t.Errorf("name/node %s %s (nodeName %q: kube-scheduler binds)", block.Name, PodNode(block), block.Spec.NodeName)
 	}
 
 	vfio := Pod(PodInput{Batch: b, Node: "n1", Attempt: 1, CPUs: 16, DeviceMode: sealv1.DeviceModeVFIO,
@@ -302,7 +302,7 @@ func TestScrubPodCoversOnlyTheSlot(t *testing.T) {
 	if args != "scrub --offset 4096 --length 8192 /data/a.img /dev/nvme1n1" {
 		t.Errorf("args %q", args)
 	}
-	if p.Spec.NodeName != "n1.example" || p.Spec.RestartPolicy != corev1.RestartPolicyNever || p.Namespace != "sealfleet-system" {
+	if PodNode(p) != "n1.example" || p.Spec.RestartPolicy != corev1.RestartPolicyNever || p.Namespace != "sealfleet-system" {
 		t.Errorf("scrub pod %s/%s spec %+v", p.Namespace, p.Name, p.Spec)
 	}
 	if p.Name != "scrub-n1-example-slot-1-01234567" || p.Annotations[AnnotationScrubNode] != "n1.example" || p.Annotations[AnnotationScrubSlot] != "1" ||
@@ -321,8 +321,8 @@ func TestScrubPodCoversOnlyTheSlot(t *testing.T) {
 
 func TestParentCacheBuilderAndMount(t *testing.T) {
 	p := ParentCacheBuilder(ParentCacheInput{Node: "n1.example", Proof: "StackedDrg32GiBV1_1", HostPath: "/srv/cache", Namespace: "ns"}, podOpts())
-	if p.Name != "parent-cache-n1-example-stackeddrg32gibv1-1" || p.Spec.NodeName != "n1.example" || p.Namespace != "ns" {
-		t.Errorf("builder %s/%s on %s", p.Namespace, p.Name, p.Spec.NodeName)
+	if p.Name != "parent-cache-n1-example-stackeddrg32gibv1-1" || PodNode(p) != "n1.example" || p.Namespace != "ns" {
+		t.Errorf("builder %s/%s on %s", p.Namespace, p.Name, PodNode(p))
 	}
 	c := p.Spec.Containers[0]
 	if strings.Join(c.Command, " ") != "/sealer parent-cache --proof StackedDrg32GiBV1_1 --dir /parent-cache" || c.VolumeMounts[0].ReadOnly {

@@ -96,7 +96,7 @@ func ScrubPod(in ScrubInput, image string, pull corev1.PullPolicy) *corev1.Pod {
 				AnnotationScrubBatchUID: in.BatchUID},
 		},
 		Spec: corev1.PodSpec{
-			NodeName: in.Node, RestartPolicy: corev1.RestartPolicyNever,
+			Affinity: OnNode(in.Node), RestartPolicy: corev1.RestartPolicyNever,
 			Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			HostNetwork:                  in.HostNetwork,
 			ImagePullSecrets:             pullSecrets(in.PullSecrets),

@@ -259,8 +259,8 @@ func checkPods(t *testing.T, ctx context.Context) {
 			t.Errorf("%s: pod %s missing", b.Name, b.Status.PodName)
 			continue
 		}
-		if p.Spec.NodeName != b.Status.Node {
-			t.Errorf("%s: pod on %q, batch on %q", b.Name, p.Spec.NodeName, b.Status.Node)
+		if render.PodNode(p) != b.Status.Node || (p.Spec.NodeName != "" && p.Spec.NodeName != b.Status.Node) {
+			t.Errorf("%s: pod on %q (bound to %q), batch on %q", b.Name, render.PodNode(p), p.Spec.NodeName, b.Status.Node)
 		}
 		var c *corev1.Container
 		for i := range p.Spec.Containers {
