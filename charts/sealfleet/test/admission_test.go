@@ -3,6 +3,7 @@ package chart_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +12,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/nodeagent"
 	"github.com/sealfleet/sealfleet/internal/testenv"
+	"github.com/sealfleet/sealfleet/internal/testutil"
 )
 
 // TestWatchNamespacesRefusesOtherNamespaces applies the chart's admission policy to a real
@@ -64,4 +69,121 @@ func TestWatchNamespacesRefusesOtherNamespaces(t *testing.T) {
 	if err := env.Client.Create(ctx, batch("served", "ok")); err != nil {
 		t.Errorf("SealBatch in a watched namespace refused: %v", err)
 	}
+}
+
+// TestNodeAgentWritesOnlyItsOwnNode applies the chart's node-agent RBAC and admission policy to
+// a real API server and acts as the agent's ServiceAccount (impersonated, with the node name a
+// pod-bound token carries): it may create and write its own SealerNode's status; it may not
+// write another node's, change spec, create a SealerNode with layer devices, clear the
+// operator's dirty slots, or delete; a token naming no node may write nothing. The operator
+// (here the admin) is not bound by the policy.
+func TestNodeAgentWritesOnlyItsOwnNode(t *testing.T) {
+	objs := render(t)
+	env := testenv.Start(t)
+	ctx := context.Background()
+	for _, ref := range [][2]string{
+		{"ClusterRole", "sf-sealfleet-node-agent"}, {"ClusterRoleBinding", "sf-sealfleet-node-agent"},
+		{"ValidatingAdmissionPolicy", "sf-sealfleet-node-agent-own-node"}, {"ValidatingAdmissionPolicyBinding", "sf-sealfleet-node-agent-own-node"},
+	} {
+		o := find(objs, ref[0], ref[1])
+		if o == nil {
+			t.Fatalf("chart renders no %s %s", ref[0], ref[1])
+		}
+		if err := env.Client.Create(ctx, &unstructured.Unstructured{Object: o}); err != nil {
+			t.Fatalf("create %s: %v", ref[0], err)
+		}
+	}
+	sa := "system:serviceaccount:sealfleet-system:sf-sealfleet-node-agent"
+	agent := func(node string) client.Client {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:sealfleet-system", "system:authenticated"}}
+		if node != "" {
+			cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
+		}
+		c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	n1, none := agent("n1"), agent("")
+	admin := env.Client
+	for _, name := range []string{"n1", "n2"} {
+		if err := admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sealerNode := func(name string, devices ...sealv1.LayerDevice) *sealv1.SealerNode {
+		return &sealv1.SealerNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: sealv1.SealerNodeSpec{LayerDevices: devices}}
+	}
+	refused := func(what string, err error, want string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: want refused with %q, got %v", what, want, err)
+		}
+	}
+	// The policy is enforced once the API server has loaded it.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := n1.Create(ctx, sealerNode("n2"))
+		if err != nil && strings.Contains(err.Error(), "may write only SealerNode n1") {
+			break
+		}
+		if err == nil {
+			_ = admin.Delete(ctx, sealerNode("n2"))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent on n1 can still create SealerNode n2 after a minute: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	refused("a SealerNode with layer devices", n1.Create(ctx, sealerNode("n1", sealv1.LayerDevice{Path: "/dev/sda"})), "creates its SealerNode without one")
+	// The real agent loop, with the agent's credentials: it creates its SealerNode and
+	// publishes status under the policy.
+	a := &nodeagent.Agent{Client: n1, NodeName: "n1", Root: testutil.CopyTree(t, filepath.Join(testenv.RepoRoot(), "internal", "topology", "testdata", "epyc-7313")), DryRun: true}
+	if wrote, err := a.SyncOnce(ctx); err != nil || !wrote {
+		t.Fatalf("the node agent's own sync under the policy: wrote=%v err=%v", wrote, err)
+	}
+	// The admin writes the spec and the operator a dirty slot; the agent publishes status.
+	var own sealv1.SealerNode
+	if err := admin.Get(ctx, client.ObjectKey{Name: "n1"}, &own); err != nil {
+		t.Fatal(err)
+	}
+	own.Spec.LayerDevices = []sealv1.LayerDevice{{Path: "/var/lib/sealfleet/layers.img"}}
+	if err := admin.Update(ctx, &own); err != nil {
+		t.Fatal(err)
+	}
+	own.Status.DirtySlots = []sealv1.DirtySlot{{Slot: 0, LengthBytes: 1 << 20, Batch: "ns/b", BatchUID: "u", Since: metav1.Now()}}
+	if err := admin.Status().Update(ctx, &own); err != nil {
+		t.Fatalf("the operator cannot record a dirty slot: %v", err)
+	}
+	before := own.DeepCopy()
+	own.Status.FreeCores = 7
+	if err := n1.Status().Patch(ctx, &own, client.MergeFrom(before)); err != nil {
+		t.Errorf("the agent cannot write its own status: %v", err)
+	}
+	if err := admin.Create(ctx, sealerNode("n2")); err != nil {
+		t.Fatal(err)
+	}
+	other := sealerNode("n2")
+	if err := admin.Get(ctx, client.ObjectKey{Name: "n2"}, other); err != nil {
+		t.Fatal(err)
+	}
+	o2 := other.DeepCopy()
+	o2.Status.FreeCores = 1
+	refused("another node's status", n1.Status().Patch(ctx, o2, client.MergeFrom(other)), "may write only SealerNode n1, not n2")
+
+	if err := admin.Get(ctx, client.ObjectKey{Name: "n1"}, &own); err != nil {
+		t.Fatal(err)
+	}
+	edited := own.DeepCopy()
+	edited.Spec.LayerDevices = append(edited.Spec.LayerDevices, sealv1.LayerDevice{Path: "/dev/sda"})
+	refused("its own spec", n1.Patch(ctx, edited, client.MergeFrom(&own)), "spec is the administrator's")
+	cleared := own.DeepCopy()
+	cleared.Status.DirtySlots = nil
+	refused("the operator's dirty slots", n1.Status().Patch(ctx, cleared, client.MergeFrom(&own)), "never changes it")
+	refused("deleting its SealerNode", n1.Delete(ctx, &own), "forbidden") // RBAC grants no delete; the policy refuses it too
+	touched := own.DeepCopy()
+	touched.Status.FreeCores = 3
+	refused("a token naming no node", none.Status().Patch(ctx, touched, client.MergeFrom(&own)), "names no node")
 }
