@@ -69,6 +69,8 @@ const (
 	ReasonForbidden      Reason = "Forbidden"
 	ReasonObjectInvalid  Reason = "ObjectInvalid"
 	ReasonPodCreated     Reason = "PodCreated"
+	// ReasonOutputOwned: the output directory belongs to another batch (another UID).
+	ReasonOutputOwned Reason = "OutputOwnedByAnotherBatch"
 	// ReasonPodUnschedulable: kube-scheduler cannot bind the pod to the batch's node yet.
 	ReasonPodUnschedulable Reason = "PodUnschedulable"
 )

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sealfleet/sealfleet/contracts"
+	"github.com/sealfleet/sealfleet/internal/render"
 )
 
 // The sealer's exit codes map to typed reasons and a retry decision (sealer-image/README.md).
@@ -27,6 +28,10 @@ func TestPodFailureNamesTheSealersExit(t *testing.T) {
 		{exited(8, "GPU engine: no usable OpenCL device: there is no OpenCL device 0"), ReasonGPUFailed, true, "sealer exited 8 (GPU engine: no usable OpenCL device, or the device failed): GPU engine: no usable OpenCL device"},
 		{exited(3, "storage error: write"), ReasonSealerFailed, true, "device or I/O failure"},
 		{&corev1.Pod{Status: corev1.PodStatus{Reason: "Evicted", Message: "memory"}}, ReasonPodEvicted, true, "evicted: memory"},
+		// The output claim: another batch's directory fails the batch (a retry meets the same
+		// owner); any other failure of the claim is retried.
+		{claimExited(render.ExitOutputOwned, "output directory /output/ns/b belongs to batch ns/b (uid u1"), ReasonOutputOwned, false, "belongs to batch ns/b"},
+		{claimExited(1, "read-only file system"), ReasonSealerFailed, true, "claiming the output directory failed (exit 1): read-only file system"},
 	} {
 		reason, msg, retriable := podFailure(c.pod)
 		if reason != c.reason || retriable != c.retriable || !strings.Contains(msg, c.says) {
@@ -48,4 +53,10 @@ func TestExitConstantsAreTheContracts(t *testing.T) {
 			t.Errorf("exit %d (%s): deterministic %v, the table says %s", c.Code, c.Name, !want, c.Operator)
 		}
 	}
+}
+
+func claimExited(code int32, msg string) *corev1.Pod {
+	return &corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{{
+		Name: render.ClaimOutputContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg}},
+	}}}}
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
@@ -64,9 +65,11 @@ func TestPodCreationRefusedIsVisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An edit of the batch retries at once (no need to wait out the backoff).
-	b := h.batch(ns, "b")
-	b.Annotations = map[string]string{"test/poke": "1"}
-	if err := h.c.Update(ctx, b); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { // the operator writes its status meanwhile
+		b := h.batch(ns, "b")
+		b.Annotations = map[string]string{"test/poke": "1"}
+		return h.c.Update(ctx, b)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitPod(ns, "b-sealer-1")

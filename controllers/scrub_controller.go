@@ -189,7 +189,7 @@ func (r *ScrubReconciler) step(ctx context.Context, sn *sealv1.SealerNode, d sea
 		}
 	}
 	p := render.ScrubPod(render.ScrubInput{
-		Namespace: r.Namespace, Node: sn.Name, Slot: d.Slot, BatchUID: d.BatchUID, Devices: devices,
+		Namespace: r.Namespace, Node: sn.Name, Slot: d.Slot, BatchUID: d.BatchUID, Devices: devices, Roots: sn.Spec.Roots(),
 		Offset: d.OffsetBytes, Length: d.LengthBytes,
 		HostNetwork: r.HostNetwork, PullSecrets: r.PullSecrets,
 	}, r.Image, r.PullPolicy)
@@ -209,8 +209,7 @@ func (r *ScrubReconciler) step(ctx context.Context, sn *sealv1.SealerNode, d sea
 		return slotChange{next: next}, scrubBackoff(next.Attempts), nil
 	}
 	log.FromContext(ctx).Info("scrubbing", "node", sn.Name, "slot", d.Slot, "pod", p.Name, "leftBy", d.Batch)
-	next.Message = fmt.Sprintf("scrubbing (pod %s/%s)", r.Namespace, p.Name)
-	return slotChange{next: next}, 0, nil
+	return slotChange{next: d}, 0, nil // the record keeps its message: one write less per slot
 }
 
 // scrubBackoff is the wait after the n-th failed attempt.

@@ -336,7 +336,7 @@ func TestDataBatchMountsItsDataAndFailsOnAMismatch(t *testing.T) {
 	ns := h.namespace("data")
 	h.addNode("node-d", 1, 8, nil)
 	h.newBatch(ns, "d", 2, func(b *sealv1.SealBatch) {
-		b.Spec.DataSource = &sealv1.DataSource{HostPath: &sealv1.HostPathData{Path: "/srv/deals"}}
+		b.Spec.DataSource = &sealv1.DataSource{HostPath: &sealv1.HostPathData{Path: "/var/lib/sealfleet/deals"}}
 		b.Spec.Sectors[1].Data = &sealv1.SectorData{File: "staged/s-2", Pieces: []sealv1.Piece{
 			{CID: "baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq", Size: 8 << 20}}}
 	})
@@ -351,7 +351,7 @@ func TestDataBatchMountsItsDataAndFailsOnAMismatch(t *testing.T) {
 		t.Errorf("data mount: %+v", mount)
 	}
 	for _, v := range pod.Spec.Volumes {
-		if v.Name == "data" && (v.HostPath == nil || v.HostPath.Path != "/srv/deals") {
+		if v.Name == "data" && (v.HostPath == nil || v.HostPath.Path != "/var/lib/sealfleet/deals") {
 			t.Errorf("data volume: %+v", v.VolumeSource)
 		}
 	}
@@ -566,7 +566,7 @@ func TestSnapUpdateRunsBesideASealWithoutASlot(t *testing.T) {
 		b.Spec.Update = &sealv1.SnapUpdate{SectorKeys: sealv1.SectorKeySource{
 			HostPath: &sealv1.HostPathData{Path: "/var/lib/sealfleet/output/snap/cc"}, Layout: sealv1.OutputLayoutLotus}}
 		b.Spec.Placement = &sealv1.Placement{NodeName: "node-u"}
-		b.Spec.DataSource = &sealv1.DataSource{HostPath: &sealv1.HostPathData{Path: "/srv/deals"}}
+		b.Spec.DataSource = &sealv1.DataSource{HostPath: &sealv1.HostPathData{Path: "/var/lib/sealfleet/deals"}}
 		for i := range b.Spec.Sectors {
 			b.Spec.Sectors[i].Ticket = ""
 			b.Spec.Sectors[i].Data = &sealv1.SectorData{File: fmt.Sprintf("staged/s-%d", i), Pieces: []sealv1.Piece{

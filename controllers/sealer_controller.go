@@ -503,6 +503,15 @@ func podFailure(pod *corev1.Pod) (reason Reason, msg string, retriable bool) {
 	if pod.Status.Reason == "Evicted" {
 		return ReasonPodEvicted, "sealer pod evicted: " + pod.Status.Message, true
 	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && cs.Name == render.ClaimOutputContainer {
+			msg := truncate(strings.TrimSpace(t.Message), 1024)
+			if t.ExitCode == render.ExitOutputOwned {
+				return ReasonOutputOwned, msg, false
+			}
+			return ReasonSealerFailed, fmt.Sprintf("claiming the output directory failed (exit %d): %s", t.ExitCode, msg), true
+		}
+	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 			msg := strings.TrimSpace(t.Message)

@@ -59,7 +59,7 @@ type Options struct {
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WatchNamespaces, "watch-namespaces", "", "serve SealBatches only in these namespaces, comma separated (empty: every namespace); the operator then needs rights only there")
 	fs.StringVar(&o.SealerImage, "sealer-image", "localhost/sealfleet-sealer:dev", "image of the native sealer")
-	fs.StringVar(&o.ScrubImage, "scrub-image", "localhost/sealfleet-operator:dev", "image with /node-agent, used to scrub a released slot")
+	fs.StringVar(&o.ScrubImage, "scrub-image", "localhost/sealfleet-operator:dev", "image with /node-agent: scrub pods, and the init container of sealer pods that claims the batch's output directory")
 	fs.StringVar(&o.ImagePullSecrets, "image-pull-secrets", "", "image pull secrets of sealer and scrub pods, comma separated; each must exist in every batch namespace")
 	fs.StringVar(&o.ImagePullPolicy, "image-pull-policy", "IfNotPresent", "pull policy of sealer and scrub pods")
 	fs.BoolVar(&o.SealerHostNetwork, "sealer-host-network", false, "run sealer pods on the host network (nodes without pod networking)")
@@ -120,7 +120,7 @@ func (o *Options) podOptions() (render.PodOptions, error) {
 		Image: o.SealerImage, ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
 		HostNetwork: o.SealerHostNetwork, MemoryBase: base, MemoryPerSector: per,
 		MetricsPort: o.SealerMetricsPort, MetricsAddress: o.SealerMetricsAddr,
-		PriorityClassName: o.SealerPriorityClass, PullSecrets: o.pullSecrets(),
+		PriorityClassName: o.SealerPriorityClass, PullSecrets: o.pullSecrets(), HelperImage: o.ScrubImage,
 	}, nil
 }
 

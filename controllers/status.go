@@ -61,7 +61,8 @@ func updateStatus(ctx context.Context, c client.Client, b *sealv1.SealBatch, mut
 }
 
 // sealerNodeChanged ignores SealerNode updates that change nothing placement reads (e.g. a
-// rescan that only bumped lastScanTime).
+// rescan that only bumped lastScanTime). Of the dirty slots only a scrubbed one counts (it
+// frees a slot): a new record frees nothing, and a scrub's attempts and messages are many.
 var sealerNodeChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*sealv1.SealerNode)
@@ -69,8 +70,12 @@ var sealerNodeChanged = predicate.Funcs{
 		if !ok1 || !ok2 {
 			return true
 		}
+		if scrubbedOne(o.Status.DirtySlots, n.Status.DirtySlots) {
+			return true
+		}
 		os, ns := o.Status.DeepCopy(), n.Status.DeepCopy()
 		os.LastScanTime, ns.LastScanTime = nil, nil
+		os.DirtySlots, ns.DirtySlots = nil, nil
 		for i := range os.Conditions {
 			os.Conditions[i].LastTransitionTime = metav1.Time{}
 		}
@@ -108,4 +113,18 @@ var nodeSchedulingChanged = predicate.Funcs{
 		return !reflect.DeepEqual(o.Labels, n.Labels) || !reflect.DeepEqual(o.Spec.Taints, n.Spec.Taints) ||
 			o.Spec.Unschedulable != n.Spec.Unschedulable || placement.AllocatableGPUs(o) != placement.AllocatableGPUs(n)
 	},
+}
+
+// scrubbedOne reports whether a dirty slot of before is gone from after.
+func scrubbedOne(before, after []sealv1.DirtySlot) bool {
+	left := make(map[string]bool, len(after))
+	for _, d := range after {
+		left[d.BatchUID] = true
+	}
+	for _, d := range before {
+		if !left[d.BatchUID] {
+			return true
+		}
+	}
+	return false
 }

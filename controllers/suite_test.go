@@ -248,6 +248,15 @@ func (h *harness) waitPod(ns, name string) *corev1.Pod {
 func (h *harness) setPod(p *corev1.Pod, phase corev1.PodPhase, exit int32, message string) {
 	h.t.Helper()
 	p = h.pod(p.Namespace, p.Name)
+	if p.Spec.NodeName == "" && phase != corev1.PodPending {
+		// Play kube-scheduler first: a kubelet runs only pods bound to its node.
+		binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+			Target: corev1.ObjectReference{Kind: "Node", Name: render.PodNode(p)}}
+		if err := h.c.SubResource("binding").Create(context.Background(), p, binding); err != nil {
+			h.t.Fatal(err)
+		}
+		p = h.pod(p.Namespace, p.Name)
+	}
 	p.Status.Phase = phase
 	p.Status.PodIP = "127.0.0.1"
 	cs := corev1.ContainerStatus{Name: p.Spec.Containers[0].Name, Image: p.Spec.Containers[0].Image}

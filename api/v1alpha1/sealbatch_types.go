@@ -441,6 +441,7 @@ const (
 )
 
 // HostPathData is a directory on the node that holds staged sector files.
+// +kubebuilder:validation:XValidation:rule="!self.path.matches('/[.][.]?(/|$)') && !self.path.contains('//')",fieldPath=".path",message="path: an absolute directory without . or .. segments or //, under one of the node's SealerNode spec.hostPathRoots (default /var/lib/sealfleet)"
 type HostPathData struct {
 	// path is an absolute directory on the sealing node; sector files are relative to it.
 	// +kubebuilder:validation:Pattern=`^/[^\x00]*$`
@@ -450,6 +451,7 @@ type HostPathData struct {
 }
 
 // HostPathOutput is a directory on the node.
+// +kubebuilder:validation:XValidation:rule="!self.path.matches('/[.][.]?(/|$)') && !self.path.contains('//')",fieldPath=".path",message="path: an absolute directory without . or .. segments or //, one of the node's SealerNode spec.outputPaths"
 type HostPathOutput struct {
 	// path is an absolute directory; each batch writes under <path>/<namespace>/<name>/.
 	// +kubebuilder:validation:Pattern=`^/[^\x00]*$`

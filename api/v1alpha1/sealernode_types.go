@@ -9,6 +9,9 @@ import (
 
 // SealerNodeSpec is the administrator's intent for one node; the node agent changes the
 // machine only as far as this spec asks.
+// +kubebuilder:validation:XValidation:rule="!has(self.outputPaths) || self.outputPaths.all(p, self.hostPathRoots.exists(r, p == r || p.startsWith(r + '/')))",fieldPath=".outputPaths",message="spec.outputPaths: every output path must lie under one of spec.hostPathRoots; add its directory there or choose a path under a root"
+// +kubebuilder:validation:XValidation:rule="(has(self.parentCache) && has(self.parentCache.path) ? [self.parentCache.path] : ['/var/lib/sealfleet/parent-cache']).all(p, self.hostPathRoots.exists(r, p == r || p.startsWith(r + '/')))",fieldPath=".parentCache",message="spec.parentCache.path: the parent-cache directory (default /var/lib/sealfleet/parent-cache) must lie under one of spec.hostPathRoots; add it there or set parentCache.path under a root"
+// +kubebuilder:validation:XValidation:rule="!has(self.layerDevices) || self.layerDevices.all(d, !has(d.path) || d.path.startsWith('/dev/') || self.hostPathRoots.exists(r, d.path == r || d.path.startsWith(r + '/')))",fieldPath=".layerDevices",message="spec.layerDevices: a file-backed layer device must lie under one of spec.hostPathRoots (block devices under /dev/ are named one by one instead)"
 // +kubebuilder:validation:XValidation:rule="self.deviceMode != 'vfio' || self.layerDevices.all(d, has(d.pciAddress))",message="spec.layerDevices: deviceMode vfio needs every device given by pciAddress (SPDK addresses controllers, not block devices)"
 type SealerNodeSpec struct {
 	// layerDevices are the NVMe devices (or, for tests, files) dedicated to PC1 layers. Only
@@ -64,6 +67,22 @@ type SealerNodeSpec struct {
 	// devices' capacity divided by pipelines.
 	// +optional
 	SlotBytes *resource.Quantity `json:"slotBytes,omitempty"`
+
+	// hostPathRoots are the host directories sealfleet may touch on this node: every
+	// file-backed layer device, output path and the parent-cache directory must lie under one
+	// (checked here), and so must every batch's host paths (data source, sector keys: placement
+	// keeps a batch whose paths lie elsewhere off the node). Block devices under /dev/ are named
+	// one by one in layerDevices instead. The scrub re-checks each layer file on the node: its
+	// real path, symlinks resolved, must stay under its root.
+	// +kubebuilder:default={"/var/lib/sealfleet"}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Pattern=`^(/[^/\x00]+)+$`
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.all(r, !r.matches('/[.][.]?(/|$)'))",message="spec.hostPathRoots: absolute directories without . or .. segments, e.g. /var/lib/sealfleet or /srv/deals"
+	// +listType=set
+	// +optional
+	HostPathRoots []string `json:"hostPathRoots,omitempty"`
 
 	// outputPaths are the host directories sealer pods write outputs to (a batch's
 	// spec.output.hostPath, or the operator's default /var/lib/sealfleet/output). The agent
@@ -233,6 +252,27 @@ type DirtySlot struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Message string `json:"message,omitempty"`
+}
+
+// DefaultHostPathRoot is a node's host path root when its spec names none.
+const DefaultHostPathRoot = "/var/lib/sealfleet"
+
+// Roots are the node's host path roots (the default when the spec names none).
+func (s *SealerNodeSpec) Roots() []string {
+	if len(s.HostPathRoots) == 0 {
+		return []string{DefaultHostPathRoot}
+	}
+	return s.HostPathRoots
+}
+
+// RootOf is the root p lies under ("" when none): p must be absolute and clean.
+func (s *SealerNodeSpec) RootOf(p string) string {
+	for _, r := range s.Roots() {
+		if p == r || strings.HasPrefix(p, strings.TrimSuffix(r, "/")+"/") {
+			return r
+		}
+	}
+	return ""
 }
 
 // UsableLayerDevices are the ready layer devices of the status that the spec names: by path,

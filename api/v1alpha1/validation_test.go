@@ -145,6 +145,12 @@ func TestSealBatchValidation(t *testing.T) {
 			[]string{"spec.output", "exactly one"}},
 		{"output-relative-path", okBase + "output: {hostPath: {path: x/y}}\n" + sectorsYAML(1),
 			[]string{"spec.output.hostPath.path"}},
+		{"output-dotdot", okBase + "output: {hostPath: {path: /var/lib/sealfleet/output/../../../etc}}\n" + sectorsYAML(1),
+			[]string{"spec.output.hostPath.path", "without . or .. segments"}},
+		{"source-dotdot", okBase + "dataSource: {hostPath: {path: /var/lib/sealfleet/deals/..}}\n" + dataSector("s1", "{cid: "+pieceCID+", size: 128}"),
+			[]string{"spec.dataSource.hostPath.path", "without . or .. segments", "hostPathRoots"}},
+		{"keys-double-slash", okBase + "placement: {nodeName: n1}\nupdate: {sectorKeys: {hostPath: {path: /var/lib//x}, layout: Lotus}}\n" + sectorsYAML(1),
+			[]string{"spec.update.sectorKeys.hostPath.path", "//"}},
 		{"ttl-without-policy", okBase + "releaseTTL: 1h\n" + sectorsYAML(1),
 			[]string{"spec.releaseTTL", "AfterTTL"}},
 		{"policy-without-ttl", okBase + "releasePolicy: AfterTTL\n" + sectorsYAML(1),
@@ -366,6 +372,12 @@ func TestSealBatchValidation(t *testing.T) {
 			"hugepages-absurd": {"hugepages1GiPerNUMANode: 100000\n", "spec.hugepages1GiPerNUMANode"},
 			"reserved-garbage": {"reservedCPUs: \"0-1,x\"\n", "spec.reservedCPUs"},
 			"hpc-3":            {"hashersPerCore: 3\n", "spec.hashersPerCore"},
+			"root-slash":       {"hostPathRoots: [/]\n", "spec.hostPathRoots[0]"},
+			"root-dotdot":      {"hostPathRoots: [/var/lib/sealfleet/..]\n", "without . or .. segments"},
+			"output-outside":   {"outputPaths: [/etc]\n", "spec.outputPaths: every output path must lie under one of spec.hostPathRoots"},
+			"output-prefix":    {"outputPaths: [/var/lib/sealfleet-other]\n", "spec.outputPaths"},
+			"cache-outside":    {"hostPathRoots: [/srv/sealing]\noutputPaths: [/srv/sealing/out]\n", "spec.parentCache.path"},
+			"layer-file-out":   {"layerDevices:\n- {path: /etc/shadow}\n", "file-backed layer device must lie under one of spec.hostPathRoots"},
 		}
 		for name, tc := range bad {
 			var spec map[string]any

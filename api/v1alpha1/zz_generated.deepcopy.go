@@ -838,6 +838,11 @@ func (in *SealerNodeSpec) DeepCopyInto(out *SealerNodeSpec) {
 		x := (*in).DeepCopy()
 		*out = &x
 	}
+	if in.HostPathRoots != nil {
+		in, out := &in.HostPathRoots, &out.HostPathRoots
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.OutputPaths != nil {
 		in, out := &in.OutputPaths, &out.OutputPaths
 		*out = make([]string, len(*in))

@@ -52,7 +52,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(newRun(), newDiscover(), newCalc(), newScrub())
+	root.AddCommand(newRun(), newDiscover(), newCalc(), newScrub(), newClaimOutput())
 	return root
 }
 

@@ -5,6 +5,7 @@ package placement
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -160,6 +161,9 @@ type Need struct {
 	// Update: a SnapDeals update, which needs CPUs and output space but no layer slot, PC1
 	// pipeline, hugepages or parent cache.
 	Update bool
+	// HostPaths are the batch's other host directories (data source, sector keys), by the
+	// field that names them: each must lie under one of the node's hostPathRoots.
+	HostPaths [][2]string
 }
 
 // NeedOf derives what a batch needs.
@@ -177,6 +181,12 @@ func NeedOf(b *sealv1.SealBatch) Need {
 	}
 	if b.Spec.IsUpdate() {
 		n.Update, n.SlotBytes, n.Hugepages, n.Proof = true, 0, 0, ""
+		if k := b.Spec.Update.SectorKeys.HostPath; k != nil {
+			n.HostPaths = append(n.HostPaths, [2]string{"spec.update.sectorKeys.hostPath.path", path.Clean(k.Path)})
+		}
+	}
+	if d := b.Spec.DataSource; d != nil && d.HostPath != nil {
+		n.HostPaths = append(n.HostPaths, [2]string{"spec.dataSource.hostPath.path", path.Clean(d.HostPath.Path)})
 	}
 	if n.OutputPath != "" {
 		n.OutputBytes = OutputBytesFor(b.Spec.SectorSize, len(b.Spec.Sectors))
@@ -384,6 +394,11 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 		}
 		if !tolerated(need.Tolerate, t) {
 			return "untolerated taint " + t.Key, false
+		}
+	}
+	for _, hp := range need.HostPaths {
+		if sn.Spec.RootOf(hp[1]) == "" {
+			return fmt.Sprintf("%s %s is outside its spec.hostPathRoots [%s]", hp[0], hp[1], strings.Join(sn.Spec.Roots(), ", ")), false
 		}
 	}
 	if sn.Status.CPU == nil || !sn.Status.CPU.SHANI {

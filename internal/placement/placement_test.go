@@ -460,7 +460,7 @@ func TestUpdateNeedsCoresAndOutputNotASlot(t *testing.T) {
 	hold(n, running, 0, 1)
 	update := func(name string, age time.Duration) *sealv1.SealBatch {
 		return batch(name, sealv1.SectorSize8MiB, 4, age, func(b *sealv1.SealBatch) {
-			b.Spec.Update = &sealv1.SnapUpdate{SectorKeys: sealv1.SectorKeySource{HostPath: &sealv1.HostPathData{Path: "/k"}}}
+			b.Spec.Update = &sealv1.SnapUpdate{SectorKeys: sealv1.SectorKeySource{HostPath: &sealv1.HostPathData{Path: "/var/lib/sealfleet/k"}}}
 		})
 	}
 	first, second := update("first", time.Second), update("second", 2*time.Second)
@@ -547,5 +547,30 @@ func TestVFIONodeNeedsAnImageThatReadsVFIO(t *testing.T) {
 		if !c.placed && !strings.Contains(failed[b].Error(), "spec.deviceMode vfio: the node's sealer image reads layer devices only in kernel mode (it has no SPDK backend)") {
 			t.Errorf("%s: reason %v", c.name, failed[b])
 		}
+	}
+}
+
+// TestHostPathsMustLieUnderTheRoots: a batch reading a data source (or sector keys) outside a
+// node's spec.hostPathRoots is not placed there, with a reason naming the field, the path and
+// the roots; a node whose admin added that directory takes it.
+func TestHostPathsMustLieUnderTheRoots(t *testing.T) {
+	closed := node("closed", 1, 4)
+	open := node("open", 1, 4, func(n *Node) { n.Sealer.Spec.HostPathRoots = []string{"/var/lib/sealfleet", "/srv/deals"} })
+	b := batch("b", sealv1.SectorSize8MiB, 1, 0, func(b *sealv1.SealBatch) {
+		b.Spec.DataSource = &sealv1.DataSource{HostPath: &sealv1.HostPathData{Path: "/srv/deals/"}}
+	})
+	_, failed := Schedule([]*Node{closed}, []*sealv1.SealBatch{b})
+	if u := failed[b]; u == nil || !strings.Contains(u.Error(), "spec.dataSource.hostPath.path /srv/deals is outside its spec.hostPathRoots [/var/lib/sealfleet]") {
+		t.Errorf("outside the roots: %v", u)
+	}
+	// A path that only shares a prefix with a root is outside it.
+	b.Spec.DataSource.HostPath.Path = "/var/lib/sealfleet-evil"
+	if _, failed := Schedule([]*Node{closed}, []*sealv1.SealBatch{b}); failed[b] == nil {
+		t.Error("/var/lib/sealfleet-evil taken for a path under /var/lib/sealfleet")
+	}
+	b.Spec.DataSource.HostPath.Path = "/srv/deals/team-a"
+	dec, failed := Schedule([]*Node{closed, open}, []*sealv1.SealBatch{b})
+	if len(dec) != 1 || dec[0].Node != "open" {
+		t.Errorf("decisions %+v, failed %v", dec, failed)
 	}
 }

@@ -82,7 +82,18 @@ type PodOptions struct {
 	// PullSecrets name the image pull secrets of sealer and scrub pods (they must exist in
 	// each batch namespace).
 	PullSecrets []string
+	// HelperImage has /node-agent: the init container that claims the batch's output
+	// directory before the sealer writes (ClaimOutputContainer).
+	HelperImage string
 }
+
+// ClaimOutputContainer is the init container of every sealer pod: `node-agent claim-output`
+// refuses an output directory another batch (another UID) owns, so a batch re-created under a
+// completed one's name never writes over its sectors. It exits ExitOutputOwned then.
+const ClaimOutputContainer = "claim-output"
+
+// ExitOutputOwned is claim-output's exit code for a directory another batch owns.
+const ExitOutputOwned = 3
 
 // pullSecrets is the pod spec's list for secret names.
 func pullSecrets(names []string) []corev1.LocalObjectReference {
@@ -269,8 +280,27 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 				TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}},
+			InitContainers: claimOutput(b, o),
 		},
 	}
+}
+
+// claimOutput is the pod's ClaimOutputContainer (none without a helper image). It requests as
+// much as it limits, so the pod stays Guaranteed.
+func claimOutput(b *sealv1.SealBatch, o PodOptions) []corev1.Container {
+	if o.HelperImage == "" {
+		return nil
+	}
+	res := corev1.ResourceList{corev1.ResourceCPU: resourceMilli(100), corev1.ResourceMemory: resourceMi(64)}
+	return []corev1.Container{{
+		Name: ClaimOutputContainer, Image: o.HelperImage, ImagePullPolicy: o.ImagePullPolicy,
+		Command: []string{"/node-agent", "claim-output", "--dir", OutputDir(b), "--batch", b.Namespace + "/" + b.Name, "--uid", string(b.UID)},
+		VolumeMounts: []corev1.VolumeMount{{Name: "output", MountPath: OutputMount}},
+		Resources:    corev1.ResourceRequirements{Requests: res, Limits: res},
+		SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0), AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"DAC_OVERRIDE"}}},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}}
 }
 
 // BatchLabels are the labels of everything the operator makes for a batch (its config,

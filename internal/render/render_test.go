@@ -297,10 +297,22 @@ func TestDisruptionBudgetPriorityAndPullSecrets(t *testing.T) {
 // namespace, touches only the slot's range of the ready devices, and its name fits any node.
 func TestScrubPodCoversOnlyTheSlot(t *testing.T) {
 	p := ScrubPod(ScrubInput{Namespace: "sealfleet-system", Node: "n1.example", Slot: 1, BatchUID: "0123456789ab", Offset: 4096, Length: 8192,
-		Devices: []sealv1.LayerDeviceStatus{{Path: "/data/a.img", Ready: true}, {Path: "/dev/nvme1n1", Ready: true}, {Path: "/dev/nvme2n1"}}}, "op:1", corev1.PullNever)
+		Roots: []string{"/data", "/srv"},
+		Devices: []sealv1.LayerDeviceStatus{{Path: "/data/a.img", Ready: true}, {Path: "/dev/nvme1n1", Ready: true}, {Path: "/dev/nvme2n1"},
+			{Path: "/data/b.img", Ready: true}, {Path: "/etc/c.img", Ready: true}}}, "op:1", corev1.PullNever)
 	args := strings.Join(p.Spec.Containers[0].Args, " ")
-	if args != "scrub --offset 4096 --length 8192 /data/a.img /dev/nvme1n1" {
+	if args != "scrub --offset 4096 --length 8192 --root /data --root /srv /data/a.img /dev/nvme1n1 /data/b.img" {
 		t.Errorf("args %q", args)
+	}
+	// Layer files are reached through their root, mounted once (the scrub checks on the node
+	// that each file's real path stays under it); block devices one by one; a file outside
+	// every root is not mounted at all.
+	var vols []string
+	for _, v := range p.Spec.Volumes {
+		vols = append(vols, v.HostPath.Path+":"+string(*v.HostPath.Type))
+	}
+	if strings.Join(vols, " ") != "/data:Directory /dev/nvme1n1:BlockDevice" {
+		t.Errorf("volumes %v", vols)
 	}
 	if PodNode(p) != "n1.example" || p.Spec.RestartPolicy != corev1.RestartPolicyNever || p.Namespace != "sealfleet-system" {
 		t.Errorf("scrub pod %s/%s spec %+v", p.Namespace, p.Name, p.Spec)
@@ -407,4 +419,39 @@ func TestUpdateConfigAndPod(t *testing.T) {
 	if _, ok := c.Resources.Limits["hugepages-1Gi"]; ok {
 		t.Error("an update asked for hugepages")
 	}
+}
+
+// Every sealer pod first claims its batch's output directory with the operator's image; the
+// claim container requests what it limits, so the pod stays Guaranteed.
+func TestSealerPodClaimsItsOutputFirst(t *testing.T) {
+	b := testBatch()
+	o := podOpts()
+	o.HelperImage = "operator:2"
+	p := Pod(PodInput{Batch: b, Node: "n1", Attempt: 1, CPUs: 4}, o)
+	if len(p.Spec.InitContainers) != 1 {
+		t.Fatalf("init containers %+v", p.Spec.InitContainers)
+	}
+	c := p.Spec.InitContainers[0]
+	want := "/node-agent claim-output --dir " + OutputDir(b) + " --batch " + b.Namespace + "/" + b.Name + " --uid " + string(b.UID)
+	if c.Name != ClaimOutputContainer || c.Image != "operator:2" || strings.Join(c.Command, " ") != want {
+		t.Errorf("claim container %s %s %q, want %q", c.Name, c.Image, strings.Join(c.Command, " "), want)
+	}
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].Name != "output" || c.VolumeMounts[0].MountPath != OutputMount {
+		t.Errorf("claim mounts %+v", c.VolumeMounts)
+	}
+	if !equalResources(c.Resources.Requests, c.Resources.Limits) {
+		t.Errorf("claim container requests %v limits %v: the pod would not be Guaranteed", c.Resources.Requests, c.Resources.Limits)
+	}
+}
+
+func equalResources(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v.Cmp(w) != 0 {
+			return false
+		}
+	}
+	return true
 }

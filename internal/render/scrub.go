@@ -33,6 +33,10 @@ type ScrubInput struct {
 	Slot      int32
 	// BatchUID is the batch that left the range dirty.
 	BatchUID string
+	// Roots are the node's hostPathRoots: layer files are reached through the root they lie
+	// under (mounted whole), so the scrub can check on the node that a file's real path stays
+	// there.
+	Roots []string
 	Devices  []sealv1.LayerDeviceStatus
 	Offset   int64
 	Length   int64
@@ -67,20 +71,31 @@ func boundedName(name string) string {
 // not start one on a node marked out of service.
 func ScrubPod(in ScrubInput, image string, pull corev1.PullPolicy) *corev1.Pod {
 	args := []string{"scrub", "--offset", strconv.FormatInt(in.Offset, 10), "--length", strconv.FormatInt(in.Length, 10)}
+	for _, r := range in.Roots {
+		args = append(args, "--root", r)
+	}
 	var volumes []corev1.Volume
 	var mounts []corev1.VolumeMount
 	privileged := false
+	mounted := map[string]bool{}
 	for i, d := range in.Devices {
 		if !d.Ready || d.Path == "" {
 			continue
 		}
-		name := "layer-" + strconv.Itoa(i)
-		t := corev1.HostPathFile
+		mount, t := d.Path, corev1.HostPathBlockDev
 		if isDevPath(d.Path) {
-			t, privileged = corev1.HostPathBlockDev, true
+			privileged = true
+		} else if mount, t = rootOf(in.Roots, d.Path), corev1.HostPathDirectory; mount == "" {
+			continue // outside every root: never mounted (the scrub would refuse it too)
 		}
-		volumes = append(volumes, hostPathVolume(name, d.Path, t))
-		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: d.Path})
+		if mounted[mount] {
+			args = append(args, d.Path)
+			continue
+		}
+		mounted[mount] = true
+		name := "layer-" + strconv.Itoa(i)
+		volumes = append(volumes, hostPathVolume(name, mount, t))
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: mount})
 		args = append(args, d.Path)
 	}
 	sc := &corev1.SecurityContext{RunAsUser: ptr.To[int64](0), Privileged: ptr.To(privileged)}
@@ -113,4 +128,14 @@ func ScrubPod(in ScrubInput, image string, pull corev1.PullPolicy) *corev1.Pod {
 			}},
 		},
 	}
+}
+
+// rootOf is the root p lies under, or "".
+func rootOf(roots []string, p string) string {
+	for _, r := range roots {
+		if strings.HasPrefix(p, strings.TrimSuffix(r, "/")+"/") {
+			return r
+		}
+	}
+	return ""
 }

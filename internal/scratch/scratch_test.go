@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -58,5 +59,58 @@ func TestDiscardClipsAndTolerates(t *testing.T) {
 	}
 	if err := Discard(p, -1, 1); err == nil {
 		t.Error("negative offset accepted")
+	}
+}
+
+// TestDiscardConfinedStaysUnderTheRoot: a layer file under its root is scrubbed; a symlink
+// under the root that leads outside it, a path outside every root, a character device under
+// /dev/ and a directory are refused, and the file a symlink points at keeps its bytes. The
+// fallback without openat2 refuses the escape too.
+func TestDiscardConfinedStaysUnderTheRoot(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	data := bytes.Repeat([]byte{0xcd}, 1<<20)
+	inside, victim := filepath.Join(root, "layers.img"), filepath.Join(outside, "precious")
+	for _, p := range []string{inside, victim} {
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := DiscardConfined(inside, []string{"/nowhere", root}, 0, 1<<20); err != nil {
+		t.Fatalf("file under its root: %v", err)
+	}
+	if got, _ := os.ReadFile(inside); !bytes.Equal(got, make([]byte, len(data))) {
+		t.Error("the file under the root was not scrubbed")
+	}
+	link := filepath.Join(root, "sub", "layers.img")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	dirLink := filepath.Join(root, "escape")
+	if err := os.Symlink(outside, dirLink); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{link, "outside its root"},
+		{filepath.Join(dirLink, "precious"), "outside its root"},
+		{victim, "outside the node's hostPathRoots"},
+		{"/dev/null", "not a block device"},
+		{filepath.Join(root, "sub"), "is a directory"},
+	} {
+		err := DiscardConfined(tc.path, []string{root}, 0, 1<<20)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: want refusal %q, got %v", tc.path, tc.want, err)
+		}
+	}
+	if got, _ := os.ReadFile(victim); !bytes.Equal(got, data) {
+		t.Fatal("a file outside the root was scrubbed")
+	}
+	if _, err := openResolved(link, root); err == nil || !strings.Contains(err.Error(), "outside its root") {
+		t.Errorf("fallback without openat2: %v", err)
+	}
+	if err := DiscardConfined(filepath.Join(root, "missing"), []string{root}, 0, 1); err != nil {
+		t.Errorf("a missing file has nothing to scrub: %v", err)
 	}
 }
