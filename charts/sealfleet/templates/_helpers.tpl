@@ -68,26 +68,26 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/*
-Namespace of the operator's node pods (parent-cache builders, scrubs): .ns when set, else the
-batch namespace when the operator serves it, else the first namespace it serves.
+Namespace of the operator's node pods: .ns when set, else .preferred when the operator serves
+it, else the first namespace it serves.
 */}}
 {{- define "sealfleet.nodePodNamespace" -}}
 {{- $watch := .ctx.Values.operator.watchNamespaces -}}
 {{- if .ns -}}
 {{- .ns -}}
-{{- else if or (not $watch) (has .ctx.Values.batchNamespace.name $watch) -}}
-{{- .ctx.Values.batchNamespace.name -}}
+{{- else if or (not $watch) (has .preferred $watch) -}}
+{{- .preferred -}}
 {{- else -}}
 {{- first $watch -}}
 {{- end -}}
 {{- end }}
 
-{{/* Namespace of the parent-cache builder pods (operator.parentCacheNamespace). */}}
+{{/* Namespace of the parent-cache builder pods (operator.parentCacheNamespace; preferred: the batch namespace). */}}
 {{- define "sealfleet.parentCacheNamespace" -}}
-{{- include "sealfleet.nodePodNamespace" (dict "ctx" . "ns" .Values.operator.parentCacheNamespace) -}}
+{{- include "sealfleet.nodePodNamespace" (dict "ctx" . "ns" .Values.operator.parentCacheNamespace "preferred" .Values.batchNamespace.name) -}}
 {{- end }}
 
-{{/* Namespace of the scrub pods (operator.scrubNamespace). */}}
+{{/* Namespace of the scrub pods (operator.scrubNamespace; preferred: the operator's own, out of tenants' reach). */}}
 {{- define "sealfleet.scrubNamespace" -}}
-{{- include "sealfleet.nodePodNamespace" (dict "ctx" . "ns" .Values.operator.scrubNamespace) -}}
+{{- include "sealfleet.nodePodNamespace" (dict "ctx" . "ns" .Values.operator.scrubNamespace "preferred" .Release.Namespace) -}}
 {{- end }}
