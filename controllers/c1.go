@@ -76,7 +76,7 @@ func (r *SealerReconciler) awaitSeeds(ctx context.Context, b *sealv1.SealBatch, 
 // runC1 follows the C1 pod: results when it succeeds, a retry or the failure when it fails.
 func (r *SealerReconciler) runC1(ctx context.Context, b *sealv1.SealBatch, at attemptTarget) (reconcile.Result, error) {
 	var pod corev1.Pod
-	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: render.C1PodName(b, b.Status.C1Attempts)}, &pod)
+	err := r.Get(ctx, client.ObjectKey{Namespace: r.Pod.Home.NamespaceOf(b), Name: r.Pod.Home.C1PodName(b, b.Status.C1Attempts)}, &pod)
 	if apierrors.IsNotFound(err) {
 		return r.failOrRetryStep(ctx, b, at, render.StepC1, ReasonPodDisappeared, "the C1 pod was deleted before it finished", true)
 	}
@@ -159,5 +159,5 @@ func (r *SealerReconciler) ensureSeeds(ctx context.Context, b *sealv1.SealBatch)
 	if err != nil {
 		return r.fail(ctx, b, ReasonInvalidSpec, err.Error())
 	}
-	return r.createOnce(ctx, b, render.SeedsConfigMapName(b), render.SeedsKey, data)
+	return r.createOnce(ctx, b, r.Pod.Home.SeedsConfigMapName(b), render.SeedsKey, data)
 }

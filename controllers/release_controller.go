@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,8 @@ type ReleaseReconciler struct {
 	client.Client
 	Recorder Recorder
 	Timeout  time.Duration
+	// Home is where the batches' pods and ConfigMaps live.
+	Home render.Home
 }
 
 // Reconcile releases when due.
@@ -62,10 +65,41 @@ func (r *ReleaseReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{RequeueAfter: releaseRetry}, err
 	}
 	if deleting {
+		if err := r.removeLeftovers(ctx, &b); err != nil {
+			return reconcile.Result{}, err
+		}
 		controllerutil.RemoveFinalizer(&b, Finalizer)
 		return reconcile.Result{}, client.IgnoreNotFound(r.Update(ctx, &b))
 	}
 	return reconcile.Result{}, nil
+}
+
+// removeLeftovers deletes what a deleted batch left in the shared sealer namespace (finished
+// pods, its ConfigMaps and disruption budget): no owner reference crosses namespaces, so the
+// garbage collector does not. In the batch's own namespace the collector does it.
+func (r *ReleaseReconciler) removeLeftovers(ctx context.Context, b *sealv1.SealBatch) error {
+	if !r.Home.Shared() {
+		return nil
+	}
+	ns := r.Home.NamespaceOf(b)
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{render.LabelBatchUID: string(b.UID)}); err != nil {
+		return err
+	}
+	objs := []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.Home.ConfigMapName(b)}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.Home.SeedsConfigMapName(b)}},
+		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.Home.DisruptionBudgetName(b)}},
+	}
+	for i := range pods.Items {
+		objs = append(objs, &pods.Items[i])
+	}
+	for _, o := range objs {
+		if err := r.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting %s/%s of the deleted batch: %w", ns, o.GetName(), err)
+		}
+	}
+	return nil
 }
 
 // releaseRetry is how soon a release that waits looks again (a sealer pod's end, or its own
@@ -192,7 +226,7 @@ func (r *ReleaseReconciler) waiting(ctx context.Context, b *sealv1.SealBatch, re
 // shut down: the pod is then deleted at once, as the kubelet will never confirm it).
 func (r *ReleaseReconciler) stopSealer(ctx context.Context, b *sealv1.SealBatch) (string, error) {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(b.Namespace), client.MatchingLabels(render.SealerPods(b))); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(r.Home.NamespaceOf(b)), client.MatchingLabels(render.SealerPods(b))); err != nil {
 		return "", err
 	}
 	var waiting []string
@@ -287,7 +321,7 @@ func (r *ReleaseReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("release").
 		WithOptions(controller.Options{MaxConcurrentReconciles: batchWorkers}).
 		For(&sealv1.SealBatch{}).
-		Owns(&corev1.Pod{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(batchOfObject)).
 		Watches(&sealv1.SealerNode{}, handler.EnqueueRequestsFromMapFunc(dirtyBatches)).
 		Complete(r)
 }

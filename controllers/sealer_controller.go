@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -95,8 +96,8 @@ func (r *SealerReconciler) reconcileBatch(ctx context.Context, req reconcile.Req
 		return reconcile.Result{}, r.fail(ctx, &b, ReasonInvalidSpec, "status has no layout or slot range: the batch was placed by an older operator; delete it and create it again")
 	}
 	lay := layout.FromRecord(b.Status.Layout, len(b.Spec.Sectors))
-	if err := r.ensureConfig(ctx, &b, &sn, lay); err != nil {
-		return reconcile.Result{}, err
+	if err := r.ensureConfig(ctx, &b, &sn, lay); err != nil || b.Status.Phase == sealv1.PhaseFailed {
+		return reconcile.Result{}, err // a config that cannot be rendered failed the batch: no pod
 	}
 	switch b.Status.Phase {
 	case sealv1.PhaseWaitingForSeeds:
@@ -109,7 +110,7 @@ func (r *SealerReconciler) reconcileBatch(ctx context.Context, req reconcile.Req
 		return r.startAttempt(ctx, &b, at, 1)
 	}
 	var pod corev1.Pod
-	err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: render.PodName(&b, b.Status.Attempts)}, &pod)
+	err := r.Get(ctx, client.ObjectKey{Namespace: r.Pod.Home.NamespaceOf(&b), Name: r.Pod.Home.PodName(&b, b.Status.Attempts)}, &pod)
 	if apierrors.IsNotFound(err) {
 		return r.failOrRetry(ctx, &b, at, ReasonPodDisappeared, "the sealer pod was deleted before it finished", true)
 	}
@@ -222,6 +223,10 @@ func (r *SealerReconciler) metricsPort(b *sealv1.SealBatch) int {
 // ensureConfig creates the sealer config ConfigMap (owned by the batch). It is written once:
 // a retry must see the same config to resume.
 func (r *SealerReconciler) ensureConfig(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode, lay *layout.Layout) error {
+	if field := r.Pod.Home.UnreachableClaim(b); field != "" {
+		return r.fail(ctx, b, ReasonInvalidSpec, fmt.Sprintf("%s: sealer pods run in the operator's namespace %s, where a claim of namespace %s cannot be mounted; use a hostPath under the node's spec.hostPathRoots, or create the batch in %s with the claim there",
+			field, r.Pod.Home.Namespace, b.Namespace, r.Pod.Home.Namespace))
+	}
 	cfg, err := r.renderConfig(b, sn, lay)
 	if err != nil {
 		return r.fail(ctx, b, ReasonInvalidSpec, err.Error())
@@ -230,19 +235,28 @@ func (r *SealerReconciler) ensureConfig(ctx context.Context, b *sealv1.SealBatch
 	if err != nil {
 		return err
 	}
-	return r.createOnce(ctx, b, render.ConfigMapName(b), render.ConfigKey, data)
+	return r.createOnce(ctx, b, r.Pod.Home.ConfigMapName(b), render.ConfigKey, data)
 }
 
-// createOnce creates a ConfigMap the batch owns with one key, unless it exists: what a pod
+// createOnce creates a ConfigMap of the batch with one key, unless it exists: what a pod
 // reads is fixed when first written, so every retry sees the same.
 func (r *SealerReconciler) createOnce(ctx context.Context, b *sealv1.SealBatch, name, key string, data []byte) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Name: name, Namespace: b.Namespace, Labels: render.BatchLabels(b),
+		Name: name, Namespace: r.Pod.Home.NamespaceOf(b), Labels: render.BatchLabels(b),
 	}, Data: map[string]string{key: string(data)}}
-	if err := controllerutil.SetControllerReference(b, cm, r.Scheme()); err != nil {
+	if err := r.own(b, cm); err != nil {
 		return err
 	}
 	return r.create(ctx, cm, "ConfigMap "+name)
+}
+
+// own makes the batch the owner of obj where both share a namespace; in the shared sealer
+// namespace the labels alone link them, and release deletes what the batch left.
+func (r *SealerReconciler) own(b *sealv1.SealBatch, obj client.Object) error {
+	if r.Pod.Home.Shared() {
+		return nil
+	}
+	return controllerutil.SetControllerReference(b, obj, r.Scheme())
 }
 
 // renderConfig is the sealer's config: a seal's batch config, or an update's snap config.
@@ -313,8 +327,8 @@ func (r *SealerReconciler) startStep(ctx context.Context, b *sealv1.SealBatch, a
 	if err != nil {
 		return reconcile.Result{}, r.fail(ctx, b, ReasonInvalidSpec, "status.cpus: "+err.Error())
 	}
-	pdb := render.DisruptionBudget(b)
-	if err := controllerutil.SetControllerReference(b, pdb, r.Scheme()); err != nil {
+	pdb := render.DisruptionBudget(b, r.Pod.Home)
+	if err := r.own(b, pdb); err != nil {
 		return reconcile.Result{}, err
 	}
 	if err := r.create(ctx, pdb, "disruption budget "+pdb.Name); err != nil {
@@ -325,20 +339,20 @@ func (r *SealerReconciler) startStep(ctx context.Context, b *sealv1.SealBatch, a
 		in.Devices, in.DeviceMode, in.ParentCachePath = at.sn.UsableLayerDevices(), at.sn.Spec.DeviceMode, r.parentCachePath(at.sn)
 	}
 	if step == render.StepC1 {
-		if err := r.ensureSeeds(ctx, b); err != nil {
+		if err := r.ensureSeeds(ctx, b); err != nil || b.Status.Phase == sealv1.PhaseFailed {
 			return reconcile.Result{}, err
 		}
 		in.Step, in.CPUs, in.Hugepages = render.StepC1, 1, 0
 	}
 	pod := render.Pod(in, r.podOptionsFor(b))
-	if err := controllerutil.SetControllerReference(b, pod, r.Scheme()); err != nil {
+	if err := r.own(b, pod); err != nil {
 		return reconcile.Result{}, err
 	}
 	if err := r.create(ctx, pod, "sealer pod "+pod.Name); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{}, updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
-		b.Status.PodName = pod.Name
+		b.Status.PodName, b.Status.PodNamespace = pod.Name, pod.Namespace
 		b.Status.Message = fmt.Sprintf("sealer pod %s (attempt %d) created", pod.Name, attempt)
 		clearRefusal(b, b.Status.Message)
 		if step == render.StepC1 {
@@ -577,7 +591,7 @@ func (r *SealerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("sealer").
 		WithOptions(controller.Options{MaxConcurrentReconciles: batchWorkers}).
 		For(&sealv1.SealBatch{}).
-		Owns(&corev1.Pod{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(batchOfObject)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.batchesOnNode), builder.WithPredicates(nodeGoneOrUncordoned)).
 		Watches(&sealv1.SealerNode{}, handler.EnqueueRequestsFromMapFunc(r.batchesOnNode), builder.WithPredicates(deletedOnly)).
 		Complete(r)
@@ -585,4 +599,13 @@ func (r *SealerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 func (r *SealerReconciler) batchesOnNode(ctx context.Context, o client.Object) []reconcile.Request {
 	return batchesOnNode(ctx, r.Client, o.GetName())
+}
+
+// batchOfObject maps a pod (or anything labelled for a batch) to its batch, wherever it lives.
+func batchOfObject(_ context.Context, o client.Object) []reconcile.Request {
+	ns, name, ok := render.BatchOf(o)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }

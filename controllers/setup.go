@@ -47,6 +47,9 @@ type Options struct {
 	ParentCacheNamespace string
 	// ScrubNamespace holds the pods that scrub released slots (the operator's, not a tenant's).
 	ScrubNamespace string
+	// SealerNamespace holds every batch's sealer and C1 pods, their ConfigMaps and disruption
+	// budgets; "" puts them in each batch's own namespace.
+	SealerNamespace string
 
 	// Progress reads a running sealer's progress; nil uses HTTP to the pod's /progress.
 	Progress ProgressSource
@@ -60,7 +63,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WatchNamespaces, "watch-namespaces", "", "serve SealBatches only in these namespaces, comma separated (empty: every namespace); the operator then needs rights only there")
 	fs.StringVar(&o.SealerImage, "sealer-image", "localhost/sealfleet-sealer:dev", "image of the native sealer")
 	fs.StringVar(&o.ScrubImage, "scrub-image", "localhost/sealfleet-operator:dev", "image with /node-agent: scrub pods, and the init container of sealer pods that claims the batch's output directory")
-	fs.StringVar(&o.ImagePullSecrets, "image-pull-secrets", "", "image pull secrets of sealer and scrub pods, comma separated; each must exist in every batch namespace")
+	fs.StringVar(&o.ImagePullSecrets, "image-pull-secrets", "", "image pull secrets of sealer and scrub pods, comma separated; each must exist where those pods run (the sealer and scrub namespaces)")
 	fs.StringVar(&o.ImagePullPolicy, "image-pull-policy", "IfNotPresent", "pull policy of sealer and scrub pods")
 	fs.BoolVar(&o.SealerHostNetwork, "sealer-host-network", false, "run sealer pods on the host network (nodes without pod networking)")
 	fs.IntVar(&o.SealerMetricsPort, "sealer-metrics-port", 9464, "port of the sealer's /metrics and /progress; with host networking, slot i uses port+i")
@@ -70,6 +73,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MemoryPerSector, "sealer-memory-per-sector", "256Mi", "memory added per sector of the batch")
 	fs.DurationVar(&o.ProgressInterval, "progress-interval", 10*time.Second, "how often a running sealer's progress is read")
 	fs.StringVar(&o.ParentCacheNamespace, "parent-cache-namespace", "sealfleet-batches", "namespace of the pods that build each node's parent caches (it must be served: see --watch-namespaces); empty: every sealer pod builds its own cache")
+	fs.StringVar(&o.SealerNamespace, "sealer-namespace", "", "namespace of every batch's sealer and C1 pods, ConfigMaps and disruption budgets (the operator's: tenants with pods/exec in their own namespaces never reach a privileged sealer; it must be served, see --watch-namespaces, and allow privileged hostPath pods); empty: each batch's own namespace")
 	fs.StringVar(&o.ScrubNamespace, "scrub-namespace", "sealfleet-batches", "namespace of the pods that scrub released slots (it must be served: see --watch-namespaces, and allow privileged hostPath pods); keep tenants out of it")
 	fs.DurationVar(&o.ReleaseTimeout, "release-timeout", 10*time.Minute, "after this long a release waiting for its sealer pod to end is reported stuck")
 }
@@ -121,6 +125,7 @@ func (o *Options) podOptions() (render.PodOptions, error) {
 		HostNetwork: o.SealerHostNetwork, MemoryBase: base, MemoryPerSector: per,
 		MetricsPort: o.SealerMetricsPort, MetricsAddress: o.SealerMetricsAddr,
 		PriorityClassName: o.SealerPriorityClass, PullSecrets: o.pullSecrets(), HelperImage: o.ScrubImage,
+		Home: render.Home{Namespace: o.SealerNamespace},
 	}, nil
 }
 
@@ -135,6 +140,7 @@ func (o *Options) checkNodePodNamespaces() error {
 	for _, f := range []struct{ flag, ns, chart string }{
 		{"--parent-cache-namespace", o.ParentCacheNamespace, "operator.parentCacheNamespace"},
 		{"--scrub-namespace", o.ScrubNamespace, "operator.scrubNamespace"},
+		{"--sealer-namespace", o.SealerNamespace, "operator.sealerNamespace"},
 	} {
 		if f.ns != "" && !slices.Contains(nss, f.ns) {
 			return fmt.Errorf("%s %q is not one of --watch-namespaces %v: add it there (chart: operator.watchNamespaces) or pick one of those (chart: %s)", f.flag, f.ns, nss, f.chart)
@@ -211,7 +217,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Progress: o.Progress, Results: o.Results, ProgressInterval: o.ProgressInterval, Caches: caches}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&ReleaseReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-release"), Timeout: o.ReleaseTimeout}).SetupWithManager(mgr); err != nil {
+	if err := (&ReleaseReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-release"), Timeout: o.ReleaseTimeout, Home: po.Home}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&ScrubReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-scrub"), Namespace: o.ScrubNamespace,

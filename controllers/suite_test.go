@@ -61,6 +61,8 @@ type harness struct {
 	watch string
 	// cacheNS is the operator's --parent-cache-namespace ("" = no node caches).
 	cacheNS string
+	// sealerNS is the operator's --sealer-namespace ("" = each batch's own).
+	sealerNS string
 }
 
 // scrubNS is the operator's --scrub-namespace in every harness.
@@ -79,6 +81,9 @@ func newHarnessWith(t *testing.T, set func(*harness)) *harness {
 	h := &harness{t: t, env: env, c: env.Client, progress: &fakeProgress{}}
 	set(h)
 	h.namespace(scrubNS)
+	if h.sealerNS != "" {
+		h.namespace(h.sealerNS)
+	}
 	h.startOperator()
 	t.Cleanup(h.stopOperator)
 	return h
@@ -87,7 +92,7 @@ func newHarnessWith(t *testing.T, set func(*harness)) *harness {
 func (h *harness) startOperator() {
 	opts := controllers.Options{
 		Progress: h.progress, Results: noResults{}, ProgressInterval: 200 * time.Millisecond,
-		ReleaseTimeout: time.Hour, WatchNamespaces: h.watch, ParentCacheNamespace: h.cacheNS, ScrubNamespace: scrubNS,
+		ReleaseTimeout: time.Hour, WatchNamespaces: h.watch, ParentCacheNamespace: h.cacheNS, ScrubNamespace: scrubNS, SealerNamespace: h.sealerNS,
 	}
 	mgr, err := ctrl.NewManager(h.env.Config, ctrl.Options{
 		Scheme: h.env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},

@@ -567,9 +567,12 @@ type SealBatchStatus struct {
 	// +optional
 	C1Attempts int32 `json:"c1Attempts,omitempty"`
 
-	// podName is the sealer pod.
+	// podName is the sealer pod, in podNamespace: the operator's sealer namespace, or (when it
+	// has none) the batch's own.
 	// +optional
 	PodName string `json:"podName,omitempty"`
+	// +optional
+	PodNamespace string `json:"podNamespace,omitempty"`
 
 	// attempts counts sealer pods started for this batch.
 	// +optional

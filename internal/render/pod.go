@@ -18,8 +18,9 @@ import (
 
 // Labels and names shared by the operator, the node agent and the monitoring rules.
 const (
-	LabelBatch     = "sealfleet.io/batch"
-	LabelBatchUID  = "sealfleet.io/batch-uid"
+	LabelBatch          = "sealfleet.io/batch"
+	LabelBatchNamespace = "sealfleet.io/batch-namespace"
+	LabelBatchUID       = "sealfleet.io/batch-uid"
 	LabelComponent = "app.kubernetes.io/component"
 	LabelName      = "app.kubernetes.io/name"
 	ComponentSeal  = "sealer"
@@ -31,25 +32,86 @@ const (
 	HugepagesMount = "/hugepages"
 )
 
+// Home is where a batch's sealer and C1 pods, their ConfigMaps and its disruption budget live.
+// Namespace "" is the batch's own namespace, and names start with the batch's name. Otherwise
+// it is the operator's sealer namespace, shared by every tenant's batches and out of their
+// reach (a privileged sealer pod in a tenant's namespace is a root shell for anyone with
+// pods/exec there); names then add the first 8 characters of the batch's UID, so batches of one
+// name in two namespaces never meet, and labels name the batch (owner references cannot cross
+// namespaces).
+type Home struct {
+	Namespace string
+}
+
+// Shared reports whether pods live apart from their batches.
+func (h Home) Shared() bool { return h.Namespace != "" }
+
+// NamespaceOf is the namespace of b's pods and ConfigMaps.
+func (h Home) NamespaceOf(b *sealv1.SealBatch) string {
+	if h.Shared() {
+		return h.Namespace
+	}
+	return b.Namespace
+}
+
+func (h Home) base(b *sealv1.SealBatch) string {
+	if h.Shared() {
+		return b.Name + "-" + string(b.UID)[:min(8, len(b.UID))]
+	}
+	return b.Name
+}
+
 // ConfigMapName is the name of the batch's sealer config ConfigMap.
-func ConfigMapName(b *sealv1.SealBatch) string { return b.Name + "-sealer-config" }
+func (h Home) ConfigMapName(b *sealv1.SealBatch) string { return h.base(b) + "-sealer-config" }
 
 // DisruptionBudgetName is the PodDisruptionBudget that keeps a drain from evicting the batch's
 // sealer pod.
-func DisruptionBudgetName(b *sealv1.SealBatch) string { return b.Name + "-sealer" }
+func (h Home) DisruptionBudgetName(b *sealv1.SealBatch) string { return h.base(b) + "-sealer" }
 
 // PodName is the sealer pod of one attempt; each retry gets a new pod on the same node and slot.
-func PodName(b *sealv1.SealBatch, attempt int32) string {
-	return fmt.Sprintf("%s-sealer-%d", b.Name, attempt)
+func (h Home) PodName(b *sealv1.SealBatch, attempt int32) string {
+	return fmt.Sprintf("%s-sealer-%d", h.base(b), attempt)
 }
 
 // C1PodName is the pod of one C1 attempt (commit1 FromSlot).
-func C1PodName(b *sealv1.SealBatch, attempt int32) string {
-	return fmt.Sprintf("%s-c1-%d", b.Name, attempt)
+func (h Home) C1PodName(b *sealv1.SealBatch, attempt int32) string {
+	return fmt.Sprintf("%s-c1-%d", h.base(b), attempt)
 }
 
 // SeedsConfigMapName holds the seeds a batch's C1 runs with (fixed when C1 starts).
-func SeedsConfigMapName(b *sealv1.SealBatch) string { return b.Name + "-c1-seeds" }
+func (h Home) SeedsConfigMapName(b *sealv1.SealBatch) string { return h.base(b) + "-c1-seeds" }
+
+// UnreachableClaim names the first PersistentVolumeClaim source of b that pods in Home cannot
+// mount ("" when none): claims are namespaced, and a tenant's claim is not the operator's.
+func (h Home) UnreachableClaim(b *sealv1.SealBatch) string {
+	if !h.Shared() || b.Namespace == h.Namespace {
+		return ""
+	}
+	s := &b.Spec
+	switch {
+	case s.Output != nil && s.Output.PersistentVolumeClaim != nil:
+		return "spec.output.persistentVolumeClaim"
+	case s.DataSource != nil && s.DataSource.PersistentVolumeClaim != nil:
+		return "spec.dataSource.persistentVolumeClaim"
+	case s.Update != nil && s.Update.SectorKeys.PersistentVolumeClaim != nil:
+		return "spec.update.sectorKeys.persistentVolumeClaim"
+	}
+	return ""
+}
+
+// BatchOf names the batch an object of Home belongs to, from its labels (an object without
+// the namespace label lives in its batch's namespace).
+func BatchOf(o metav1.Object) (namespace, name string, ok bool) {
+	l := o.GetLabels()
+	if l[LabelBatch] == "" {
+		return "", "", false
+	}
+	ns := l[LabelBatchNamespace]
+	if ns == "" {
+		ns = o.GetNamespace()
+	}
+	return ns, l[LabelBatch], true
+}
 
 // Seeds file of the C1 pod.
 const (
@@ -85,6 +147,8 @@ type PodOptions struct {
 	// HelperImage has /node-agent: the init container that claims the batch's output
 	// directory before the sealer writes (ClaimOutputContainer).
 	HelperImage string
+	// Home is where the pods and their ConfigMaps live.
+	Home Home
 }
 
 // ClaimOutputContainer is the init container of every sealer pod: `node-agent claim-output`
@@ -175,7 +239,7 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 	volumes := []corev1.Volume{{
 		Name: "config",
 		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(b)},
+			LocalObjectReference: corev1.LocalObjectReference{Name: o.Home.ConfigMapName(b)},
 		}},
 	}, outputVolume(b)}
 	mounts := []corev1.VolumeMount{
@@ -188,7 +252,7 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 	}
 	if in.Step == StepC1 {
 		volumes = append(volumes, corev1.Volume{Name: "seeds", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: SeedsConfigMapName(b)}}}})
+			LocalObjectReference: corev1.LocalObjectReference{Name: o.Home.SeedsConfigMapName(b)}}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "seeds", MountPath: SeedsDir, ReadOnly: true})
 	}
 	if v, ok := sectorKeysVolume(b); ok {
@@ -245,14 +309,14 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 	if o.MetricsPort > 0 {
 		ports = append(ports, corev1.ContainerPort{Name: "metrics", ContainerPort: int32(o.MetricsPort)})
 	}
-	name := PodName(b, in.Attempt)
+	name := o.Home.PodName(b, in.Attempt)
 	if in.Step == StepC1 {
-		name = C1PodName(b, in.Attempt)
+		name = o.Home.C1PodName(b, in.Attempt)
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
-			Namespace:   b.Namespace,
+			Namespace:   o.Home.NamespaceOf(b),
 			Labels:      componentLabels(b, ComponentSeal),
 			Annotations: map[string]string{"sealfleet.io/attempt": strconv.Itoa(int(in.Attempt))},
 		},
@@ -306,7 +370,7 @@ func claimOutput(b *sealv1.SealBatch, o PodOptions) []corev1.Container {
 // BatchLabels are the labels of everything the operator makes for a batch (its config,
 // disruption budget and pods).
 func BatchLabels(b *sealv1.SealBatch) map[string]string {
-	return map[string]string{LabelName: "sealfleet", LabelBatch: b.Name, LabelBatchUID: string(b.UID)}
+	return map[string]string{LabelName: "sealfleet", LabelBatch: b.Name, LabelBatchNamespace: b.Namespace, LabelBatchUID: string(b.UID)}
 }
 
 // componentLabels are BatchLabels plus the component (sealer or scrub) of a pod.
@@ -328,11 +392,11 @@ func SealerPods(b *sealv1.SealBatch) map[string]string {
 // maxUnavailable 0: the disruption controller computes maxUnavailable against the pods'
 // owner's scale, and a SealBatch has none (CalculateExpectedPodCountFailed, and the budget
 // then protects nothing).
-func DisruptionBudget(b *sealv1.SealBatch) *policyv1.PodDisruptionBudget {
+func DisruptionBudget(b *sealv1.SealBatch, h Home) *policyv1.PodDisruptionBudget {
 	one := intstr.FromInt32(1)
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: DisruptionBudgetName(b), Namespace: b.Namespace,
+			Name: h.DisruptionBudgetName(b), Namespace: h.NamespaceOf(b),
 			Labels: BatchLabels(b),
 		},
 		Spec: policyv1.PodDisruptionBudgetSpec{

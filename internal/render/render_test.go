@@ -261,7 +261,7 @@ func TestPodPrivilegeFollowsDeviceMode(t *testing.T) {
 // the pod carries the operator's priority class and pull secrets (the scrub pod too).
 func TestDisruptionBudgetPriorityAndPullSecrets(t *testing.T) {
 	b := testBatch()
-	pdb := DisruptionBudget(b)
+	pdb := DisruptionBudget(b, Home{})
 	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 	if err != nil {
 		t.Fatal(err)

@@ -77,13 +77,14 @@ func diskOf(path string) (string, error) {
 	return mm, nil
 }
 
-// run throttles the pods of batch (namespace ns) until ctx ends or lift is called.
+// run throttles the pods of batch (namespace ns; its pods may run elsewhere) until ctx ends or
+// lift is called.
 func (b *blkioThrottle) run(ctx context.Context, ns, batch string) {
 	var uid string
 	for ctx.Err() == nil && !b.isLifted() {
 		if uid == "" {
 			var pods corev1.PodList
-			if k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{render.LabelBatch: batch}) == nil {
+			if k8s.List(ctx, &pods, client.MatchingLabels{render.LabelBatch: batch, render.LabelBatchNamespace: ns}) == nil {
 				for _, p := range pods.Items {
 					if p.Labels[render.LabelComponent] != render.ComponentScrub && p.DeletionTimestamp == nil {
 						uid = string(p.UID)

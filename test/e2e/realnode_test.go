@@ -655,13 +655,17 @@ func drainIsBlocked(t *testing.T, ns, batch string) {
 		t.Fatalf("kubectl drain of a node running PC1 was not refused by the batch's disruption budget (err %v):\n%s", err, out)
 	}
 	var pod corev1.Pod
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: b.Status.PodName}, &pod); err != nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+	// The chart runs sealer pods in the operator's namespace, never the batch's.
+	if b.Status.PodNamespace == ns || b.Status.PodNamespace == "" {
+		t.Errorf("sealer pod %s runs in the batch's namespace %q", b.Status.PodName, b.Status.PodNamespace)
+	}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: b.Status.PodNamespace, Name: b.Status.PodName}, &pod); err != nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
 		t.Fatalf("sealer pod %s after the refused drain: %v %v", b.Status.PodName, err, pod.Status.Phase)
 	}
 	// The budget is computable (minAvailable, not maxUnavailable against an owner without a
 	// scale subresource): the disruption controller reported no failure for it.
 	var events corev1.EventList
-	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+	if err := k8s.List(context.Background(), &events, client.InNamespace(b.Status.PodNamespace)); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range events.Items {

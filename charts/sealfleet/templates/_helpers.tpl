@@ -87,6 +87,11 @@ it, else the first namespace it serves.
 {{- include "sealfleet.nodePodNamespace" (dict "ctx" . "ns" .Values.operator.parentCacheNamespace "preferred" .Values.batchNamespace.name) -}}
 {{- end }}
 
+{{/* Namespace of the sealer and C1 pods, their ConfigMaps and budgets (operator.sealerNamespace; preferred: the operator's own). */}}
+{{- define "sealfleet.sealerNamespace" -}}
+{{- include "sealfleet.nodePodNamespace" (dict "ctx" . "ns" .Values.operator.sealerNamespace "preferred" .Release.Namespace) -}}
+{{- end }}
+
 {{/* Namespace of the scrub pods (operator.scrubNamespace; preferred: the operator's own, out of tenants' reach). */}}
 {{- define "sealfleet.scrubNamespace" -}}
 {{- include "sealfleet.nodePodNamespace" (dict "ctx" . "ns" .Values.operator.scrubNamespace "preferred" .Release.Namespace) -}}
