@@ -82,9 +82,9 @@ it, else the first namespace it serves.
 {{- end -}}
 {{- end }}
 
-{{/* Namespace of the parent-cache builder pods (operator.parentCacheNamespace; preferred: the batch namespace). */}}
+{{/* Namespace of the parent-cache builder pods (operator.parentCacheNamespace; preferred: the operator's own). */}}
 {{- define "sealfleet.parentCacheNamespace" -}}
-{{- include "sealfleet.nodePodNamespace" (dict "ctx" . "ns" .Values.operator.parentCacheNamespace "preferred" .Values.batchNamespace.name) -}}
+{{- include "sealfleet.nodePodNamespace" (dict "ctx" . "ns" .Values.operator.parentCacheNamespace "preferred" .Release.Namespace) -}}
 {{- end }}
 
 {{/* Namespace of the sealer and C1 pods, their ConfigMaps and budgets (operator.sealerNamespace; preferred: the operator's own). */}}

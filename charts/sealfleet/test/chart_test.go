@@ -447,7 +447,7 @@ func TestMonitoringEnabled(t *testing.T) {
 	if !reflect.DeepEqual(get(sealer, "spec", "selector", "matchLabels"), obj{"app.kubernetes.io/name": "sealfleet", "app.kubernetes.io/component": "sealer"}) {
 		t.Errorf("sealer PodMonitor selector %v", get(sealer, "spec", "selector"))
 	}
-	if !reflect.DeepEqual(get(sealer, "spec", "namespaceSelector", "matchNames"), []any{"sealfleet-batches"}) {
+	if !reflect.DeepEqual(get(sealer, "spec", "namespaceSelector", "matchNames"), []any{"sealfleet-system"}) { // where sealer pods run
 		t.Errorf("sealer PodMonitor namespaces %v", get(sealer, "spec", "namespaceSelector"))
 	}
 	if get(sealer, "spec", "podMetricsEndpoints", "0", "port") != "metrics" {
