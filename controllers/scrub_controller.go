@@ -198,6 +198,9 @@ func (r *ScrubReconciler) step(ctx context.Context, sn *sealv1.SealerNode, d sea
 	}
 	if err := r.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
 		reason, ok := refusalReason(err)
+		if !ok && apierrors.IsNotFound(err) { // the scrub namespace is missing: say so on the record
+			reason, ok = "NamespaceNotFound", true
+		}
 		if !ok {
 			return slotChange{}, 0, err
 		}

@@ -95,10 +95,6 @@ func (r *SealerReconciler) reconcileBatch(ctx context.Context, req reconcile.Req
 	if b.Status.Layout == nil || (b.Status.SlotRange == nil && !b.Spec.IsUpdate()) {
 		return reconcile.Result{}, r.fail(ctx, &b, ReasonInvalidSpec, "status has no layout or slot range: the batch was placed by an older operator; delete it and create it again")
 	}
-	lay := layout.FromRecord(b.Status.Layout, len(b.Spec.Sectors))
-	if err := r.ensureConfig(ctx, &b, &sn, lay); err != nil || b.Status.Phase == sealv1.PhaseFailed {
-		return reconcile.Result{}, err // a config that cannot be rendered failed the batch: no pod
-	}
 	switch b.Status.Phase {
 	case sealv1.PhaseWaitingForSeeds:
 		return r.awaitSeeds(ctx, &b, at)
@@ -322,6 +318,12 @@ func (r *SealerReconciler) startStep(ctx context.Context, b *sealv1.SealBatch, a
 		if msg != "" {
 			return r.waitAttempt(ctx, b, fmt.Sprintf("attempt %d waits: %s", attempt, msg), "WaitingForParentCache", waitForCache)
 		}
+	}
+	// The config is written before the first pod and read by every later one (written once,
+	// so a retry resumes from the same); checked here, at each pod's start, not at every event.
+	lay := layout.FromRecord(b.Status.Layout, len(b.Spec.Sectors))
+	if err := r.ensureConfig(ctx, b, at.sn, lay); err != nil || b.Status.Phase == sealv1.PhaseFailed {
+		return reconcile.Result{}, err // a config that cannot be rendered failed the batch: no pod
 	}
 	cpus, err := cpuset.Parse(b.Status.CPUs)
 	if err != nil {

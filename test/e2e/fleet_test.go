@@ -30,6 +30,13 @@ import (
 
 const fleetNS = "e2e-fleet"
 
+// fleetScrubNS holds the scrub pods of the fleet's released slots (kwok completes them).
+const fleetScrubNS = "e2e-fleet-scrub"
+
+// operatorArgs runs the local operator for the fleet: sealer pods in the batches' namespace
+// (the operator's default), scrubs in their own.
+var operatorArgs = []string{"operator", "--scrub-namespace=" + fleetScrubNS}
+
 // maxTimeToPlaceP99 is what the fleet burst must meet (issue 12): decisions against an
 // in-memory view, one write each.
 const maxTimeToPlaceP99 = 10.0
@@ -393,12 +400,14 @@ func TestFleet(t *testing.T) {
 	if out, err := clusterEnv([]string{"FLEET_TOTAL=" + strconv.Itoa(nodes)}, "fleet"); err != nil {
 		t.Fatalf("fleet: %v\n%s", err, out)
 	}
-	if out, err := cluster("operator"); err != nil {
-		t.Fatalf("operator: %v\n%s", err, out)
+	for _, name := range []string{fleetNS, fleetScrubNS} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetNS}}
-	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	if out, err := cluster(operatorArgs...); err != nil {
+		t.Fatalf("operator: %v\n%s", err, out)
 	}
 	cleanup := func() {
 		eventually(t, 10*time.Minute, "all batches released and gone", func(ctx context.Context) (bool, string) {
@@ -429,7 +438,7 @@ func TestFleet(t *testing.T) {
 	createAll(t, bs[:n/2])
 	// Operator restart mid-scenario: a new process must adopt, not re-book, what the old one did.
 	time.Sleep(5 * time.Second)
-	if out, err := cluster("operator"); err != nil {
+	if out, err := cluster(operatorArgs...); err != nil {
 		t.Fatalf("operator restart: %v\n%s", err, out)
 	}
 	pid = operatorPID(t)
