@@ -15,10 +15,10 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/render"
 )
 
 // The sealer pod's mount points that the batch's volumes hide behind in its config.
@@ -153,7 +153,7 @@ func (a *app) verifyCommand() *cobra.Command {
 		Short: "Recompute a batch's sectors with rust-fil-proofs on this host and compare CommR",
 		Long: `Recompute the batch's sectors with rust-fil-proofs on this host (the sealer binary's
 oracle subcommand, or oracle-snap for an update) from the config the operator wrote for it
-(ConfigMap <NAME>-sealer-config), and compare each sector's CommR in the batch status (for
+(its sealer-config ConfigMap, where its pods run: status.podNamespace), and compare each sector's CommR in the batch status (for
 an update, comm_r_new) with it. Data files and sector keys are read at their host paths
 (spec.dataSource and spec.update.sectorKeys hostPath), so run it on the batch's node.
 
@@ -174,17 +174,14 @@ Prints one line per sector; exits 1 when any differs or the status has no sector
 				fmt.Fprintln(a.env.Out, "no sectors in the batch status")
 				return notWanted("SealBatch %s has no sector results yet (phase %s): nothing to compare", key, phaseOf(b))
 			}
-			cm := &corev1.ConfigMap{}
-			cmName := b.Name + "-sealer-config"
-			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: cmName}, cm); err != nil {
-				if apierrors.IsNotFound(err) {
-					return fmt.Errorf("ConfigMap %s/%s not found: the operator writes it when it places the batch (is %s placed? kubectl sealfleet batch -n %s %s)", ns, cmName, key, ns, b.Name)
-				}
-				return fmt.Errorf("reading ConfigMap %s/%s: %w", ns, cmName, err)
+			cm, err := findSealerConfig(ctx, c, b)
+			if err != nil {
+				return err
 			}
-			raw, ok := cm.Data["config.json"]
+			cmName := cm.Namespace + "/" + cm.Name
+			raw, ok := cm.Data[render.ConfigKey]
 			if !ok {
-				return fmt.Errorf("ConfigMap %s/%s has no config.json key", ns, cmName)
+				return fmt.Errorf("ConfigMap %s has no %s key", cmName, render.ConfigKey)
 			}
 			dir, err := os.MkdirTemp("", "sealfleet-verify-")
 			if err != nil {
@@ -193,7 +190,7 @@ Prints one line per sector; exits 1 when any differs or the status has no sector
 			defer os.RemoveAll(dir)
 			cfg, err := OracleConfig([]byte(raw), filepath.Join(dir, "out"), &b.Spec)
 			if err != nil {
-				return fmt.Errorf("ConfigMap %s/%s: %w", ns, cmName, err)
+				return fmt.Errorf("ConfigMap %s: %w", cmName, err)
 			}
 			if err := os.WriteFile(filepath.Join(dir, "oracle.json"), cfg, 0o600); err != nil {
 				return err
@@ -230,4 +227,23 @@ Prints one line per sector; exits 1 when any differs or the status has no sector
 	cmd.Flags().StringVar(&sealer, "sealer", "", "the sealer binary (with the oracle subcommand)")
 	cmd.Flags().StringVar(&parentCache, "parent-cache", pc, "parent cache directory for rust-fil-proofs (FIL_PROOFS_PARENT_CACHE)")
 	return cmd
+}
+
+// findSealerConfig finds the batch's sealer config where its pods run (status.podNamespace: the
+// operator's sealer namespace, or the batch's own), by the batch's UID label.
+func findSealerConfig(ctx context.Context, c client.Client, b *sealv1.SealBatch) (*corev1.ConfigMap, error) {
+	ns := b.Status.PodNamespace
+	if ns == "" {
+		ns = b.Namespace
+	}
+	var list corev1.ConfigMapList
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{render.LabelBatchUID: string(b.UID)}); err != nil {
+		return nil, fmt.Errorf("listing the sealer config of %s/%s in %s (it needs the right to read ConfigMaps there): %w", b.Namespace, b.Name, ns, err)
+	}
+	for i := range list.Items {
+		if strings.HasSuffix(list.Items[i].Name, "-sealer-config") {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no sealer config of %s/%s in %s: the operator writes it when the batch's first pod starts (is it placed? kubectl sealfleet batch -n %s %s)", b.Namespace, b.Name, ns, b.Namespace, b.Name)
 }

@@ -1,11 +1,18 @@
 package plugin
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/render"
 )
 
 const sealerConfig = `{
@@ -117,5 +124,32 @@ func TestOracleCommand(t *testing.T) {
 	snap := oracleCommand(t.Context(), "/bin/sealer", "/tmp/v", true, "/cache")
 	if want := []string{"/bin/sealer", "oracle-snap", "--config", "/tmp/v/oracle.json", "--work", "/tmp/v/work"}; !reflect.DeepEqual(snap.Args, want) {
 		t.Errorf("oracle-snap: %q", snap.Args)
+	}
+}
+
+// The sealer config is found where the batch's pods run (status.podNamespace), by its UID.
+func TestFindSealerConfig(t *testing.T) {
+	b := &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "b", UID: "u-1"}}
+	b.Status.PodNamespace = "sealfleet-system"
+	cm := func(ns, name, uid string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{render.LabelBatchUID: uid}}}
+	}
+	c := fake.NewClientBuilder().WithObjects(
+		cm("sealfleet-system", "b-u-1-sealer-config", "u-1"),
+		cm("sealfleet-system", "b-u-1-c1-seeds", "u-1"),
+		cm("sealfleet-system", "b-u-2-sealer-config", "u-2"),
+		cm("tenant", "b-sealer-config", "u-1"),
+	).Build()
+	got, err := findSealerConfig(context.Background(), c, b)
+	if err != nil || got.Namespace != "sealfleet-system" || got.Name != "b-u-1-sealer-config" {
+		t.Errorf("found %v, %v", got, err)
+	}
+	b.Status.PodNamespace = ""
+	if got, err := findSealerConfig(context.Background(), c, b); err != nil || got.Namespace != "tenant" {
+		t.Errorf("without podNamespace: %v, %v", got, err)
+	}
+	b.UID = "u-3"
+	if _, err := findSealerConfig(context.Background(), c, b); err == nil || !strings.Contains(err.Error(), "no sealer config of tenant/b") {
+		t.Errorf("missing: %v", err)
 	}
 }
