@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
@@ -76,7 +75,7 @@ func (r *SealerReconciler) awaitSeeds(ctx context.Context, b *sealv1.SealBatch, 
 // runC1 follows the C1 pod: results when it succeeds, a retry or the failure when it fails.
 func (r *SealerReconciler) runC1(ctx context.Context, b *sealv1.SealBatch, at attemptTarget) (reconcile.Result, error) {
 	var pod corev1.Pod
-	err := r.Get(ctx, client.ObjectKey{Namespace: r.Pod.Home.NamespaceOf(b), Name: r.Pod.Home.C1PodName(b, b.Status.C1Attempts)}, &pod)
+	err := r.getPod(ctx, b, r.Pod.Home.C1PodName(b, b.Status.C1Attempts), &pod)
 	if apierrors.IsNotFound(err) {
 		return r.failOrRetryStep(ctx, b, at, render.StepC1, ReasonPodDisappeared, "the C1 pod was deleted before it finished", true)
 	}

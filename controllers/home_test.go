@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -38,7 +39,9 @@ func TestSealerPodsRunInTheOperatorsNamespace(t *testing.T) {
 	if got.Status.PodNamespace != h.sealerNS || !strings.HasPrefix(pod.Name, "b-"+string(b.UID)[:8]) {
 		t.Errorf("status names pod %s/%s; pod %s", got.Status.PodNamespace, got.Status.PodName, pod.Name)
 	}
-	if ns, name, ok := render.BatchOf(pod); !ok || ns != tenant || name != "b" || len(pod.OwnerReferences) != 0 {
+	// Linked to its batch by labels; managed (for kubectl drain) by its config ConfigMap.
+	if ns, name, ok := render.BatchOf(pod); !ok || ns != tenant || name != "b" || len(pod.OwnerReferences) != 1 ||
+		pod.OwnerReferences[0].Kind != "ConfigMap" || pod.OwnerReferences[0].Name != home.ConfigMapName(b) {
 		t.Errorf("pod labels %v owners %v", pod.Labels, pod.OwnerReferences)
 	}
 	var pods corev1.PodList
@@ -98,5 +101,41 @@ func TestSealerPodsRunInTheOperatorsNamespace(t *testing.T) {
 			}
 		}
 		return len(left) == 0, fmt.Sprint(left)
+	})
+}
+
+// TestMovedSealerNamespaceFollowsRunningPods: an operator restarted with another
+// --sealer-namespace (an upgrade) follows the pod a running batch already has where its status
+// recorded it, instead of taking it for gone and starting a second sealer on the slot; the
+// release stops it there.
+func TestMovedSealerNamespaceFollowsRunningPods(t *testing.T) {
+	h := newHarnessWith(t, func(h *harness) { h.sealerNS = "sealers-old" })
+	tenant := h.namespace("tenant-u")
+	h.addNode("node-u", 1, 8, nil)
+	h.newBatch(tenant, "b", 2, nil)
+	var b *sealv1.SealBatch
+	h.eventually("a pod", func() (bool, string) { b = h.batch(tenant, "b"); return b.Status.PodName != "", b.Status.Message })
+	old := h.waitPod("sealers-old", b.Status.PodName)
+	h.setPod(old, corev1.PodRunning, 0, "")
+	h.waitPhase(tenant, "b", sealv1.PhasePC1)
+
+	h.stopOperator()
+	h.sealerNS = "sealers-new"
+	h.namespace(h.sealerNS)
+	h.startOperator()
+	time.Sleep(2 * time.Second) // the new operator has looked at the batch
+	var pods corev1.PodList
+	if err := h.c.List(context.Background(), &pods, client.InNamespace("sealers-new")); err != nil || len(pods.Items) != 0 {
+		t.Fatalf("a second sealer started in the new namespace: %d pods (%v)", len(pods.Items), err)
+	}
+	if got := h.batch(tenant, "b"); got.Status.Phase != sealv1.PhasePC1 || got.Status.Attempts != 1 {
+		t.Errorf("batch after the move: phase %s attempts %d (%s)", got.Status.Phase, got.Status.Attempts, got.Status.Message)
+	}
+	if err := h.c.Delete(context.Background(), h.batch(tenant, "b")); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the old pod stopped by the release", func() (bool, string) {
+		p := h.pod("sealers-old", old.Name)
+		return p == nil || p.DeletionTimestamp != nil, "still running"
 	})
 }

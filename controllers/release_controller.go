@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -225,9 +226,20 @@ func (r *ReleaseReconciler) waiting(ctx context.Context, b *sealv1.SealBatch, re
 // once its node is gone or carries the out-of-service taint (the admin's word that the node is
 // shut down: the pod is then deleted at once, as the kubelet will never confirm it).
 func (r *ReleaseReconciler) stopSealer(ctx context.Context, b *sealv1.SealBatch) (string, error) {
+	// Where Home puts them, and where they were before a move of the sealer namespace (the
+	// batch's own namespace, or the one its status recorded).
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(r.Home.NamespaceOf(b)), client.MatchingLabels(render.SealerPods(b))); err != nil {
-		return "", err
+	namespaces := []string{r.Home.NamespaceOf(b), b.Namespace, b.Status.PodNamespace}
+	slices.Sort(namespaces)
+	for _, ns := range slices.Compact(namespaces) {
+		if ns == "" {
+			continue
+		}
+		var in corev1.PodList
+		if err := r.List(ctx, &in, client.InNamespace(ns), client.MatchingLabels(render.SealerPods(b))); err != nil {
+			return "", err
+		}
+		pods.Items = append(pods.Items, in.Items...)
 	}
 	var waiting []string
 	for i := range pods.Items {

@@ -106,7 +106,7 @@ func (r *SealerReconciler) reconcileBatch(ctx context.Context, req reconcile.Req
 		return r.startAttempt(ctx, &b, at, 1)
 	}
 	var pod corev1.Pod
-	err := r.Get(ctx, client.ObjectKey{Namespace: r.Pod.Home.NamespaceOf(&b), Name: r.Pod.Home.PodName(&b, b.Status.Attempts)}, &pod)
+	err := r.getPod(ctx, &b, r.Pod.Home.PodName(&b, b.Status.Attempts), &pod)
 	if apierrors.IsNotFound(err) {
 		return r.failOrRetry(ctx, &b, at, ReasonPodDisappeared, "the sealer pod was deleted before it finished", true)
 	}
@@ -246,6 +246,20 @@ func (r *SealerReconciler) createOnce(ctx context.Context, b *sealv1.SealBatch, 
 	return r.create(ctx, cm, "ConfigMap "+name)
 }
 
+// ownPod gives a pod its controller: the batch where they share a namespace; in the shared
+// sealer namespace the batch's config ConfigMap there, so that kubectl drain treats the pod as
+// managed (and reaches the disruption budget) and the pod goes when the config does.
+func (r *SealerReconciler) ownPod(ctx context.Context, b *sealv1.SealBatch, pod *corev1.Pod) error {
+	if !r.Pod.Home.Shared() {
+		return controllerutil.SetControllerReference(b, pod, r.Scheme())
+	}
+	var cm corev1.ConfigMap
+	if err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: r.Pod.Home.ConfigMapName(b)}, &cm); err != nil {
+		return fmt.Errorf("the sealer config of %s/%s (its pods' owner): %w", b.Namespace, b.Name, err)
+	}
+	return controllerutil.SetControllerReference(&cm, pod, r.Scheme())
+}
+
 // own makes the batch the owner of obj where both share a namespace; in the shared sealer
 // namespace the labels alone link them, and release deletes what the batch left.
 func (r *SealerReconciler) own(b *sealv1.SealBatch, obj client.Object) error {
@@ -347,7 +361,7 @@ func (r *SealerReconciler) startStep(ctx context.Context, b *sealv1.SealBatch, a
 		in.Step, in.CPUs, in.Hugepages = render.StepC1, 1, 0
 	}
 	pod := render.Pod(in, r.podOptionsFor(b))
-	if err := r.own(b, pod); err != nil {
+	if err := r.ownPod(ctx, b, pod); err != nil {
 		return reconcile.Result{}, err
 	}
 	if err := r.create(ctx, pod, "sealer pod "+pod.Name); err != nil {
@@ -610,4 +624,25 @@ func batchOfObject(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// getPod reads the batch's pod of this attempt where Home puts it, or where the batch's status
+// recorded it: a pod an operator with another --sealer-namespace created (before an upgrade)
+// must be followed to its end, never taken for gone while it may still write the slot.
+func (r *SealerReconciler) getPod(ctx context.Context, b *sealv1.SealBatch, name string, pod *corev1.Pod) error {
+	err := r.Get(ctx, client.ObjectKey{Namespace: r.Pod.Home.NamespaceOf(b), Name: name}, pod)
+	if !apierrors.IsNotFound(err) || b.Status.PodName == "" {
+		return err
+	}
+	ns := b.Status.PodNamespace
+	if ns == "" {
+		ns = b.Namespace
+	}
+	if ns == r.Pod.Home.NamespaceOf(b) && b.Status.PodName == name {
+		return err
+	}
+	if err2 := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: b.Status.PodName}, pod); err2 == nil && pod.Labels[render.LabelBatchUID] == string(b.UID) {
+		return nil
+	}
+	return err
 }
