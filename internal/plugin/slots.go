@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -85,15 +86,18 @@ func (fb *fleetBook) slotsOf(node string) nodeSlots {
 	return ns
 }
 
-// held counts the node's slots some batch holds.
-func (ns nodeSlots) held() int {
-	n := 0
+// counts splits the node's occupied slots: held by a batch, or dirty (only released claims
+// on it: no batch holds it, yet none can be placed on it before its scrub).
+func (ns nodeSlots) counts() (held, dirty int) {
 	for _, h := range ns.holders {
-		if len(h) > 0 {
-			n++
+		switch {
+		case slices.ContainsFunc(h, func(c ledger.Claim) bool { return !c.Dirty }):
+			held++
+		case len(h) > 0:
+			dirty++
 		}
 	}
-	return n
+	return held, dirty
 }
 
 // SlotRow is one row of `slots`: a layer slot of a node, or a claim that holds no slot.

@@ -59,10 +59,12 @@ type UnavailableNode struct {
 type SlotCounts struct {
 	// Total sums the nodes' status.slots.count.
 	Total int64 `json:"total"`
-	// Held is the slots batches hold, from the batches' status (the only record); Free is
-	// per node what the total leaves.
-	Held int64 `json:"held"`
-	Free int64 `json:"free"`
+	// Held is the slots batches hold, from the batches' status (the only record); Dirty the
+	// slots released but not scrubbed yet (the SealerNodes' status.dirtySlots); Free is per
+	// node what the two leave.
+	Held  int64 `json:"held"`
+	Dirty int64 `json:"dirty"`
+	Free  int64 `json:"free"`
 	// HeldOnUnknownNodes counts slots held by batches on nodes with no SealerNode.
 	HeldOnUnknownNodes int64 `json:"heldOnUnknownNodes"`
 }
@@ -121,10 +123,11 @@ func Summarize(nodes []sealv1.SealerNode, batches []sealv1.SealBatch, now time.T
 		if n.Status.Slots != nil {
 			count = int64(n.Status.Slots.Count)
 		}
-		held := int64(fb.slotsOf(n.Name).held())
+		held, dirty := fb.slotsOf(n.Name).counts()
 		s.Slots.Total += count
-		s.Slots.Held += held
-		s.Slots.Free += max(count-held, 0)
+		s.Slots.Held += int64(held)
+		s.Slots.Dirty += int64(dirty)
+		s.Slots.Free += max(count-int64(held+dirty), 0)
 
 		for _, numa := range n.Status.NUMANodes {
 			for _, h := range numa.Hugepages {
@@ -209,6 +212,9 @@ func writeStatus(w io.Writer, s FleetStatus, noHeaders bool) error {
 		byPhase = ": " + strings.Join(phases, ", ")
 	}
 	slots := fmt.Sprintf("%d total, %d held, %d free", s.Slots.Total, s.Slots.Held, s.Slots.Free)
+	if s.Slots.Dirty > 0 {
+		slots = fmt.Sprintf("%d total, %d held, %d waiting for their scrub, %d free", s.Slots.Total, s.Slots.Held, s.Slots.Dirty, s.Slots.Free)
+	}
 	if s.Slots.HeldOnUnknownNodes > 0 {
 		slots += fmt.Sprintf(" (and %d held on nodes without a SealerNode)", s.Slots.HeldOnUnknownNodes)
 	}

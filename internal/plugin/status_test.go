@@ -79,6 +79,27 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
+// A dirty slot (released, not scrubbed) is neither held nor free; a batch still holding the
+// slot its own earlier claim left dirty counts once, as held.
+func TestSummarizeCountsDirtySlotsApart(t *testing.T) {
+	nodes, batches := testFleet()
+	nodes[0].Status.DirtySlots = []sealv1.DirtySlot{
+		{Slot: 0, OffsetBytes: 0, LengthBytes: 2 * gib, Batch: "default/pc1", BatchUID: string(batches[0].UID)},
+		{Slot: 1, OffsetBytes: 2 * gib, LengthBytes: 2 * gib, Batch: "default/gone", BatchUID: "gone-uid"},
+	}
+	s := Summarize(nodes, batches, now)
+	if want := (SlotCounts{Total: 6, Held: 2, Dirty: 1, Free: 3, HeldOnUnknownNodes: 1}); s.Slots != want {
+		t.Errorf("slots %+v, want %+v", s.Slots, want)
+	}
+	var out strings.Builder
+	if err := writeStatus(&out, s, false); err != nil {
+		t.Fatal(err)
+	}
+	if want := "6 total, 2 held, 1 waiting for their scrub, 3 free"; !strings.Contains(out.String(), want) {
+		t.Errorf("status lacks %q:\n%s", want, out.String())
+	}
+}
+
 func TestStatusJSONShape(t *testing.T) {
 	nodes, batches := testFleet()
 	c := fakeClient(append(objects(nodes), objects(batches)...)...)
