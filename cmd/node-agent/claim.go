@@ -11,7 +11,6 @@ import (
 	"github.com/sealfleet/sealfleet/internal/render"
 )
 
-
 // newClaimOutput is the init container of every sealer pod: it claims the batch's output
 // directory before the sealer writes there.
 func newClaimOutput() *cobra.Command {

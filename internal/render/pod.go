@@ -21,12 +21,12 @@ const (
 	LabelBatch          = "sealfleet.io/batch"
 	LabelBatchNamespace = "sealfleet.io/batch-namespace"
 	LabelBatchUID       = "sealfleet.io/batch-uid"
-	LabelComponent = "app.kubernetes.io/component"
-	LabelName      = "app.kubernetes.io/name"
-	ComponentSeal  = "sealer"
-	ConfigKey      = "config.json"
-	ConfigDir      = "/etc/sealer"
-	OutputMount    = "/output"
+	LabelComponent      = "app.kubernetes.io/component"
+	LabelName           = "app.kubernetes.io/name"
+	ComponentSeal       = "sealer"
+	ConfigKey           = "config.json"
+	ConfigDir           = "/etc/sealer"
+	OutputMount         = "/output"
 	// DataMount is where spec.dataSource is mounted, read-only: data sectors' staged files.
 	DataMount      = "/data"
 	HugepagesMount = "/hugepages"
@@ -358,7 +358,7 @@ func claimOutput(b *sealv1.SealBatch, o PodOptions) []corev1.Container {
 	res := corev1.ResourceList{corev1.ResourceCPU: resourceMilli(100), corev1.ResourceMemory: resourceMi(64)}
 	return []corev1.Container{{
 		Name: ClaimOutputContainer, Image: o.HelperImage, ImagePullPolicy: o.ImagePullPolicy,
-		Command: []string{"/node-agent", "claim-output", "--dir", OutputDir(b), "--batch", b.Namespace + "/" + b.Name, "--uid", string(b.UID)},
+		Command:      []string{"/node-agent", "claim-output", "--dir", OutputDir(b), "--batch", b.Namespace + "/" + b.Name, "--uid", string(b.UID)},
 		VolumeMounts: []corev1.VolumeMount{{Name: "output", MountPath: OutputMount}},
 		Resources:    corev1.ResourceRequirements{Requests: res, Limits: res},
 		SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0), AllowPrivilegeEscalation: ptr.To(false),

@@ -36,10 +36,10 @@ type ScrubInput struct {
 	// Roots are the node's hostPathRoots: layer files are reached through the root they lie
 	// under (mounted whole), so the scrub can check on the node that a file's real path stays
 	// there.
-	Roots []string
-	Devices  []sealv1.LayerDeviceStatus
-	Offset   int64
-	Length   int64
+	Roots   []string
+	Devices []sealv1.LayerDeviceStatus
+	Offset  int64
+	Length  int64
 	// HostNetwork runs the pod on the host network (nodes without pod networking, like the
 	// sealer pods under --sealer-host-network).
 	HostNetwork bool
