@@ -101,6 +101,17 @@ pub const SECTOR_SIZES: [(u64, &str, u64, usize); 5] = [
     (64 << 30, "64GiB", 4, 11),
 ];
 
+/// A sector size given by name (`8MiB`, any case) or in bytes (`8388608`): its bytes, or an
+/// error that lists the sizes there are.
+pub fn parse_sector_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    SECTOR_SIZES
+        .iter()
+        .find(|z| z.1.eq_ignore_ascii_case(s) || z.0.to_string() == s)
+        .map(|z| z.0)
+        .ok_or_else(|| format!("{s:?} is not a sector size; use one of {}", size_names()))
+}
+
 /// Number of SDR layers rust-fil-proofs uses for `sector_size`.
 pub fn layers_for(sector_size: u64) -> Option<usize> {
     SECTOR_SIZES.iter().find(|s| s.0 == sector_size).map(|s| s.3)
@@ -895,6 +906,16 @@ impl BatchConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sector_sizes_parse_by_name_or_bytes() {
+        assert_eq!(parse_sector_size("8MiB"), Ok(8 << 20));
+        assert_eq!(parse_sector_size("32gib"), Ok(32 << 30));
+        assert_eq!(parse_sector_size("2048"), Ok(2048));
+        let e = parse_sector_size("16MiB").unwrap_err();
+        assert!(e.contains("\"16MiB\"") && e.contains("8388608 (8MiB)"), "{e}");
+        assert!(parse_sector_size("4096").is_err());
+    }
 
     fn base() -> serde_json::Value {
         serde_json::json!({

@@ -35,13 +35,13 @@ pub enum DataError {
     Io(String),
 }
 
-impl DataError {
-    /// The sealer's exit code for this error: 2 bad input, 7 data mismatch, 3 storage.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            DataError::Input(_) => 2,
-            DataError::Mismatch(_) => 7,
-            DataError::Io(_) => 3,
+/// Each class is the sealer error of the same name (exit 2, 7 or 3).
+impl From<DataError> for sealer_error::SealerError {
+    fn from(e: DataError) -> Self {
+        match e {
+            DataError::Input(m) => sealer_error::SealerError::Input(m),
+            DataError::Mismatch(m) => sealer_error::SealerError::DataMismatch(m),
+            DataError::Io(m) => sealer_error::SealerError::Io(m),
         }
     }
 }

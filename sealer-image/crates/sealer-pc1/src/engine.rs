@@ -15,14 +15,15 @@
 //!
 //! The orchestrator (the calling thread) reports progress and sequences layers.
 
-use crate::geometry::Geometry;
+use sealer_progress::LiveStats;
+use sealer_slot::Geometry;
 use crate::sync::{Aborted, Counter};
-use crate::Pc1Error;
+use crate::SealerError;
 use sealer_graph::Parents;
 use sealer_hash::{parents_of_layer, LabelHasher, DEGREE};
 use sealer_storage::{coalesce, AlignedBuf, HugeArena, PageBackend, PageIo, Stripe, PAGE};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -136,26 +137,6 @@ impl SavedAffinity {
     }
 }
 
-/// Live counters the orchestrator and the metrics endpoint read.
-#[derive(Default)]
-pub struct LiveStats {
-    /// Nodes (rows of all sectors) written in the current layer.
-    pub nodes_done: AtomicU64,
-    /// Pages read from storage for parents (total).
-    pub pages_read: AtomicU64,
-    /// Pages read sequentially into the resident part of the previous layer (total).
-    pub resident_pages_read: AtomicU64,
-    /// Pages written (total).
-    pub pages_written: AtomicU64,
-    /// Per-hasher busy nanoseconds (total).
-    pub hasher_busy_ns: Mutex<Vec<u64>>,
-    /// CPU nanoseconds the reader thread used (total): resolving parents, submitting and
-    /// reaping reads.
-    pub reader_cpu_ns: AtomicU64,
-    /// I/O errors seen.
-    pub io_errors: AtomicU64,
-}
-
 /// Long-lived buffers of a batch run (allocated once, reused per layer).
 pub struct Buffers {
     rings: Vec<AlignedBuf>,
@@ -233,7 +214,7 @@ struct LayerShared<'a> {
     prefetched: Vec<Counter>,
     written: Counter,
     abort: AtomicBool,
-    error: Mutex<Option<Pc1Error>>,
+    error: Mutex<Option<SealerError>>,
     stats: &'a LiveStats,
     slow_chunk_us: u64,
     prev_in_memory: bool,
@@ -242,7 +223,7 @@ struct LayerShared<'a> {
 }
 
 impl LayerShared<'_> {
-    fn fail(&self, e: Pc1Error) {
+    fn fail(&self, e: SealerError) {
         let mut slot = self.error.lock().unwrap();
         if slot.is_none() {
             *slot = Some(e);
@@ -329,7 +310,7 @@ pub fn run_layer(
     stats: &LiveStats,
     prev_in_memory: bool,
     mut on_tick: impl FnMut(u64),
-) -> Result<(), Pc1Error> {
+) -> Result<(), SealerError> {
     let sh = LayerShared {
         g: *g,
         layer,
@@ -416,7 +397,7 @@ pub fn run_layer(
     Ok(())
 }
 
-fn reader(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
+fn reader(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), SealerError> {
     let cpu0 = thread_cpu_ns();
     let r = read_parents(sh, be);
     sh.stats.reader_cpu_ns.fetch_add(thread_cpu_ns().saturating_sub(cpu0), Ordering::Relaxed);
@@ -433,7 +414,7 @@ fn thread_cpu_ns() -> u64 {
     }
 }
 
-fn read_parents(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
+fn read_parents(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), SealerError> {
     let g = &sh.g;
     let k = g.chunk;
     let np = parents_of_layer(sh.layer);
@@ -447,12 +428,12 @@ fn read_parents(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Err
         let slot = (c % g.depth) as usize;
         // slot free: every hasher and coordinator finished chunk c - depth
         if c >= g.depth {
-            sh.wait_all(&sh.hash_done, c + 1 - g.depth).map_err(|_| Pc1Error::Aborted)?;
-            sh.wait_all(&sh.prefetched, c + 1 - g.depth).map_err(|_| Pc1Error::Aborted)?;
+            sh.wait_all(&sh.hash_done, c + 1 - g.depth).map_err(|_| SealerError::Aborted)?;
+            sh.wait_all(&sh.prefetched, c + 1 - g.depth).map_err(|_| SealerError::Aborted)?;
         }
         // far base parents written
         if c + 1 > rc {
-            sh.written.wait_at_least(c + 1 - rc, &sh.abort).map_err(|_| Pc1Error::Aborted)?;
+            sh.written.wait_at_least(c + 1 - rc, &sh.abort).map_err(|_| SealerError::Aborted)?;
         }
         // SAFETY: tables_ptr[slot] points to the k * DEGREE u32s allocated for this slot (k = g.chunk).
         // Nobody else uses the slot now: its last users (chunk c - depth), every hasher and
@@ -492,7 +473,7 @@ fn read_parents(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Err
         if !ios.is_empty() {
             if let Err(e) = be.read(&ios) {
                 sh.stats.io_errors.fetch_add(1, Ordering::Relaxed);
-                return Err(Pc1Error::Io(format!("reading parents of layer {} chunk {c}: {e}", sh.layer)));
+                return Err(SealerError::Io(format!("reading parents of layer {} chunk {c}: {e}", sh.layer)));
             }
             sh.stats.pages_read.fetch_add(ios.len() as u64, Ordering::Relaxed);
         }
@@ -504,7 +485,7 @@ fn read_parents(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Err
 /// Read nodes `[0, resident)` of the previous layer (written and flushed before this layer
 /// started) into the resident buffer, sequentially. Runs in the reader before it publishes
 /// chunk 0, so every coordinator sees the rows (read_ready orders them).
-fn fill_resident(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
+fn fill_resident(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), SealerError> {
     let g = &sh.g;
     let pages = g.resident / g.npp;
     let base = sh.bufs.resident.as_mut_ptr();
@@ -522,7 +503,7 @@ fn fill_resident(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Er
         coalesce(&mut ios, 1 << 20);
         be.read(&ios).map_err(|e| {
             sh.stats.io_errors.fetch_add(1, Ordering::Relaxed);
-            Pc1Error::Io(format!("reading the resident part of layer {}: {e}", sh.layer - 1))
+            SealerError::Io(format!("reading the resident part of layer {}: {e}", sh.layer - 1))
         })?;
         sh.stats.resident_pages_read.fetch_add(n, Ordering::Relaxed);
         p += n;
@@ -647,11 +628,11 @@ fn hash_worker(sh: &LayerShared, hp: &HasherPlan, my: usize) -> Result<(), Abort
     Ok(())
 }
 
-fn writer(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
+fn writer(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), SealerError> {
     let g = &sh.g;
     let mut ios: Vec<PageIo> = Vec::new();
     for c in 0..g.chunks {
-        sh.wait_all(&sh.hash_done, c + 1).map_err(|_| Pc1Error::Aborted)?;
+        sh.wait_all(&sh.hash_done, c + 1).map_err(|_| SealerError::Aborted)?;
         let (v0, v1) = sh.chunk_range(c);
         let p0 = v0 / g.npp;
         let p1 = v1.div_ceil(g.npp);
@@ -663,7 +644,7 @@ fn writer(sh: &LayerShared, be: &mut dyn PageBackend) -> Result<(), Pc1Error> {
         coalesce(&mut ios, 1 << 20);
         if let Err(e) = be.write(&ios) {
             sh.stats.io_errors.fetch_add(1, Ordering::Relaxed);
-            return Err(Pc1Error::Io(format!("writing layer {} chunk {c}: {e}", sh.layer)));
+            return Err(SealerError::Io(format!("writing layer {} chunk {c}: {e}", sh.layer)));
         }
         sh.stats.pages_written.fetch_add(p1 - p0, Ordering::Relaxed);
         if sh.slow_chunk_us > 0 {

@@ -5,7 +5,7 @@
 use crate::{fr, io, TreeBuilder};
 use sealer_config::Pc2Engine;
 use sealer_gpu::{Gpu, RangeInput, RangeOutput, NODE};
-use sealer_pc1::Pc1Error;
+use sealer_error::SealerError;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
@@ -18,12 +18,12 @@ pub enum Engine {
 }
 
 /// The OpenCL device index from `SEALER_GPU_DEVICE` (None: the first GPU).
-pub fn device_index() -> Result<Option<usize>, Pc1Error> {
+pub fn device_index() -> Result<Option<usize>, SealerError> {
     match std::env::var("SEALER_GPU_DEVICE") {
         Err(_) => Ok(None),
         Ok(s) if s.is_empty() => Ok(None),
         Ok(s) => s.parse().map(Some).map_err(|_| {
-            Pc1Error::Input(format!(
+            SealerError::Input(format!(
                 "SEALER_GPU_DEVICE={s:?} is not a device index; give the index `sealer capabilities` lists, or unset it for the first GPU"
             ))
         }),
@@ -32,8 +32,8 @@ pub fn device_index() -> Result<Option<usize>, Pc1Error> {
 
 impl Engine {
     /// The engine a config asks for. `gpu` without a usable device is an error
-    /// ([`Pc1Error::Device`], exit code 8), never the CPU engine.
-    pub fn open(which: Pc2Engine) -> Result<Engine, Pc1Error> {
+    /// ([`SealerError::Device`], exit code 8), never the CPU engine.
+    pub fn open(which: Pc2Engine) -> Result<Engine, SealerError> {
         match which {
             Pc2Engine::Cpu => Ok(Engine::Cpu),
             Pc2Engine::Gpu => {
@@ -53,8 +53,8 @@ impl Engine {
     }
 }
 
-pub(crate) fn device_err(e: sealer_gpu::GpuError) -> Pc1Error {
-    Pc1Error::Device(e.to_string())
+pub(crate) fn device_err(e: sealer_gpu::GpuError) -> SealerError {
+    SealerError::Device(e.to_string())
 }
 
 /// Nodes per range for the GPU engine: as many as the device and the host buffers hold (the
@@ -80,7 +80,7 @@ pub(crate) fn gpu_range_into(
     tc: &mut [TreeBuilder],
     tr: &mut [TreeBuilder],
     replicas: &[File],
-) -> Result<sealer_gpu::DeviceTime, Pc1Error> {
+) -> Result<sealer_gpu::DeviceTime, SealerError> {
     let RangeOutput { tree_c, tree_r, time } = gpu.pc2_range(input).map_err(device_err)?;
     for s in 0..input.sectors {
         let per = input.count * NODE;

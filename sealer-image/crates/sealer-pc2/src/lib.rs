@@ -32,7 +32,9 @@ use generic_array::typenum::{U11, U2, U8};
 use neptune::poseidon::{Poseidon, PoseidonConstants};
 use rayon::prelude::*;
 use sealer_config::BatchConfig;
-use sealer_pc1::{Geometry, LayerReader, Pc1Error, Progress, ProgressSink};
+use sealer_error::SealerError;
+use sealer_progress::{Progress, ProgressSink};
+use sealer_slot::{Geometry, LayerReader};
 use sealer_storage::{AlignedBuf, PAGE};
 use serde::Serialize;
 use std::fs::File;
@@ -348,11 +350,11 @@ pub(crate) fn t_aux_rows_to_discard(t_aux: &[u8]) -> Result<usize, String> {
     bincode::deserialize::<TAux>(t_aux).map(|t| t.tree_r_last_config.rows_to_discard).map_err(|e| e.to_string())
 }
 
-pub(crate) fn data_err(e: sealer_data::DataError) -> Pc1Error {
+pub(crate) fn data_err(e: sealer_data::DataError) -> SealerError {
     match e {
-        sealer_data::DataError::Input(m) => Pc1Error::Input(m),
-        sealer_data::DataError::Mismatch(m) => Pc1Error::DataMismatch(m),
-        sealer_data::DataError::Io(m) => Pc1Error::Io(m),
+        sealer_data::DataError::Input(m) => SealerError::Input(m),
+        sealer_data::DataError::Mismatch(m) => SealerError::DataMismatch(m),
+        sealer_data::DataError::Io(m) => SealerError::Io(m),
     }
 }
 
@@ -365,8 +367,8 @@ pub(crate) fn field_element(b: &[u8], node: u64) -> std::io::Result<Fr> {
     })
 }
 
-pub(crate) fn io(what: &str, e: impl std::fmt::Display) -> Pc1Error {
-    Pc1Error::Io(format!("{what}: {e}"))
+pub(crate) fn io(what: &str, e: impl std::fmt::Display) -> SealerError {
+    SealerError::Io(format!("{what}: {e}"))
 }
 
 pub(crate) fn tree_name(kind: &str, k: usize, t: usize) -> String {
@@ -394,7 +396,7 @@ fn rename_tmp(dir: &Path) -> std::io::Result<()> {
 /// Run PC2 for every sector of a batch whose PC1 is complete. Writes per-sector outputs
 /// and returns the commitments. `export_layers` also writes the layer files into each cache
 /// dir (needed by rust-fil-proofs' C1; 11 × sector size per sector for 32 GiB).
-pub fn run_pc2(cfg: &BatchConfig, export_layers: bool) -> Result<Vec<SectorResult>, Pc1Error> {
+pub fn run_pc2(cfg: &BatchConfig, export_layers: bool) -> Result<Vec<SectorResult>, SealerError> {
     run_pc2_with(cfg, export_layers, None)
 }
 
@@ -403,7 +405,7 @@ pub fn run_pc2_with(
     cfg: &BatchConfig,
     export_layers: bool,
     sink: Option<&ProgressSink>,
-) -> Result<Vec<SectorResult>, Pc1Error> {
+) -> Result<Vec<SectorResult>, SealerError> {
     run_pc2_measured(cfg, export_layers, sink).map(|(results, _)| results)
 }
 
@@ -433,7 +435,7 @@ pub fn run_pc2_measured(
     cfg: &BatchConfig,
     export_layers: bool,
     sink: Option<&ProgressSink>,
-) -> Result<(Vec<SectorResult>, Pc2Breakdown), Pc1Error> {
+) -> Result<(Vec<SectorResult>, Pc2Breakdown), SealerError> {
     let own_sink;
     let sink = match sink {
         Some(s) => s,
@@ -444,12 +446,12 @@ pub fn run_pc2_measured(
     };
     let slow_ms: u64 = std::env::var("SEALER_TEST_SLOW_PC2_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     let layers = cfg.num_layers();
-    let done = sealer_pc1::layers_done(cfg);
+    let done = sealer_slot::layers_done(cfg);
     if done < layers {
-        return Err(Pc1Error::Input(format!("PC1 has finished {done} of {layers} layers; run `sealer pc1` first")));
+        return Err(SealerError::Input(format!("PC1 has finished {done} of {layers} layers; run `sealer pc1` first")));
     }
     let engine = Engine::open(cfg.pc2_engine)?;
-    let (rids, cds) = sealer_pc1::sector_ids(cfg);
+    let (rids, cds) = sealer_slot::sector_ids(cfg);
     let batch_id = checkpoint::batch_id(cfg.sector_size, &rids, &cds);
     let t = base_tree_count(cfg.sector_size);
     let resume = checkpoint::load(&cfg.output_dir, &batch_id).filter(|c| {
@@ -664,7 +666,7 @@ pub fn run_pc2_measured(
             }
             ranges_done += 1;
             if stop_after == Some(ranges_done) {
-                return Err(Pc1Error::Internal(format!(
+                return Err(SealerError::Internal(format!(
                     "stopped after {ranges_done} ranges (SEALER_TEST_PC2_STOP_AFTER_RANGES)"
                 )));
             }
@@ -717,7 +719,7 @@ pub fn run_pc2_measured(
         replicas[s].sync_all().map_err(|e| io("syncing replica", e))?;
         let root = tree_d_roots[s];
         if root != cds[s] {
-            return Err(Pc1Error::DataMismatch(format!(
+            return Err(SealerError::DataMismatch(format!(
                 "sector {}: its data now has comm_d {} but it was labelled under {}: the staged file changed during the batch",
                 sec.sector_id,
                 hex::encode(root),
@@ -787,7 +789,7 @@ fn gpu_range(
     tc: &mut [TreeBuilder],
     tr: &mut [TreeBuilder],
     replicas: &[File],
-) -> Result<sealer_gpu::DeviceTime, Pc1Error> {
+) -> Result<sealer_gpu::DeviceTime, SealerError> {
     let per = cnt as usize * 32;
     let data_bytes = if data.iter().any(|d| d.is_some()) {
         let mut b = vec![0u8; cfg.sectors.len() * per];
@@ -822,7 +824,7 @@ fn read_range(
     bufs: &mut [AlignedBuf],
     g: &Geometry,
     (v, count): (u64, u64),
-) -> Result<(), Pc1Error> {
+) -> Result<(), SealerError> {
     let p0 = v / g.npp;
     let pages = (v + count).div_ceil(g.npp) - p0;
     for (l, b) in bufs.iter_mut().enumerate() {
@@ -831,11 +833,11 @@ fn read_range(
     Ok(())
 }
 
-fn export_into_caches(cfg: &BatchConfig, caches: &[PathBuf]) -> Result<(), Pc1Error> {
+fn export_into_caches(cfg: &BatchConfig, caches: &[PathBuf]) -> Result<(), SealerError> {
     // Export into a scratch dir next to the caches, then move each file into place as .tmp.
     let scratch = cfg.output_dir.join(".layer-export");
     let _ = std::fs::remove_dir_all(&scratch);
-    sealer_pc1::export_layers(cfg, &scratch)?;
+    sealer_slot::export_layers(cfg, &scratch)?;
     for (s, sec) in cfg.sectors.iter().enumerate() {
         for l in 1..=cfg.num_layers() {
             let name = format!("sc-02-data-layer-{l}.dat");

@@ -25,7 +25,7 @@ use neptune::poseidon::{Poseidon, PoseidonConstants};
 use neptune::Strength;
 use rayon::prelude::*;
 use sealer_config::SectorSpec;
-use sealer_pc1::Pc1Error;
+use sealer_error::SealerError;
 use serde::Serialize;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -82,47 +82,47 @@ pub fn h_default(nodes: u64) -> u32 {
     }
 }
 
-fn read32(path: &std::path::Path, what: &str) -> Result<Vec<u8>, Pc1Error> {
+fn read32(path: &std::path::Path, what: &str) -> Result<Vec<u8>, SealerError> {
     std::fs::read(path).map_err(|e| io(&format!("reading {what} {}", path.display()), e))
 }
 
-fn fr_of(b: &[u8], what: &str) -> Result<Fr, Pc1Error> {
+fn fr_of(b: &[u8], what: &str) -> Result<Fr, SealerError> {
     let mut r = [0u8; 32];
     r.copy_from_slice(&b[..32]);
-    Option::from(Fr::from_repr(r)).ok_or_else(|| Pc1Error::Input(format!("{what} is not a field element")))
+    Option::from(Fr::from_repr(r)).ok_or_else(|| SealerError::Input(format!("{what} is not a field element")))
 }
 
 /// Encode every sector's data into its sector key, all sectors in parallel; the first failure
 /// in sector order is returned. Files are written under `.tmp` names and renamed when complete
 /// (`p_aux` last).
 /// tree-r-last is built by `engine` (the encoding itself is one multiply-add a node, on the CPU).
-pub fn encode_sectors(sector_size: u64, sectors: &[SnapSector], engine: &Engine) -> Result<Vec<SnapResult>, Pc1Error> {
+pub fn encode_sectors(sector_size: u64, sectors: &[SnapSector], engine: &Engine) -> Result<Vec<SnapResult>, SealerError> {
     sectors.par_iter().map(|s| encode_sector(sector_size, s, engine)).collect()
 }
 
 /// [`encode_sectors`] for one sector.
-pub fn encode_sector(sector_size: u64, s: &SnapSector, engine: &Engine) -> Result<SnapResult, Pc1Error> {
+pub fn encode_sector(sector_size: u64, s: &SnapSector, engine: &Engine) -> Result<SnapResult, SealerError> {
     let id = s.sector.sector_id;
     let nodes = sector_size / 32;
     let key = File::open(&s.sector_key)
         .map_err(|e| io(&format!("sector {id}: opening its sector key {}", s.sector_key.display()), e))?;
     let key_len = key.metadata().map_err(|e| io("sector key", e))?.len();
     if key_len != sector_size {
-        return Err(Pc1Error::Input(format!(
+        return Err(SealerError::Input(format!(
             "sector {id}: its sector key {} is {key_len} bytes, not a sealed {sector_size}-byte replica",
             s.sector_key.display()
         )));
     }
     let p_aux = read32(&s.sector_key_cache.join("p_aux"), "p_aux")?;
     if p_aux.len() != 64 {
-        return Err(Pc1Error::Input(format!(
+        return Err(SealerError::Input(format!(
             "sector {id}: {} is not a p_aux (64 bytes)",
             s.sector_key_cache.join("p_aux").display()
         )));
     }
     let t_aux = read32(&s.sector_key_cache.join("t_aux"), "t_aux")?;
     let rtd = crate::t_aux_rows_to_discard(&t_aux)
-        .map_err(|e| Pc1Error::Input(format!("sector {id}: t_aux of {}: {e}", s.sector_key_cache.display())))?;
+        .map_err(|e| SealerError::Input(format!("sector {id}: t_aux of {}: {e}", s.sector_key_cache.display())))?;
     let comm_c = fr_of(&p_aux[..32], "p_aux comm_c")?;
     let comm_r_old = poseidon2(comm_c, fr_of(&p_aux[32..], "p_aux comm_r_last")?);
 
@@ -133,7 +133,7 @@ pub fn encode_sector(sector_size: u64, s: &SnapSector, engine: &Engine) -> Resul
         .map_err(data_err)?;
     let want = s.sector.comm_d.expect("comm_d resolved from the pieces");
     if root != want {
-        return Err(Pc1Error::DataMismatch(format!(
+        return Err(SealerError::DataMismatch(format!(
             "sector {id}: its data has comm_d {} (tree-d root) but its pieces make {}: the file does not hold those pieces",
             hex::encode(root),
             hex::encode(want)

@@ -4,7 +4,8 @@
 use crate::oracle;
 use sealer_config::{porep_id_for, ApiVersion, BatchConfig, Layout, Pc2Engine};
 use sealer_hash::{Kernel, LabelHasher, DEGREE};
-use sealer_pc1::{Pc1Options, Tuning};
+use sealer_pc1::Pc1Options;
+use sealer_slot::Tuning;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -214,7 +215,7 @@ pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
 
     // Build the parent cache first so neither side pays for it in the timings.
     let probe = random_config(o.sector_size, proof_id, ApiVersion::V1_1_0, 1, 1, &o.dir, &o.dir.join("probe"));
-    sealer_pc1::open_parents(&probe).map_err(|e| format!("{e:#}"))?;
+    sealer_slot::open_parents(&probe).map_err(|e| format!("{e:#}"))?;
 
     if !o.skip_baseline {
         let multicore = cfg!(feature = "oracle-multicore");

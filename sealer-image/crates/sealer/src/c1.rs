@@ -113,7 +113,7 @@ struct ChallengePlan {
 
 impl ChallengePlan {
     fn of(cfg: &BatchConfig) -> anyhow::Result<Self> {
-        let pc = crate::oracle::porep_config(cfg)?;
+        let pc = crate::proofs::porep_config(cfg)?;
         let sp = filecoin_proofs::parameters::setup_params(&pc)?;
         anyhow::ensure!(
             matches!(sp.challenges, Challenges::Interactive(_)),
@@ -159,11 +159,11 @@ fn layer_files(cfg: &BatchConfig, cache: &Path) -> Vec<PathBuf> {
 pub fn from_slot(
     cfg: &BatchConfig,
     seeded: &[SeededSector],
-    reader: &mut sealer_pc1::LayerReader,
+    reader: &mut sealer_slot::LayerReader,
     parents: &sealer_graph::Parents,
 ) -> anyhow::Result<Vec<(u64, PathBuf)>> {
     let plan = ChallengePlan::of(cfg)?;
-    let (rids, _) = sealer_pc1::sector_ids(cfg);
+    let (rids, _) = sealer_slot::sector_ids(cfg);
     let mut out = Vec::with_capacity(seeded.len());
     let mut todo = Vec::new();
     for s in seeded {

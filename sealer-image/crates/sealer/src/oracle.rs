@@ -2,10 +2,10 @@
 //! sector from its staged file and pieces) through crates.io `filecoin-proofs`.
 
 use anyhow::Context;
+use crate::proofs::{porep_config, proof_config};
 use filecoin_proofs::{seal_pre_commit_phase1, PoRepConfig, SealPreCommitPhase1Output, SectorShapeBase};
-use sealer_config::{ApiVersion, BatchConfig, Feature, RegisteredProof, SectorSpec, SnapConfig};
+use sealer_config::{BatchConfig, SectorSpec, SnapConfig};
 use std::path::Path;
-use storage_proofs_core::api_version::{ApiFeature, ApiVersion as SpApi};
 use storage_proofs_core::sector::SectorId;
 
 /// Point the filecoin crates' caches at `dir` unless already set. Must run before their
@@ -93,37 +93,6 @@ fn phase1(
 /// Layer count filecoin-proofs uses for a size.
 pub fn filecoin_proofs_layers(sector_size: u64) -> usize {
     *filecoin_proofs::constants::LAYERS.read().unwrap().get(&sector_size).expect("known size")
-}
-
-/// The filecoin-proofs PoRepConfig of a batch (size, porep id, API version, features).
-pub fn porep_config(cfg: &BatchConfig) -> anyhow::Result<PoRepConfig> {
-    porep_config_of(cfg.sector_size, cfg.porep_id, cfg.api_version, &cfg.features)
-}
-
-/// The filecoin-proofs PoRepConfig of a registered proof.
-pub fn proof_config(p: &RegisteredProof) -> anyhow::Result<PoRepConfig> {
-    porep_config_of(p.sector_size, sealer_config::porep_id_for(p.proof_id), p.api_version, &p.features)
-}
-
-fn porep_config_of(
-    sector_size: u64,
-    porep_id: [u8; 32],
-    api_version: ApiVersion,
-    features: &[Feature],
-) -> anyhow::Result<PoRepConfig> {
-    let api = match api_version {
-        ApiVersion::V1_0_0 => SpApi::V1_0_0,
-        ApiVersion::V1_1_0 => SpApi::V1_1_0,
-        ApiVersion::V1_2_0 => SpApi::V1_2_0,
-    };
-    let feats = features
-        .iter()
-        .map(|f| match f {
-            Feature::SyntheticPoRep => ApiFeature::SyntheticPoRep,
-            Feature::NonInteractivePoRep => ApiFeature::NonInteractivePoRep,
-        })
-        .collect();
-    PoRepConfig::new_groth16_with_features(sector_size, porep_id, api, feats).context("PoRepConfig")
 }
 
 /// Output of a full filecoin-proofs PC1 + PC2 on one sector (files kept in `work`).

@@ -7,7 +7,7 @@
 
 use sealer_config::BatchConfig;
 use sealer_pc1::engine::Buffers;
-use sealer_pc1::{Geometry, Tuning};
+use sealer_slot::{Geometry, Tuning};
 use serde::Serialize;
 use std::path::Path;
 
@@ -138,8 +138,8 @@ pub fn expander_reads_per_node(resident: f64) -> f64 {
 /// files in each cache directory, as `sealer batch` does by default).
 pub fn resources(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool) -> (Resources, Geometry) {
     let layout = cfg.effective_layout();
-    let g = sealer_pc1::geometry(cfg, tuning);
-    let stripe = sealer_pc1::stripe(cfg, &g);
+    let g = sealer_slot::geometry(cfg, tuning);
+    let stripe = sealer_slot::stripe(cfg, &g);
     let n = cfg.sectors.len();
     let layers = cfg.num_layers();
     let buffer_bytes = Buffers::bytes(&g) as u64;

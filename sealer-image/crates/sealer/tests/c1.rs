@@ -8,7 +8,8 @@ mod common;
 use filecoin_proofs_api::seal::{seal_commit_phase1, SealPreCommitPhase2Output};
 use rand::{Rng, SeedableRng};
 use sealer::{c1, oracle};
-use sealer_pc1::{Pc1Options, Tuning};
+use sealer_pc1::Pc1Options;
+use sealer_slot::Tuning;
 
 fn c1_from_slot_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, seeded: &[usize]) {
     common::init();
@@ -28,8 +29,8 @@ fn c1_from_slot_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, seede
             comm_d: hex32(&res[i].comm_d),
         })
         .collect();
-    let mut reader = sealer_pc1::LayerReader::open(&cfg).unwrap();
-    let parents = sealer_pc1::open_parents(&cfg).unwrap();
+    let mut reader = sealer_slot::LayerReader::open(&cfg).unwrap();
+    let parents = sealer_slot::open_parents(&cfg).unwrap();
     let out = c1::from_slot(&cfg, &sectors, &mut reader, &parents).expect("C1 from the slot");
     assert_eq!(out.len(), seeded.len());
 

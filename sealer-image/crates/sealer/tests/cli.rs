@@ -86,7 +86,7 @@ fn killed_run_resumes_at_first_incomplete_layer_and_matches_oracle() {
     // Export, verify, compare with the oracle.
     let export = work.path().join("export");
     file.export(&export);
-    let (rids, cds) = sealer_pc1::sector_ids(&cfg);
+    let (rids, cds) = sealer_slot::sector_ids(&cfg);
     for (i, s) in rep["sectors"].as_array().unwrap().iter().enumerate() {
         assert_eq!(s["replica_id"], hex::encode(rids[i]));
     }
@@ -96,8 +96,8 @@ fn killed_run_resumes_at_first_incomplete_layer_and_matches_oracle() {
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
 
     // Corrupt layer 2 on device 0 and verify must notice (exit code 5).
-    let g = sealer_pc1::geometry(&cfg, sealer_pc1::Tuning::default());
-    let stripe = sealer_pc1::stripe(&cfg, &g);
+    let g = sealer_slot::geometry(&cfg, sealer_slot::Tuning::default());
+    let stripe = sealer_slot::stripe(&cfg, &g);
     let (_, off) = stripe.locate(2, 0);
     let dev0 = &cfg.layers.paths[0];
     let mut data = std::fs::read(dev0).unwrap();
@@ -144,18 +144,18 @@ fn finished_state_over_a_scrubbed_slot_labels_again_and_matches_oracle() {
         let len = std::fs::metadata(p).unwrap().len();
         std::fs::write(p, vec![0u8; len as usize]).unwrap();
     }
-    assert_eq!(sealer_pc1::layers_done(&cfg), 0, "a scrubbed slot holds no finished layer");
+    assert_eq!(sealer_slot::layers_done(&cfg), 0, "a scrubbed slot holds no finished layer");
     let out = pc1();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("layer 1 on storage is not the one this batch wrote"), "{stderr}");
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rep["first_layer_this_run"], 1);
-    assert_eq!(sealer_pc1::layers_done(&cfg), cfg.num_layers());
+    assert_eq!(sealer_slot::layers_done(&cfg), cfg.num_layers());
 
     let export = work.path().join("export");
     file.export(&export);
-    let (rids, cds) = sealer_pc1::sector_ids(&cfg);
+    let (rids, cds) = sealer_slot::sector_ids(&cfg);
     common::compare_with_oracle(&cfg, &rids, &cds, &export, work.path());
 }
 

@@ -7,7 +7,8 @@
 
 mod common;
 
-use sealer_pc1::{Pc1Options, Tuning};
+use sealer_pc1::Pc1Options;
+use sealer_slot::Tuning;
 
 /// Seal a random batch with the sealer and compare every layer with filecoin-proofs. `layout`:
 /// the engine's threads, or None for the layout computed for this machine.
@@ -45,7 +46,7 @@ fn run_case(
     let rep = sealer_pc1::run_pc1(&cfg, &opts).expect("sealer pc1");
     assert_eq!(rep.first_layer, 1);
     let export = work.path().join("export");
-    assert_eq!(sealer_pc1::export_layers(&cfg, &export).unwrap(), cfg.num_layers());
+    assert_eq!(sealer_slot::export_layers(&cfg, &export).unwrap(), cfg.num_layers());
     let v = sealer_pc1::verify_nodes(&cfg, 50, seed).unwrap();
     assert!(v.mismatches.is_empty(), "verify: {:?}", v.mismatches);
     common::compare_with_oracle(&cfg, &rep.replica_ids, &rep.comm_ds, &export, work.path());

@@ -7,7 +7,8 @@ mod common;
 use rand::{Rng, SeedableRng};
 use sealer::oracle;
 use sealer_config::Pc2Engine;
-use sealer_pc1::{Pc1Options, Tuning};
+use sealer_pc1::Pc1Options;
+use sealer_slot::Tuning;
 
 fn pc2_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_sectors: usize, c1: bool) {
     pc2_case_with(sector_size, proof_id, n, seed, oracle_sectors, c1, false, &[], Pc2Engine::Cpu)

@@ -1,5 +1,6 @@
-//! Progress reporting: a JSON document (file and/or HTTP `/progress`), Prometheus text
-//! (`/metrics`) and a terminal progress line.
+//! Progress reporting of every phase: a JSON document (file and/or HTTP `/progress`), Prometheus
+//! text (`/metrics`) and a terminal progress line. PC1 feeds it [`LiveStats`]; PC2 and C1 report
+//! their steps through the same [`ProgressSink`].
 //!
 //! Progress JSON (schema version 1):
 //! ```json
@@ -14,15 +15,61 @@
 //! 512 MiB). `state` is `running`, `done` or `failed`; `rate_labels_per_s` counts sector-labels (one
 //! label of one sector) per second over this run.
 
-use crate::engine::LiveStats;
-use crate::Pc1Error;
+
+#![warn(missing_docs)]
+
+use sealer_error::SealerError;
 use prometheus::{CounterVec, Gauge, GaugeVec, IntCounter, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 use sealer_config::BatchConfig;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Where the run's large buffers live.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BufferBacking {
+    /// 1 GiB hugepages mapped.
+    pub hugepages_mapped: usize,
+    /// Buffer bytes on those hugepages.
+    pub hugepage_bytes: usize,
+    /// Buffer bytes on ordinary pages.
+    pub heap_bytes: usize,
+}
+
+impl BufferBacking {
+    /// One line for the log.
+    pub fn describe(&self) -> String {
+        let mib = |b: usize| b as f64 / (1 << 20) as f64;
+        format!(
+            "buffers: {:.1} MiB on {} x 1 GiB hugepages, {:.1} MiB on ordinary pages",
+            mib(self.hugepage_bytes),
+            self.hugepages_mapped,
+            mib(self.heap_bytes)
+        )
+    }
+}
+
+/// Live counters the orchestrator and the metrics endpoint read.
+#[derive(Default)]
+pub struct LiveStats {
+    /// Nodes (rows of all sectors) written in the current layer.
+    pub nodes_done: AtomicU64,
+    /// Pages read from storage for parents (total).
+    pub pages_read: AtomicU64,
+    /// Pages read sequentially into the resident part of the previous layer (total).
+    pub resident_pages_read: AtomicU64,
+    /// Pages written (total).
+    pub pages_written: AtomicU64,
+    /// Per-hasher busy nanoseconds (total).
+    pub hasher_busy_ns: Mutex<Vec<u64>>,
+    /// CPU nanoseconds the reader thread used (total): resolving parents, submitting and
+    /// reaping reads.
+    pub reader_cpu_ns: AtomicU64,
+    /// I/O errors seen.
+    pub io_errors: AtomicU64,
+}
 
 /// Progress of a run.
 #[derive(Clone, Debug)]
@@ -135,7 +182,7 @@ struct Shared {
     /// The CPUs the run is pinned to (`cpus` in the document).
     cpus: Option<serde_json::Value>,
     /// Where the buffers live (`buffers` in the document, `sealer_buffer_bytes`).
-    buffers: Option<crate::BufferBacking>,
+    buffers: Option<BufferBacking>,
 }
 
 /// Where progress goes: file, HTTP endpoint, terminal.
@@ -148,7 +195,7 @@ pub struct ProgressSink {
 impl ProgressSink {
     /// Set up the sinks the config asks for; binds the metrics port now so a busy port fails
     /// before any work.
-    pub fn new(cfg: &BatchConfig, bar: bool) -> Result<Self, Pc1Error> {
+    pub fn new(cfg: &BatchConfig, bar: bool) -> Result<Self, SealerError> {
         let shared = Arc::new(Mutex::new(Shared {
             doc: serde_json::json!({"phase": "pc1", "state": "starting"}),
             metrics: Metrics::new(),
@@ -159,18 +206,18 @@ impl ProgressSink {
         }));
         if let Some(port) = cfg.metrics_port {
             let l = std::net::TcpListener::bind((cfg.metrics_address, port))
-                .map_err(|e| Pc1Error::Input(format!("metrics_port {port}: cannot listen: {e}")))?;
+                .map_err(|e| SealerError::Input(format!("metrics_port {port}: cannot listen: {e}")))?;
             let server = tiny_http::Server::from_listener(l, None)
-                .map_err(|e| Pc1Error::Input(format!("metrics_port {port}: {e}")))?;
+                .map_err(|e| SealerError::Input(format!("metrics_port {port}: {e}")))?;
             let sh = shared.clone();
             std::thread::Builder::new()
                 .name("sealer-http".into())
                 .spawn(move || serve(server, sh))
-                .map_err(|e| Pc1Error::Internal(e.to_string()))?;
+                .map_err(|e| SealerError::Internal(e.to_string()))?;
         }
         if let Some(p) = &cfg.progress_file {
             if let Some(d) = p.parent() {
-                std::fs::create_dir_all(d).map_err(|e| Pc1Error::Io(format!("creating {}: {e}", d.display())))?;
+                std::fs::create_dir_all(d).map_err(|e| SealerError::Io(format!("creating {}: {e}", d.display())))?;
             }
         }
         Ok(ProgressSink { file: cfg.progress_file.clone(), bar: bar && std::io::stderr().is_terminal(), shared })
@@ -187,7 +234,7 @@ impl ProgressSink {
     }
 
     /// Report where the buffers live in every later document (`buffers`) and on `/metrics`.
-    pub fn set_buffers(&self, b: &crate::BufferBacking) {
+    pub fn set_buffers(&self, b: &BufferBacking) {
         self.shared.lock().unwrap().buffers = Some(b.clone());
     }
 
@@ -410,7 +457,7 @@ mod tests {
             stats: Some(stats),
             labels_total: 1234,
             cpus: None,
-            buffers: Some(crate::BufferBacking { hugepages_mapped: 1, hugepage_bytes: 3 << 20, heap_bytes: 4096 }),
+            buffers: Some(BufferBacking { hugepages_mapped: 1, hugepage_bytes: 3 << 20, heap_bytes: 4096 }),
         };
         let text = metrics_text(&sh);
         for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {

@@ -1,0 +1,461 @@
+//! What each `sealer` subcommand does: one function per command, each returning the one
+//! [`SealerError`] (its class is the exit code). Results go to stdout; batch results also to
+//! the termination message and one `SEALER_RESULTS` line on stderr (see [`report_results`]).
+
+use crate::cli::{BenchCmd, Cmd, Pc1Flags};
+use sealer_config::{BatchConfig, Layout, RegisteredProof};
+use sealer_error::SealerError;
+use sealer_pc1::{Pc1Options, Pc1Report};
+use sealer_progress::ProgressSink;
+use std::path::{Path, PathBuf};
+
+/// Run one parsed command.
+pub fn run(cmd: Cmd) -> Result<(), SealerError> {
+    match cmd {
+        Cmd::Pc1 { config, flags, memory, restart } => {
+            let cfg = load(&config.config)?;
+            let mut opts = pc1_options(&flags, &cfg);
+            opts.restart = restart;
+            opts.tuning.ring_bytes = memory.cache_mib << 20;
+            if memory.resident_mib > 0 {
+                // The flag overrides the config's share (resident_bytes, booked by the operator).
+                opts.tuning.resident_bytes = memory.resident_mib << 20;
+            }
+            pc1(&cfg, &opts)
+        }
+        Cmd::Pc2 { config, layer_files, term } => {
+            let cfg = load_for_proofs(&config.config, !layer_files.no_layer_files)?;
+            pc2_and_report(&cfg, !layer_files.no_layer_files, term.termination_log, None, None)
+        }
+        Cmd::Batch { config, flags, layer_files, term } => {
+            let cfg = load_for_proofs(&config.config, !layer_files.no_layer_files)?;
+            let opts = pc1_options(&flags, &cfg);
+            check_data_before_pc1(&cfg)?;
+            let sink = ProgressSink::new(&cfg, !flags.quiet)?;
+            let pc1 = sealer_pc1::run_pc1_with(&cfg, &opts, Some(&sink))?;
+            pc2_and_report(&cfg, !layer_files.no_layer_files, term.termination_log, Some(&pc1), Some(&sink))
+        }
+        Cmd::VerifyPc1 { config, nodes, seed } => verify_pc1(&load(&config.config)?, nodes, seed),
+        Cmd::LayerExport { config, out } => {
+            let cfg = load(&config.config)?;
+            let n = sealer_slot::export_layers(&cfg, &out)?;
+            log::info!("exported {n} layers of {} sectors to {}", cfg.sectors.len(), out.display());
+            Ok(())
+        }
+        Cmd::Stage { sector_size, pieces, out, sealbatch_file } => stage(sector_size, &pieces, out, sealbatch_file),
+        Cmd::Capabilities { out } => capabilities(out.as_deref()),
+        Cmd::Plan { config, rate, memory, layer_files, json } => {
+            let cfg = load(&config.config)?;
+            let resident_bytes = if memory.resident_mib > 0 { memory.resident_mib << 20 } else { cfg.resident_bytes };
+            let tuning = sealer_slot::Tuning { ring_bytes: memory.cache_mib << 20, resident_bytes, ..Default::default() };
+            let p = sealer::plan::plan(&cfg, tuning, rate, !layer_files.no_layer_files);
+            if json {
+                println!("{}", pretty(&p));
+            } else {
+                print!("{}", sealer::plan::render(&p));
+            }
+            match p.ready() {
+                true => Ok(()),
+                false => Err(SealerError::Input("the batch is not ready on this machine (the table says why)".into())),
+            }
+        }
+        Cmd::Snap { config, term } => {
+            let (v, cfg) = snap(&config)?;
+            report_results(&v, cfg.sectors.len(), &cfg.output_dir, term.termination_log);
+            Ok(())
+        }
+        Cmd::C1 { config, seeds, term } => {
+            let cfg = load(&config.config)?;
+            use_node_parent_cache(&cfg);
+            let v = c1_from_slot(&cfg, &seeds)?;
+            report_results(&v, cfg.sectors.len(), &cfg.output_dir, term.termination_log);
+            Ok(())
+        }
+        Cmd::OracleSnap { config, work } => {
+            let text = std::fs::read_to_string(&config)
+                .map_err(|e| SealerError::Input(format!("cannot read {}: {e}", config.display())))?;
+            let cfg = sealer_config::SnapConfig::from_json(&text)?;
+            let v = sealer::oracle::snap_update(&cfg, &work).map_err(|e| SealerError::Internal(format!("oracle-snap: {e:#}")))?;
+            println!("{}", pretty(&v));
+            Ok(())
+        }
+        Cmd::Oracle { config, work } => {
+            let cfg = load(&config.config)?;
+            let v = sealer::oracle::precommit_batch(&cfg, &work).map_err(|e| SealerError::Internal(format!("oracle: {e:#}")))?;
+            println!("{}", pretty(&v));
+            Ok(())
+        }
+        Cmd::ParentCache { proof, dir } => parent_cache(&proof, &dir),
+        Cmd::Calc { batch_size, config } => {
+            let layout = match config {
+                Some(p) => load(&p)?.effective_layout(),
+                None => Layout::default_for(batch_size),
+            };
+            println!("{}", pretty(&layout));
+            Ok(())
+        }
+        Cmd::Bench { what } => bench(what),
+    }
+}
+
+fn pretty(v: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(v).expect("serializable")
+}
+
+/// Load a config and compute its data sectors' comm_d from their pieces (refusing one that
+/// differs from a given comm_d): nothing downstream sees a data sector without its comm_d.
+fn load(path: &Path) -> Result<BatchConfig, SealerError> {
+    let mut cfg = BatchConfig::from_file(path)?;
+    sealer_data::resolve_comm_ds(&mut cfg)?;
+    Ok(cfg)
+}
+
+/// [`load`] for the commands that may make proofs after PC2 (`pc2`, `batch`): a SyntheticPoRep
+/// or NI-PoRep batch told to keep no layer files is refused before any work (its proofs are
+/// made from them), and storage-proofs reads the node's parent cache.
+fn load_for_proofs(path: &Path, layer_files: bool) -> Result<BatchConfig, SealerError> {
+    let cfg = load(path)?;
+    if proofs_after_pc2(&cfg) && !layer_files {
+        return Err(SealerError::Input(
+            "SyntheticPoRep proofs and NI-PoRep C1 outputs are made from the layer files after PC2: drop --no-layer-files"
+                .into(),
+        ));
+    }
+    use_node_parent_cache(&cfg);
+    Ok(cfg)
+}
+
+fn pc1_options(f: &Pc1Flags, cfg: &BatchConfig) -> Pc1Options {
+    let mut opts = Pc1Options {
+        allow_portable_hash: f.allow_portable_hash,
+        pin_threads: !f.no_pin,
+        progress_bar: !f.quiet,
+        ..Default::default()
+    };
+    opts.tuning.resident_bytes = cfg.resident_bytes;
+    opts
+}
+
+/// Point storage-proofs at the node's verified parent cache (read-only) for what it builds from
+/// the graph after PC1 (synthetic proofs). Before anything reads its settings.
+fn use_node_parent_cache(cfg: &BatchConfig) {
+    if let Some(dir) = &cfg.parent_cache_dir {
+        std::env::set_var("FIL_PROOFS_PARENT_CACHE", dir);
+    }
+}
+
+/// Before PC1 labels anything (a fresh or resumed run with layers left): every data sector's
+/// staged file must be field elements whose tree-d root is the comm_d its pieces make, or the
+/// batch fails here, with the slot untouched on a fresh run.
+fn check_data_before_pc1(cfg: &BatchConfig) -> Result<(), SealerError> {
+    if sealer_slot::layers_done(cfg) >= cfg.num_layers() {
+        return Ok(());
+    }
+    let t = std::time::Instant::now();
+    let n = sealer_data::check_data(cfg)?;
+    if n > 0 {
+        log::info!("data of {n} sectors matches their pieces' comm_d ({:.1} s)", t.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
+/// `sealer pc1`: label the layers and print what the run did.
+fn pc1(cfg: &BatchConfig, opts: &Pc1Options) -> Result<(), SealerError> {
+    check_data_before_pc1(cfg)?;
+    let r = sealer_pc1::run_pc1(cfg, opts)?;
+    let sectors: Vec<_> = cfg
+        .sectors
+        .iter()
+        .zip(r.replica_ids.iter().zip(r.comm_ds.iter()))
+        .map(|(s, (rid, cd))| {
+            serde_json::json!({"sector_id": s.sector_id, "replica_id": hex::encode(rid), "comm_d": hex::encode(cd)})
+        })
+        .collect();
+    let out = serde_json::json!({
+        "phase": "pc1",
+        "state": "done",
+        "layers": r.layers,
+        "first_layer_this_run": r.first_layer,
+        "seconds": r.seconds,
+        "labels": r.labels,
+        "labels_per_second": if r.seconds > 0.0 { r.labels as f64 / r.seconds } else { 0.0 },
+        "kernel": format!("{:?}", r.kernel),
+        "backend": r.backend,
+        "cpus": r.cpus,
+        "buffers": r.buffers,
+        "sectors": sectors,
+    });
+    println!("{}", pretty(&out));
+    Ok(())
+}
+
+/// PC2, then the proofs a SyntheticPoRep or NI-PoRep batch makes from its layers, then the
+/// results.
+fn pc2_and_report(
+    cfg: &BatchConfig,
+    layer_files: bool,
+    term: Option<PathBuf>,
+    pc1: Option<&Pc1Report>,
+    sink: Option<&ProgressSink>,
+) -> Result<(), SealerError> {
+    let res = sealer_pc2::run_pc2_with(cfg, layer_files, sink)?;
+    if proofs_after_pc2(cfg) {
+        write_proofs(cfg, &res)?;
+    }
+    let mut v = serde_json::json!({ "sectors": res });
+    if let Some(cpus) = pc1.and_then(|r| r.cpus.as_ref()) {
+        v["cpus"] = serde_json::json!(cpus);
+    }
+    if let Some(b) = pc1.and_then(|r| r.buffers.as_ref()) {
+        v["buffers"] = serde_json::json!(b);
+    }
+    report_results(&v, res.len(), &cfg.output_dir, term);
+    Ok(())
+}
+
+/// Print the results on stdout, as one `SEALER_RESULTS` line on stderr (the operator finds it
+/// in the log when the termination message, 4 KiB, cannot hold a large batch's results), and
+/// in the termination message (or there, only where `results.json` is).
+fn report_results(v: &serde_json::Value, sectors: usize, output_dir: &Path, term: Option<PathBuf>) {
+    println!("{}", pretty(v));
+    eprintln!("SEALER_RESULTS {v}");
+    if let Some(t) = term {
+        let mut s = v.to_string();
+        if s.len() > 4096 {
+            s = serde_json::json!({"sectors": sectors, "results": output_dir.join("results.json")}).to_string();
+        }
+        let _ = std::fs::write(t, s);
+    }
+}
+
+/// Whether the batch makes proofs from its layers after PC2: SyntheticPoRep's vanilla proofs
+/// or NI-PoRep's C1 outputs.
+fn proofs_after_pc2(cfg: &BatchConfig) -> bool {
+    sealer::synth::enabled(cfg) || sealer::c1::enabled(cfg)
+}
+
+/// SyntheticPoRep: every sector's vanilla proofs from its PC2 outputs; NI-PoRep: every
+/// sector's C1 output. Then its layers go.
+fn write_proofs(cfg: &BatchConfig, res: &[sealer_pc2::SectorResult]) -> Result<(), SealerError> {
+    let hex32 = |s: &str| -> [u8; 32] {
+        let mut out = [0u8; 32];
+        out.copy_from_slice(&hex::decode(s).expect("PC2 wrote hex"));
+        out
+    };
+    type WriteSector = fn(&BatchConfig, usize, &Path, &Path, [u8; 32], [u8; 32]) -> anyhow::Result<()>;
+    let (what, write): (&str, WriteSector) = if sealer::c1::enabled(cfg) {
+        ("C1 outputs (NI-PoRep)", sealer::c1::write_sector)
+    } else {
+        ("synthetic proofs", sealer::synth::write_sector)
+    };
+    for (i, r) in res.iter().enumerate() {
+        let p = sealer_pc2::sector_paths(cfg, r.sector_id);
+        write(cfg, i, &p.cache, &p.sealed, hex32(&r.comm_r), hex32(&r.comm_d))
+            .map_err(|e| SealerError::Io(format!("{what}: {e:#}")))?;
+    }
+    log::info!("{what} written for {} sectors; their layer files removed", res.len());
+    Ok(())
+}
+
+/// `sealer verify-pc1`: the sampled labels as JSON; exit 5 when any does not match.
+fn verify_pc1(cfg: &BatchConfig, nodes: usize, seed: Option<u64>) -> Result<(), SealerError> {
+    let seed = seed.unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    });
+    let r = sealer_pc1::verify_nodes(cfg, nodes, seed)?;
+    let mismatches: Vec<_> = r
+        .mismatches
+        .iter()
+        .map(|(l, v, s)| serde_json::json!({"layer": l, "node": v, "sector_id": cfg.sectors[*s].sector_id}))
+        .collect();
+    println!(
+        "{}",
+        serde_json::json!({"checked_nodes": r.checked, "sectors": cfg.sectors.len(), "seed": seed, "mismatches": mismatches})
+    );
+    match r.mismatches.len() {
+        0 => Ok(()),
+        n => Err(SealerError::VerifyMismatch(format!("{n} mismatching labels"))),
+    }
+}
+
+/// `sealer stage`: the staged sector file, and its `data` for a config or a SealBatch.
+fn stage(size: u64, pieces: &[PathBuf], out: PathBuf, sealbatch_file: Option<String>) -> Result<(), SealerError> {
+    let refs: Vec<&Path> = pieces.iter().map(PathBuf::as_path).collect();
+    let p = sealer_data::stage(size, &refs, &out)?;
+    let comm_d = sealer_data::pieces_comm_d(size, &p).map_err(SealerError::Input)?;
+    if sealbatch_file.is_some() {
+        let pieces: Vec<_> = p.iter().map(|p| serde_json::json!({"cid": hex::encode(p.comm_p), "size": p.size})).collect();
+        println!("{}", serde_json::json!({"file": sealbatch_file, "pieces": pieces}));
+        return Ok(());
+    }
+    let pieces: Vec<_> = p.iter().map(|p| serde_json::json!({"comm_p": hex::encode(p.comm_p), "size": p.size})).collect();
+    let path = std::fs::canonicalize(&out).unwrap_or(out);
+    println!("{}", pretty(&serde_json::json!({"path": path, "pieces": pieces, "comm_d": hex::encode(comm_d)})));
+    Ok(())
+}
+
+/// `sealer capabilities`: the document on stdout and, atomically, in `out`.
+fn capabilities(out: Option<&Path>) -> Result<(), SealerError> {
+    let gpu = sealer_pc2::engine::device_index()
+        .map_err(|e| e.to_string())
+        .and_then(|i| sealer_gpu::Gpu::open(i).map_err(|e| e.to_string()));
+    let mut engines = vec!["cpu"];
+    let mut v = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "opencl_devices": sealer_gpu::devices(),
+        // Layer devices are read through io_uring on kernel block devices and files; there is
+        // no SPDK backend, so no vfio (the operator keeps batches off vfio nodes).
+        "layer_device_modes": ["kernel"],
+    });
+    match gpu {
+        Ok(g) => {
+            engines.push("gpu");
+            v["gpu_device"] = serde_json::json!(g.info());
+        }
+        Err(e) => v["gpu_unavailable"] = e.into(),
+    }
+    v["pc2_engines"] = serde_json::json!(engines);
+    let doc = pretty(&v);
+    println!("{doc}");
+    if let Some(path) = out {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, &doc)
+            .and_then(|_| std::fs::rename(&tmp, path))
+            .map_err(|e| SealerError::io(&format!("writing {}", path.display()), e))?;
+    }
+    Ok(())
+}
+
+/// `sealer c1`: the seeds and PC2's commitments of each seeded sector, then C1 from the slot.
+fn c1_from_slot(cfg: &BatchConfig, seeds_path: &Path) -> Result<serde_json::Value, SealerError> {
+    let input = SealerError::Input;
+    let text =
+        std::fs::read_to_string(seeds_path).map_err(|e| input(format!("cannot read {}: {e}", seeds_path.display())))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| input(format!("{}: {e}", seeds_path.display())))?;
+    let results: serde_json::Value = std::fs::read_to_string(cfg.output_dir.join("results.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or_else(|| input(format!("no results.json in {}: run PC2 first", cfg.output_dir.display())))?;
+    let hex32 = |field: &str, v: &serde_json::Value| sealer_config::parse_hex32(field, v).map_err(SealerError::from);
+    let mut seeded = Vec::new();
+    for (i, s) in
+        v["sectors"].as_array().ok_or_else(|| input("seeds: want {\"sectors\": [...]}".into()))?.iter().enumerate()
+    {
+        let id = s["sector_id"].as_u64().ok_or_else(|| input(format!("sectors[{i}].sector_id: missing")))?;
+        let index = cfg
+            .sectors
+            .iter()
+            .position(|c| c.sector_id == id)
+            .ok_or_else(|| input(format!("sectors[{i}].sector_id: sector {id} is not in the batch")))?;
+        let r = results["sectors"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["sector_id"].as_u64() == Some(id)))
+            .ok_or_else(|| input(format!("sector {id}: not in results.json (PC2 did not finish it)")))?;
+        seeded.push(sealer::c1::SeededSector {
+            index,
+            seed: hex32(&format!("sectors[{i}].seed"), &s["seed"])?,
+            comm_r: hex32("results comm_r", &r["comm_r"])?,
+            comm_d: hex32("results comm_d", &r["comm_d"])?,
+        });
+    }
+    let mut reader = sealer_slot::LayerReader::open(cfg)?;
+    let parents = sealer_slot::open_parents(cfg)?;
+    let done = sealer::c1::from_slot(cfg, &seeded, &mut reader, &parents).map_err(|e| SealerError::Io(format!("{e:#}")))?;
+    let sectors: Vec<_> =
+        done.iter().map(|(id, p)| serde_json::json!({"sector_id": id, "c1_output": p.display().to_string()})).collect();
+    Ok(serde_json::json!({ "sectors": sectors }))
+}
+
+/// `sealer snap`: check each sector's data against its pieces, encode them all, write results.json.
+fn snap(path: &Path) -> Result<(serde_json::Value, sealer_config::SnapConfig), SealerError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| SealerError::Input(format!("cannot read {}: {e}", path.display())))?;
+    let cfg = sealer_config::SnapConfig::from_json(&text)?;
+    let size = cfg.proof.sector_size;
+    let mut sectors = Vec::with_capacity(cfg.sectors.len());
+    for (i, s) in cfg.sectors.iter().enumerate() {
+        let from_pieces = sealer_data::pieces_comm_d(size, &s.data.pieces)
+            .map_err(|e| SealerError::Input(format!("sectors[{i}].data.pieces: sector {}: {e}", s.sector_id)))?;
+        if let Some(given) = s.comm_d.filter(|g| *g != from_pieces) {
+            return Err(SealerError::DataMismatch(format!(
+                "sectors[{i}].comm_d: sector {} gives comm_d {} but its pieces make {}",
+                s.sector_id,
+                hex::encode(given),
+                hex::encode(from_pieces)
+            )));
+        }
+        let dir = cfg.output_dir.join(s.sector_id.to_string());
+        sectors.push(sealer_pc2::snap::SnapSector {
+            // Encoding reads only the sector's number, data and comm_d.
+            sector: sealer_config::SectorSpec {
+                prover_id: [0; 32],
+                sector_id: s.sector_id,
+                ticket: [0; 32],
+                comm_d: Some(from_pieces),
+                data: Some(s.data.clone()),
+            },
+            sector_key: s.sector_key.clone(),
+            sector_key_cache: s.sector_key_cache.clone(),
+            replica: dir.join("sealed"),
+            cache: dir.join("cache"),
+        });
+    }
+    let engine = sealer_pc2::engine::Engine::open(cfg.pc2_engine)?;
+    let t = std::time::Instant::now();
+    let res = sealer_pc2::snap::encode_sectors(size, &sectors, &engine)?;
+    log::info!("{} sectors updated in {:.1} s", res.len(), t.elapsed().as_secs_f64());
+    let v = serde_json::json!({ "sectors": res });
+    let tmp = cfg.output_dir.join("results.json.tmp");
+    std::fs::write(&tmp, pretty(&v)).map_err(|e| SealerError::io("writing results.json", e))?;
+    std::fs::rename(&tmp, cfg.output_dir.join("results.json")).map_err(|e| SealerError::io("renaming results.json", e))?;
+    Ok((v, cfg))
+}
+
+/// `sealer parent-cache`: keep the node's cache for a proof when it verifies, else build it.
+fn parent_cache(p: &RegisteredProof, dir: &Path) -> Result<(), SealerError> {
+    let proof = RegisteredProof::name_of(p.proof_id).expect("a parsed proof has a name");
+    // storage-proofs-porep reads these once per process: the node's directory, and its own
+    // manifest check for the graphs it knows.
+    std::env::set_var("FIL_PROOFS_PARENT_CACHE", dir);
+    std::env::set_var("FIL_PROOFS_VERIFY_CACHE", "1");
+    let porep_id = sealer_config::porep_id_for(p.proof_id);
+    let api = sealer_slot::graph_api(p.api_version);
+    let (m, outcome) = sealer_graph::store::build_or_verify(dir, &proof, p.sector_size / 32, porep_id, api)
+        .map_err(|e| SealerError::Io(format!("parent cache for {proof}: {e}")))?;
+    match &outcome {
+        sealer_graph::store::CacheOutcome::Verified => log::info!("parent cache for {proof} verified"),
+        sealer_graph::store::CacheOutcome::Built(None) => {
+            log::info!("parent cache for {proof} built in {:.1} s", m.build_seconds)
+        }
+        sealer_graph::store::CacheOutcome::Built(Some(why)) => log::warn!("parent cache for {proof} rebuilt ({why})"),
+    }
+    println!("{}", pretty(&m));
+    Ok(())
+}
+
+/// `sealer bench`: the tables, or the benchmark's failure (exit 1).
+fn bench(what: BenchCmd) -> Result<(), SealerError> {
+    let failed = |e: String| SealerError::Internal(format!("bench failed: {e}"));
+    match what {
+        BenchCmd::Pc2 { sector_size, batch, dir, engine } => {
+            println!("{}", sealer::bench::run_pc2(sector_size, batch, &dir, engine == "gpu").map_err(failed)?);
+        }
+        BenchCmd::Pc1 { sector_size, batches, dir, skip_baseline, sha_seconds, cache_mib, hugepages, resident, layers } => {
+            let o = sealer::bench::BenchOptions {
+                sector_size,
+                batches,
+                dir,
+                skip_baseline,
+                sha_seconds,
+                cache_bytes: cache_mib.iter().map(|m| m << 20).collect(),
+                max_layers: (layers > 0).then_some(layers),
+                hugepages,
+                resident_percents: resident,
+            };
+            let rows = sealer::bench::run(&o).map_err(failed)?;
+            println!("{}", sealer::bench::render(&rows, sector_size));
+        }
+    }
+    Ok(())
+}
