@@ -6,7 +6,7 @@
 #   hack/tools.sh k8s              kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd
 #   hack/tools.sh kubectl          kubectl (same module and version as k8s)
 #   hack/tools.sh controller-gen
-#   hack/tools.sh kwok | helm
+#   hack/tools.sh kwok | helm      (same module: one build for all that are missing)
 #   hack/tools.sh envtest-assets   k8s + the KUBEBUILDER_ASSETS folder (bin/envtest)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,7 +41,20 @@ k8s_ldflags() {
   echo "$ld"
 }
 
-build_k8s() {
+# The Kubernetes binaries, kubectl, helm and kwok come from one module (hack/tools/k8s) and
+# build in one `go build`: the k8s.io libraries they share compile once, and their links run
+# side by side. Each wanted tool that does not report its pinned version is queued here.
+k8s_module_pkgs=()
+
+check_k8s_module_pins() {
+  local mod="$root/hack/tools/k8s/go.mod" m v
+  for m in "helm.sh/helm/v3 $HELM_VERSION" "sigs.k8s.io/kwok $KWOK_VERSION"; do
+    v=$(awk -v m="${m% *}" '$1==m{print $2}' "$mod")
+    [ "$v" = "${m#* }" ] || { echo "hack/tools.sh: hack/versions.env pins ${m% *} ${m#* }, hack/tools/k8s/go.mod has '$v': run hack/tools/k8s/regen.sh" >&2; exit 1; }
+  done
+}
+
+want_k8s() {
   local k=$KUBERNETES_VERSION
   local etcd_v
   etcd_v=$(awk '$1=="go.etcd.io/etcd/server/v3"{print $2}' "$root/hack/tools/k8s/go.mod")
@@ -52,16 +65,31 @@ build_k8s() {
      has_version "$bin/etcd" --version "etcd Version: ${etcd_v#v}"; then
     return 0
   fi
-  log "building Kubernetes $k and etcd $etcd_v (a few minutes when cold)"
-  (cd "$root/hack/tools/k8s" && go build -trimpath -o "$bin/" -ldflags "$(k8s_ldflags)" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+  k8s_module_pkgs+=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet ./cmd/etcd)
 }
 
-build_kubectl() {
-  has_version "$bin/kubectl" version --client "Client Version: $KUBERNETES_VERSION" && return 0
-  log "building kubectl $KUBERNETES_VERSION"
-  (cd "$root/hack/tools/k8s" && go build -trimpath -o "$bin/" -ldflags "$(k8s_ldflags)" k8s.io/kubernetes/cmd/kubectl)
+want_kubectl() {
+  has_version "$bin/kubectl" version --client "Client Version: $KUBERNETES_VERSION" ||
+    k8s_module_pkgs+=(k8s.io/kubernetes/cmd/kubectl)
+}
+
+want_kwok() {
+  has_version "$bin/kwok" --version "$KWOK_VERSION" || k8s_module_pkgs+=(sigs.k8s.io/kwok/cmd/kwok)
+}
+
+want_helm() {
+  has_version "$bin/helm" version --short "$HELM_VERSION" || k8s_module_pkgs+=(helm.sh/helm/v3/cmd/helm)
+}
+
+build_k8s_module() {
+  [ ${#k8s_module_pkgs[@]} -gt 0 ] || return 0
+  check_k8s_module_pins
+  log "building ${k8s_module_pkgs[*]##*/} (Kubernetes $KUBERNETES_VERSION, helm $HELM_VERSION, kwok $KWOK_VERSION; several minutes when cold)"
+  local ld
+  ld="$(k8s_ldflags) -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
+  (cd "$root/hack/tools/k8s" && go build -trimpath -o "$bin/" -ldflags "$ld" "${k8s_module_pkgs[@]}")
+  k8s_module_pkgs=()
 }
 
 build_controller_gen() {
@@ -70,38 +98,25 @@ build_controller_gen() {
   GOBIN="$bin" go install -trimpath "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_TOOLS_VERSION"
 }
 
-build_kwok() {
-  has_version "$bin/kwok" --version "$KWOK_VERSION" && return 0
-  log "building kwok $KWOK_VERSION"
-  GOBIN="$bin" go install -trimpath \
-    -ldflags "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
-    "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-}
-
-build_helm() {
-  has_version "$bin/helm" version --short "$HELM_VERSION" && return 0
-  log "building helm $HELM_VERSION"
-  GOBIN="$bin" go install -trimpath \
-    -ldflags "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
-    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-}
-
+# envtest_assets: the KUBEBUILDER_ASSETS folder, once k8s is built.
 envtest_assets() {
-  build_k8s
   mkdir -p "$bin/envtest"
   ln -sf ../kube-apiserver "$bin/envtest/kube-apiserver"
   ln -sf ../etcd "$bin/envtest/etcd"
 }
 
 [ $# -gt 0 ] || set -- k8s controller-gen
+envtest_assets_wanted=
 for t in "$@"; do
   case "$t" in
-    k8s) build_k8s ;;
-    kubectl) build_kubectl ;;
+    k8s) want_k8s ;;
+    kubectl) want_kubectl ;;
     controller-gen) build_controller_gen ;;
-    kwok) build_kwok ;;
-    helm) build_helm ;;
-    envtest-assets) envtest_assets ;;
+    kwok) want_kwok ;;
+    helm) want_helm ;;
+    envtest-assets) want_k8s; envtest_assets_wanted=1 ;;
     *) echo "hack/tools.sh: unknown tool '$t' (k8s, kubectl, controller-gen, kwok, helm, envtest-assets)" >&2; exit 2 ;;
   esac
 done
+build_k8s_module
+[ -z "$envtest_assets_wanted" ] || envtest_assets
