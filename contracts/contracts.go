@@ -1,12 +1,15 @@
 // Package contracts holds the shapes the operator and the sealer share, as files both sides'
-// tests read (the Rust workspace reads them by path): the exit codes and the sealer's
-// capabilities document.
+// tests read (the Rust workspace reads them by path): the exit codes, the sealer's
+// capabilities document and its progress document.
 package contracts
 
 import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"sort"
+	"strings"
 )
 
 //go:embed exit-codes.json
@@ -57,11 +60,64 @@ var sealerCapabilitiesJSON []byte
 // SealerCapabilitiesExamples are the documents `sealer capabilities` writes (a GPU engine
 // device opened, and none), each as the node agent reads it.
 func SealerCapabilitiesExamples() []json.RawMessage {
+	return examples("sealer-capabilities.json", sealerCapabilitiesJSON)
+}
+
+//go:embed sealer-progress.json
+var sealerProgressJSON []byte
+
+// SealerProgressExamples are the sealer's progress documents: PC1 running (pinned, buffers
+// allocated), PC2 running before a rate is known, PC2 failed.
+func SealerProgressExamples() []json.RawMessage {
+	return examples("sealer-progress.json", sealerProgressJSON)
+}
+
+func examples(name string, raw []byte) []json.RawMessage {
 	var doc struct {
 		Examples []json.RawMessage `json:"examples"`
 	}
-	if err := json.Unmarshal(sealerCapabilitiesJSON, &doc); err != nil {
-		panic(fmt.Sprintf("contracts/sealer-capabilities.json: %v", err))
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		panic(fmt.Sprintf("contracts/%s: %v", name, err))
 	}
 	return doc.Examples
+}
+
+// UnknownKeys lists the JSON keys a reader type (a struct, followed into its struct fields
+// as "outer.inner") reads that no example holds: a key one side renamed alone.
+func UnknownKeys(examples []json.RawMessage, reader any) []string {
+	have := map[string]bool{}
+	for _, e := range examples {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(e, &m) != nil {
+			continue
+		}
+		for k, v := range m {
+			have[k] = true
+			var sub map[string]json.RawMessage
+			if json.Unmarshal(v, &sub) == nil {
+				for sk := range sub {
+					have[k+"."+sk] = true
+				}
+			}
+		}
+	}
+	var unknown []string
+	var walk func(prefix string, ty reflect.Type)
+	walk = func(prefix string, ty reflect.Type) {
+		for ty.Kind() == reflect.Pointer {
+			ty = ty.Elem()
+		}
+		for f := range ty.Fields() {
+			key := prefix + strings.Split(f.Tag.Get("json"), ",")[0]
+			if !have[key] {
+				unknown = append(unknown, key)
+			}
+			if ft := f.Type; ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct {
+				walk(key+".", ft)
+			}
+		}
+	}
+	walk("", reflect.TypeOf(reader))
+	sort.Strings(unknown)
+	return unknown
 }

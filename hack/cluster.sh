@@ -386,12 +386,19 @@ unmount_under() {
 
 # ---- fleet ----------------------------------------------------------------------------------
 
+crds_established() {
+  [ "$(kc get crd sealernodes.sealfleet.io sealbatches.sealfleet.io \
+    -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Established")].status}{" "}{end}')" = "True True " ]
+}
+
 fleet() {
   local file=${1:-$root/hack/fleet/fleet.yaml}
   running kube-apiserver || die "the control plane is not running: hack/cluster.sh control"
   (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$bin/fleet" ./hack/fleet)
   kc apply --server-side -f "$root/config/crd/bases" >/dev/null
-  kc wait --for condition=Established crd/sealernodes.sealfleet.io crd/sealbatches.sealfleet.io --timeout 60s >/dev/null
+  # Not `kubectl wait --for condition`: on a CRD created a moment ago, with no conditions yet,
+  # it fails ("accessor error: <nil>") instead of waiting.
+  wait_for kube-apiserver 60 crds_established
   "$bin/fleet" apply --kubeconfig "$C/pki/admin.kubeconfig" --root "$root" -f "$file" --total "${FLEET_TOTAL:-0}"
 }
 
