@@ -238,18 +238,23 @@ impl ProgressSink {
         self.shared.lock().unwrap().buffers = Some(b.clone());
     }
 
+    /// The progress document of `p`, with the CPUs and buffers reported so far: what the file
+    /// and `/progress` hold (the operator's contract, `contracts/sealer-progress.json`).
+    pub fn document(&self, p: &Progress) -> serde_json::Value {
+        let mut doc = p.to_json();
+        let sh = self.shared.lock().unwrap();
+        if let Some(c) = sh.cpus.clone() {
+            doc["cpus"] = c;
+        }
+        if let Some(b) = &sh.buffers {
+            doc["buffers"] = serde_json::json!(b);
+        }
+        doc
+    }
+
     /// Publish a progress snapshot.
     pub fn publish(&self, p: &Progress) {
-        let mut doc = p.to_json();
-        {
-            let sh = self.shared.lock().unwrap();
-            if let Some(c) = sh.cpus.clone() {
-                doc["cpus"] = c;
-            }
-            if let Some(b) = &sh.buffers {
-                doc["buffers"] = serde_json::json!(b);
-            }
-        }
+        let doc = self.document(p);
         if let Some(path) = &self.file {
             let tmp = path.with_extension("tmp");
             if std::fs::write(&tmp, doc.to_string()).is_ok() {
@@ -472,6 +477,81 @@ mod tests {
         assert!(text.contains("sealer_hasher_busy_ratio{thread=\"0\"} 0.5\n"), "{text}");
         assert!(text.contains("sealer_read_bytes_total 40960\n"), "{text}");
         assert!(text.contains("sealer_buffer_bytes{backing=\"hugetlb\"} 3145728\n"), "{text}");
+    }
+
+    fn progress(phase: &'static str, layer_nodes_done: u64) -> Progress {
+        Progress {
+            phase,
+            layers: 2,
+            layer: 1,
+            nodes: 100,
+            sectors: 8,
+            sector_size: 8 << 20,
+            layer_nodes_done,
+            layers_done_at_start: 0,
+            state: "running",
+            error: None,
+            start: Instant::now() - std::time::Duration::from_secs(1),
+        }
+    }
+
+    /// The documents have exactly the keys of the operator's contract examples
+    /// (contracts/sealer-progress.json, which the operator's tests read): PC1 running, pinned,
+    /// with buffers; PC2 before a rate; PC2 failed. eta_seconds is null exactly when theirs is.
+    #[test]
+    fn documents_are_the_operators_contract() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../contracts/sealer-progress.json");
+        let contract: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let sink = |pinned: bool| ProgressSink {
+            file: None,
+            bar: false,
+            shared: Arc::new(Mutex::new(Shared {
+                doc: serde_json::Value::Null,
+                metrics: Metrics::new(),
+                stats: None,
+                labels_total: 0,
+                cpus: None,
+                buffers: None,
+            })),
+        }
+        .pinned(pinned);
+        let mut failed = progress("pc2", 50);
+        failed.fail("storage error: reading layer pages: Input/output error");
+        let docs = [
+            sink(true).document(&progress("pc1", 40)),
+            sink(false).document(&progress("pc2", 0)),
+            sink(false).document(&failed),
+        ];
+        let keys = |v: &serde_json::Value| -> Vec<String> {
+            let mut k: Vec<String> = v.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
+            k.sort();
+            k
+        };
+        for (i, got) in docs.iter().enumerate() {
+            let want = &contract["examples"][i];
+            assert_eq!(keys(got), keys(want), "document {got}\nagainst the contract's example {i}: {want}");
+            for nested in ["cpus", "buffers"] {
+                assert_eq!(keys(&got[nested]), keys(&want[nested]), "{nested} of example {i}");
+            }
+            assert_eq!(got["eta_seconds"].is_null(), want["eta_seconds"].is_null(), "eta_seconds of example {i}");
+            assert_eq!((&got["phase"], &got["state"]), (&want["phase"], &want["state"]), "example {i}");
+        }
+    }
+
+    impl ProgressSink {
+        /// The sink after a PC1 start pinned its threads and mapped its buffers.
+        fn pinned(self, yes: bool) -> Self {
+            if yes {
+                let fit = sealer_config::CpuFit {
+                    granted: "0-3".into(),
+                    l3_groups: vec!["0-3".into()],
+                    moved: [(5, 1)].into_iter().collect(),
+                };
+                self.set_cpus(&fit);
+                self.set_buffers(&BufferBacking { hugepages_mapped: 1, hugepage_bytes: 1 << 30, heap_bytes: 4096 });
+            }
+            self
+        }
     }
 
     #[test]
