@@ -1,6 +1,6 @@
 // Package contracts holds the shapes the operator and the sealer share, as files both sides'
 // tests read (the Rust workspace reads them by path): the exit codes, the sealer's
-// capabilities document and its progress document.
+// capabilities, progress and results documents, and the seeds file C1 reads.
 package contracts
 
 import (
@@ -63,6 +63,15 @@ func SealerCapabilitiesExamples() []json.RawMessage {
 	return examples("sealer-capabilities.json", sealerCapabilitiesJSON)
 }
 
+//go:embed sealer-results.json
+var sealerResultsJSON []byte
+
+// SealerResultsExamples are the sealer's results: a batch's PC2, a SnapDeals update, and the
+// termination message of results over 4 KiB (pointing at results.json).
+func SealerResultsExamples() []json.RawMessage {
+	return examples("sealer-results.json", sealerResultsJSON)
+}
+
 //go:embed sealer-progress.json
 var sealerProgressJSON []byte
 
@@ -83,7 +92,8 @@ func examples(name string, raw []byte) []json.RawMessage {
 }
 
 // UnknownKeys lists the JSON keys a reader type (a struct, followed into its struct fields
-// as "outer.inner") reads that no example holds: a key one side renamed alone.
+// as "outer.inner" and into slices of structs as "outer[].inner") reads that no example
+// holds: a key one side renamed alone.
 func UnknownKeys(examples []json.RawMessage, reader any) []string {
 	have := map[string]bool{}
 	for _, e := range examples {
@@ -99,6 +109,14 @@ func UnknownKeys(examples []json.RawMessage, reader any) []string {
 					have[k+"."+sk] = true
 				}
 			}
+			var items []map[string]json.RawMessage
+			if json.Unmarshal(v, &items) == nil {
+				for _, it := range items {
+					for sk := range it {
+						have[k+"[]."+sk] = true
+					}
+				}
+			}
 		}
 	}
 	var unknown []string
@@ -112,8 +130,11 @@ func UnknownKeys(examples []json.RawMessage, reader any) []string {
 			if !have[key] {
 				unknown = append(unknown, key)
 			}
-			if ft := f.Type; ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct {
+			switch ft := f.Type; {
+			case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct:
 				walk(key+".", ft)
+			case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+				walk(key+"[].", ft.Elem())
 			}
 		}
 	}

@@ -1,9 +1,13 @@
 package controllers
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/contracts"
@@ -39,5 +43,57 @@ func TestProgressContract(t *testing.T) {
 	}
 	for _, key := range contracts.UnknownKeys(ex, ProgressReport{}) {
 		t.Errorf("the operator reads %q, which contracts/sealer-progress.json does not have", key)
+	}
+}
+
+// logWith is a sealer log holding one results line (the sealer writes it compact).
+type logWith []byte
+
+func (l logWith) Read(context.Context, *corev1.Pod) ([]byte, error) {
+	var line bytes.Buffer
+	if err := json.Compact(&line, l); err != nil {
+		return nil, err
+	}
+	return findResultsLine([]byte("some log\n" + resultsLinePrefix + line.String() + "\nmore log\n"))
+}
+
+// The operator reads the sealer's results as the contract's examples give them
+// (contracts/sealer-results.json, which the sealer's tests check its output against): a seal's
+// commitments, an update's (its new ones become the sector's, the old comm_r stays), and a
+// termination message too large to hold them sends it to the log's results line.
+func TestResultsContract(t *testing.T) {
+	ex := contracts.SealerResultsExamples()
+	if len(ex) != 3 {
+		t.Fatalf("%d examples, want 3 (a seal, an update, the overflow message)", len(ex))
+	}
+	terminated := func(msg []byte) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: string(msg)}},
+		}}}}
+	}
+	ctx := context.Background()
+	seal, err := readResults(ctx, nil, terminated(ex[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := seal.Sectors; len(s) != 1 || s[0].SectorID != 7 || s[0].CommR[:6] != "4c5d6e" || s[0].CommC == "" || s[0].ReplicaID == "" || s[0].CommROld != "" {
+		t.Errorf("a seal's results read as %+v", s)
+	}
+	update, err := readResults(ctx, nil, terminated(ex[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := update.Sectors; len(s) != 1 || s[0].CommR[:6] != "7f8091" || s[0].CommD[:6] != "5d6e7f" || s[0].CommROld != seal.Sectors[0].CommR {
+		t.Errorf("an update's results read as %+v", s)
+	}
+	if st := update.toStatus(); st[0].State != "Updated" || st[0].CommRLast[:6] != "6e7f80" {
+		t.Errorf("an update's sector status %+v", st[0])
+	}
+	fromLog, err := readResults(ctx, logWith(ex[0]), terminated(ex[2]))
+	if err != nil || !reflect.DeepEqual(fromLog, seal) {
+		t.Errorf("an overflowing termination message: %+v, %v; want the log's %+v", fromLog, err, seal)
+	}
+	for _, key := range contracts.UnknownKeys(ex, Results{}) {
+		t.Errorf("the operator reads %q, which contracts/sealer-results.json does not have", key)
 	}
 }

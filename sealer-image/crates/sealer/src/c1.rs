@@ -20,6 +20,39 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use storage_proofs_porep::stacked::Challenges;
 
+/// The seeds file `sealer c1 --seeds` reads, as the operator writes it (the contract
+/// `contracts/c1-seeds.json`): `{"sectors": [{"sector_id": N, "seed": "<64 hex>"}]}`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SeedsFile {
+    sectors: Vec<SeedEntry>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SeedEntry {
+    sector_id: u64,
+    seed: String,
+}
+
+/// Each seeded sector of a seeds file, in order: its number and its 32-byte seed. The error
+/// names the key and the fix.
+pub fn parse_seeds(text: &str) -> Result<Vec<(u64, [u8; 32])>, String> {
+    let file: SeedsFile = serde_json::from_str(text)
+        .map_err(|e| format!("{e}: want {{\"sectors\": [{{\"sector_id\": N, \"seed\": \"<64 hex>\"}}]}}"))?;
+    file.sectors
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let seed = hex::decode(&s.seed)
+                .ok()
+                .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                .ok_or_else(|| format!("sectors[{i}].seed: want 32 bytes as 64 hex characters"))?;
+            Ok((s.sector_id, seed))
+        })
+        .collect()
+}
+
 /// The C1 output file in a sector's cache directory.
 pub const C1_OUTPUT_FILE: &str = "commit-phase1-output";
 
@@ -207,4 +240,23 @@ pub fn from_slot(
         log::info!("sector {}: C1 output written", cfg.sectors[s.index].sector_id);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_seeds;
+
+    /// The operator's seeds file (contracts/c1-seeds.json, which its render test writes) parses
+    /// into each sector's seed; an unknown key or a short seed is refused naming it.
+    #[test]
+    fn seeds_file_is_the_operators_contract() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../contracts/c1-seeds.json");
+        let seeds = parse_seeds(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let want: [u8; 32] = std::array::from_fn(|i| i as u8 + 1);
+        assert_eq!(seeds, vec![(7, [0xab; 32]), (8, want)]);
+        let e = parse_seeds(r#"{"sectors": [{"sector_id": 1, "seed": "ab", "epoch": 3}]}"#).unwrap_err();
+        assert!(e.contains("unknown field `epoch`"), "{e}");
+        let e = parse_seeds(r#"{"sectors": [{"sector_id": 1, "seed": "ab"}]}"#).unwrap_err();
+        assert!(e.contains("sectors[0].seed"), "{e}");
+    }
 }

@@ -220,12 +220,18 @@ fn report_results(v: &serde_json::Value, sectors: usize, output_dir: &Path, term
     println!("{}", pretty(v));
     eprintln!("SEALER_RESULTS {v}");
     if let Some(t) = term {
-        let mut s = v.to_string();
-        if s.len() > 4096 {
-            s = serde_json::json!({"sectors": sectors, "results": output_dir.join("results.json")}).to_string();
-        }
-        let _ = std::fs::write(t, s);
+        let _ = std::fs::write(t, termination_message(v, sectors, output_dir));
     }
+}
+
+/// The results as the termination message holds them: whole, or where results.json is when
+/// they are over Kubernetes' 4 KiB (the operator then reads the log's results line).
+fn termination_message(v: &serde_json::Value, sectors: usize, output_dir: &Path) -> String {
+    let s = v.to_string();
+    if s.len() <= 4096 {
+        return s;
+    }
+    serde_json::json!({"sectors": sectors, "results": output_dir.join("results.json")}).to_string()
 }
 
 /// Whether the batch makes proofs from its layers after PC2: SyntheticPoRep's vanilla proofs
@@ -331,18 +337,14 @@ fn c1_from_slot(cfg: &BatchConfig, seeds_path: &Path) -> Result<serde_json::Valu
     let input = SealerError::Input;
     let text =
         std::fs::read_to_string(seeds_path).map_err(|e| input(format!("cannot read {}: {e}", seeds_path.display())))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| input(format!("{}: {e}", seeds_path.display())))?;
+    let seeds = sealer::c1::parse_seeds(&text).map_err(|e| input(format!("{}: {e}", seeds_path.display())))?;
     let results: serde_json::Value = std::fs::read_to_string(cfg.output_dir.join("results.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .ok_or_else(|| input(format!("no results.json in {}: run PC2 first", cfg.output_dir.display())))?;
     let hex32 = |field: &str, v: &serde_json::Value| sealer_config::parse_hex32(field, v).map_err(SealerError::from);
     let mut seeded = Vec::new();
-    for (i, s) in
-        v["sectors"].as_array().ok_or_else(|| input("seeds: want {\"sectors\": [...]}".into()))?.iter().enumerate()
-    {
-        let id = s["sector_id"].as_u64().ok_or_else(|| input(format!("sectors[{i}].sector_id: missing")))?;
+    for (i, (id, seed)) in seeds.into_iter().enumerate() {
         let index = cfg
             .sectors
             .iter()
@@ -354,7 +356,7 @@ fn c1_from_slot(cfg: &BatchConfig, seeds_path: &Path) -> Result<serde_json::Valu
             .ok_or_else(|| input(format!("sector {id}: not in results.json (PC2 did not finish it)")))?;
         seeded.push(sealer::c1::SeededSector {
             index,
-            seed: hex32(&format!("sectors[{i}].seed"), &s["seed"])?,
+            seed,
             comm_r: hex32("results comm_r", &r["comm_r"])?,
             comm_d: hex32("results comm_d", &r["comm_d"])?,
         });
@@ -458,4 +460,26 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::termination_message;
+    use std::path::Path;
+
+    /// Results over 4 KiB leave a termination message with the keys of the contract's example
+    /// 2 (contracts/sealer-results.json), which the operator takes as "read the log".
+    #[test]
+    fn large_results_leave_the_contracts_pointer() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../contracts/sealer-results.json");
+        let contract: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let sector = serde_json::json!({"sector_id": 1, "comm_r": "ab".repeat(32), "comm_d": "cd".repeat(32)});
+        let small = serde_json::json!({"sectors": [sector]});
+        assert_eq!(termination_message(&small, 1, Path::new("/out")), small.to_string());
+        let large = serde_json::json!({"sectors": vec![sector; 128]});
+        let msg: serde_json::Value = serde_json::from_str(&termination_message(&large, 128, Path::new("/out"))).unwrap();
+        let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&msg), keys(&contract["examples"][2]));
+        assert_eq!(msg["results"], "/out/results.json");
+    }
 }

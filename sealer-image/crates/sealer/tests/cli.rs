@@ -263,6 +263,7 @@ fn snap_updates_sealed_cc_sectors_like_filecoin_proofs() {
     let out = ConfigFile::write(work.path().join("cc.json"), &json).seal("batch").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let sealed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    common::assert_results_contract(0, &sealed);
 
     let piece = work.path().join("piece");
     std::fs::write(&piece, (0..1500u32).map(|i| (i * 13) as u8).collect::<Vec<_>>()).unwrap();
@@ -298,6 +299,7 @@ fn snap_updates_sealed_cc_sectors_like_filecoin_proofs() {
         bin().args(["snap", "--config", f.to_str().unwrap()]).env("SEALER_TERMINATION_LOG", &term).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let res: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    common::assert_results_contract(1, &res);
     assert_eq!(res["sectors"][0]["comm_r_old"], sealed["sectors"][1]["comm_r"]);
     // The operator reads the results from the termination message, or the log's results line.
     let msg: serde_json::Value = serde_json::from_slice(&std::fs::read(&term).unwrap()).unwrap();

@@ -143,3 +143,25 @@ impl Drop for Hugepage1G {
         let _ = std::fs::write(format!("{HUGEPAGES_1G}/nr_hugepages"), self.before.to_string());
     }
 }
+
+/// `got` has exactly the keys of example `i` of the operator's results contract
+/// (contracts/sealer-results.json, which the operator's tests read): at the top, in the first
+/// sector, and in `cpus` / `buffers` where the example has them.
+pub fn assert_results_contract(i: usize, got: &serde_json::Value) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../contracts/sealer-results.json");
+    let contract: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let want = &contract["examples"][i];
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
+        k.sort();
+        k
+    };
+    for (what, g, w) in [
+        ("results", got, want),
+        ("sectors[0]", &got["sectors"][0], &want["sectors"][0]),
+        ("cpus", &got["cpus"], &want["cpus"]),
+        ("buffers", &got["buffers"], &want["buffers"]),
+    ] {
+        assert_eq!(keys(g), keys(w), "{what} of {got}\nagainst example {i} of {}", path.display());
+    }
+}
