@@ -69,7 +69,7 @@ func exportBatchMetrics(batches []sealv1.SealBatch) {
 			phase = sealv1.PhasePending
 		}
 		counts[phase]++
-		if phase == sealv1.PhaseCompleted || phase == sealv1.PhaseFailed {
+		if phase.Final() {
 			continue
 		}
 		since := b.CreationTimestamp.Time
@@ -80,8 +80,7 @@ func exportBatchMetrics(batches []sealv1.SealBatch) {
 			b.Status.Node, string(b.Spec.SectorSize), strconv.Itoa(len(b.Spec.Sectors))}})
 	}
 	metricBatchPhaseSeconds.set(running)
-	for _, p := range []sealv1.SealBatchPhase{sealv1.PhasePending, sealv1.PhasePlaced, sealv1.PhasePC1,
-		sealv1.PhasePC2, sealv1.PhaseCompleted, sealv1.PhaseFailed} {
+	for _, p := range sealv1.Phases {
 		metricBatches.WithLabelValues(string(p)).Set(float64(counts[p]))
 	}
 }

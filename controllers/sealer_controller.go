@@ -72,8 +72,7 @@ func (r *SealerReconciler) reconcileBatch(ctx context.Context, req reconcile.Req
 		// on a slot that a deletion could free without stopping it first.
 		return reconcile.Result{}, nil
 	}
-	switch b.Status.Phase {
-	case sealv1.PhaseCompleted, sealv1.PhaseFailed:
+	if b.Status.Phase.Final() {
 		return reconcile.Result{}, nil
 	}
 	logger := log.FromContext(ctx).WithValues("batch", ledger.BatchKey(&b), "node", b.Status.Node)
@@ -405,8 +404,8 @@ func (r *SealerReconciler) track(ctx context.Context, b *sealv1.SealBatch, pod *
 		if rep != nil && rep.Phase == "pc2" {
 			phase = sealv1.PhasePC2
 		}
-		if b.Status.Phase == sealv1.PhasePC2 {
-			phase = sealv1.PhasePC2 // never go backwards on a late report
+		if !b.Status.Phase.CanMoveTo(phase) {
+			phase = b.Status.Phase // a late report never moves a batch back
 		}
 	}
 	old := b.Status.Phase

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +27,8 @@ func setCondition(b *sealv1.SealBatch, t string, s metav1.ConditionStatus, reaso
 
 // updateStatus applies mutate to the freshest copy of the batch and writes the status,
 // retrying on conflicts; it writes only when something changed, and then calls after (for
-// events). b is updated to what was written.
+// events). b is updated to what was written. Every phase change of a batch goes through here
+// and must be one the phase machine allows (sealv1.SealBatchPhase.CanMoveTo).
 func updateStatus(ctx context.Context, c client.Client, b *sealv1.SealBatch, mutate func(*sealv1.SealBatch), after func(*sealv1.SealBatch)) error {
 	first := true
 	changed := false
@@ -41,6 +43,11 @@ func updateStatus(ctx context.Context, c client.Client, b *sealv1.SealBatch, mut
 		first = false
 		next := cur.DeepCopy()
 		mutate(next)
+		if from, to := cur.Status.Phase, next.Status.Phase; !from.CanMoveTo(to) {
+			// A decision made on a batch that moved on since (another writer completed or
+			// failed it): never written, the next reconcile decides again.
+			return fmt.Errorf("batch %s/%s: the phase machine does not move %q to %q", cur.Namespace, cur.Name, from, to)
+		}
 		next.Status.ObservedGeneration = next.Generation
 		next.Status.BatchSize = int32(len(next.Spec.Sectors))
 		if equality.Semantic.DeepEqual(cur.Status, next.Status) {

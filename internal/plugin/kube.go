@@ -177,8 +177,4 @@ func phaseOf(b *sealv1.SealBatch) sealv1.SealBatchPhase {
 }
 
 // allPhases lists the phases in lifecycle order.
-var allPhases = []sealv1.SealBatchPhase{
-	sealv1.PhasePending, sealv1.PhasePlaced, sealv1.PhasePC1, sealv1.PhasePC2,
-	sealv1.PhaseWaitingForSeeds, sealv1.PhaseC1, sealv1.PhaseUpdating,
-	sealv1.PhaseCompleted, sealv1.PhaseFailed,
-}
+var allPhases = sealv1.Phases

@@ -67,7 +67,7 @@ func judgePhase(phase sealv1.SealBatchPhase, wanted []sealv1.SealBatchPhase) ver
 			return reached
 		}
 	}
-	if phase == sealv1.PhaseCompleted || phase == sealv1.PhaseFailed {
+	if phase.Final() {
 		return unreachable
 	}
 	return keepWaiting
