@@ -32,13 +32,13 @@ func (r *SealerReconciler) toWaitingForSeeds(ctx context.Context, b *sealv1.Seal
 			b.Status.Progress.Percent = "100"
 			b.Status.Progress.ETASeconds = 0
 		}
-		setCondition(b, CondPC1Complete, metav1.ConditionTrue, ReasonLayersWritten, "all layers written")
-		setCondition(b, CondPC2Complete, metav1.ConditionTrue, ReasonCommitted, fmt.Sprintf("%d sectors sealed", len(res.Sectors)))
-		setCondition(b, CondC1Complete, metav1.ConditionFalse, ReasonWaitingForSeeds, msg)
+		setCondition(b, sealv1.CondPC1Complete, metav1.ConditionTrue, sealv1.ReasonLayersWritten, "all layers written")
+		setCondition(b, sealv1.CondPC2Complete, metav1.ConditionTrue, sealv1.ReasonCommitted, fmt.Sprintf("%d sectors sealed", len(res.Sectors)))
+		setCondition(b, sealv1.CondC1Complete, metav1.ConditionFalse, sealv1.ReasonWaitingForSeeds, msg)
 		b.Status.Message = msg
 	}, func(b *sealv1.SealBatch) {
 		metricBatchTransitions.WithLabelValues(string(sealv1.PhaseWaitingForSeeds)).Inc()
-		r.Recorder.Eventf(b, pod, corev1.EventTypeNormal, string(ReasonWaitingForSeeds), "Seal", "%s", msg)
+		r.Recorder.Eventf(b, pod, corev1.EventTypeNormal, string(sealv1.ReasonWaitingForSeeds), "Seal", "%s", msg)
 	})
 }
 
@@ -63,7 +63,7 @@ func (r *SealerReconciler) awaitSeeds(ctx context.Context, b *sealv1.SealBatch, 
 		return reconcile.Result{RequeueAfter: wait}, updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
 			b.Status.SeedDeadline = deadline
 			b.Status.Message = msg
-			setCondition(b, CondC1Complete, metav1.ConditionFalse, ReasonWaitingForSeeds, msg)
+			setCondition(b, sealv1.CondC1Complete, metav1.ConditionFalse, sealv1.ReasonWaitingForSeeds, msg)
 		}, nil)
 	}
 	if len(b.Spec.Seeds) == 0 {
@@ -77,7 +77,7 @@ func (r *SealerReconciler) runC1(ctx context.Context, b *sealv1.SealBatch, at at
 	var pod corev1.Pod
 	err := r.getPod(ctx, b, r.Pod.Home.C1PodName(b, b.Status.C1Attempts), &pod)
 	if apierrors.IsNotFound(err) {
-		return r.failOrRetryStep(ctx, b, at, render.StepC1, ReasonPodDisappeared, "the C1 pod was deleted before it finished", true)
+		return r.failOrRetryStep(ctx, b, at, render.StepC1, sealv1.ReasonPodDisappeared, "the C1 pod was deleted before it finished", true)
 	}
 	if err != nil {
 		return reconcile.Result{}, err
@@ -86,7 +86,7 @@ func (r *SealerReconciler) runC1(ctx context.Context, b *sealv1.SealBatch, at at
 	case corev1.PodSucceeded:
 		res, err := readResults(ctx, r.Results, &pod)
 		if err != nil {
-			return reconcile.Result{}, r.fail(ctx, b, ReasonSealerFailed, "C1 exited 0 but its results are unreadable: "+err.Error())
+			return reconcile.Result{}, r.fail(ctx, b, sealv1.ReasonSealerFailed, "C1 exited 0 but its results are unreadable: "+err.Error())
 		}
 		return reconcile.Result{}, r.finishC1(ctx, b, &pod, res)
 	case corev1.PodFailed:
@@ -135,19 +135,19 @@ func (r *SealerReconciler) finishC1(ctx context.Context, b *sealv1.SealBatch, po
 			}
 		}
 		if lost != "" {
-			setCondition(b, CondSeedsMissing, metav1.ConditionTrue, ReasonSeedTimeout, lost)
+			setCondition(b, sealv1.CondSeedsMissing, metav1.ConditionTrue, sealv1.ReasonSeedTimeout, lost)
 		}
 		if len(written) == 0 {
-			setCondition(b, CondC1Complete, metav1.ConditionFalse, ReasonSeedTimeout, done)
+			setCondition(b, sealv1.CondC1Complete, metav1.ConditionFalse, sealv1.ReasonSeedTimeout, done)
 		} else {
-			setCondition(b, CondC1Complete, metav1.ConditionTrue, ReasonC1Written, done)
+			setCondition(b, sealv1.CondC1Complete, metav1.ConditionTrue, sealv1.ReasonC1Written, done)
 		}
 		b.Status.Message = strings.TrimSuffix(done+"; "+lost, "; ")
 	}, func(b *sealv1.SealBatch) {
 		metricBatchTransitions.WithLabelValues(string(sealv1.PhaseCompleted)).Inc()
 		r.Recorder.Eventf(b, pod, corev1.EventTypeNormal, "Completed", "Seal", "%s", done)
 		if lost != "" {
-			r.Recorder.Eventf(b, pod, corev1.EventTypeWarning, string(ReasonSeedTimeout), "Seal", "%s", lost)
+			r.Recorder.Eventf(b, pod, corev1.EventTypeWarning, string(sealv1.ReasonSeedTimeout), "Seal", "%s", lost)
 		}
 	})
 }
@@ -156,7 +156,7 @@ func (r *SealerReconciler) finishC1(ctx context.Context, b *sealv1.SealBatch, po
 func (r *SealerReconciler) ensureSeeds(ctx context.Context, b *sealv1.SealBatch) error {
 	data, err := render.C1Seeds(b)
 	if err != nil {
-		return r.fail(ctx, b, ReasonInvalidSpec, err.Error())
+		return r.fail(ctx, b, sealv1.ReasonInvalidSpec, err.Error())
 	}
 	return r.createOnce(ctx, b, r.Pod.Home.SeedsConfigMapName(b), render.SeedsKey, data)
 }

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
-	"github.com/sealfleet/sealfleet/controllers"
 	"github.com/sealfleet/sealfleet/internal/render"
 )
 
@@ -76,7 +75,7 @@ func TestSealerPodsRunInTheOperatorsNamespace(t *testing.T) {
 		c := h.batch(tenant, "claim")
 		return c.Status.Phase == sealv1.PhaseFailed && strings.Contains(c.Status.Message, "spec.output.persistentVolumeClaim: sealer pods run in the operator's namespace sealfleet-sealers"), c.Status.Message
 	})
-	if f := condition(h.batch(tenant, "claim"), controllers.CondFailed); f == nil || f.Reason != string(controllers.ReasonInvalidSpec) {
+	if f := condition(h.batch(tenant, "claim"), sealv1.CondFailed); f == nil || f.Reason != string(sealv1.ReasonInvalidSpec) {
 		t.Errorf("Failed condition %+v", f)
 	}
 	if p := h.pod(h.sealerNS, home.PodName(claim, 1)); p != nil {

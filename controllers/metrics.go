@@ -98,7 +98,7 @@ func phaseSince(b *sealv1.SealBatch) time.Time {
 			return b.Status.StartTime.Time
 		}
 	case sealv1.PhasePC2:
-		if c := meta.FindStatusCondition(b.Status.Conditions, CondPC1Complete); c != nil && c.Status == metav1.ConditionTrue {
+		if c := meta.FindStatusCondition(b.Status.Conditions, sealv1.CondPC1Complete); c != nil && c.Status == metav1.ConditionTrue {
 			return c.LastTransitionTime.Time
 		}
 	}

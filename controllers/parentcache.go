@@ -57,7 +57,7 @@ func (p *ParentCaches) Sync(ctx context.Context, nodes []sealv1.SealerNode, want
 		for pr := range wanted[sn.Name] {
 			proofs[pr] = true
 		}
-		if sn.Spec.ParentCache != nil && meta.IsStatusConditionTrue(sn.Status.Conditions, "Ready") {
+		if sn.Spec.ParentCache != nil && meta.IsStatusConditionTrue(sn.Status.Conditions, sealv1.CondReady) {
 			for _, pr := range sn.Spec.ParentCache.Proofs {
 				proofs[pr] = true
 			}

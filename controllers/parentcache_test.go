@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
-	"github.com/sealfleet/sealfleet/controllers"
 	"github.com/sealfleet/sealfleet/internal/render"
 )
 
@@ -45,7 +44,7 @@ func TestParentCacheBuiltOnceThenRead(t *testing.T) {
 	reason := func(want string) {
 		h.t.Helper()
 		h.eventually("reason "+want, func() (bool, string) {
-			c := meta.FindStatusCondition(h.batch(ns, "b1").Status.Conditions, controllers.CondPlaced)
+			c := meta.FindStatusCondition(h.batch(ns, "b1").Status.Conditions, sealv1.CondPlaced)
 			return c != nil && strings.Contains(c.Message, want), fmt.Sprintf("%+v", c)
 		})
 	}

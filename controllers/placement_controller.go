@@ -189,9 +189,9 @@ func (r *PlacementReconciler) commit(ctx context.Context, d *placement.Decision)
 		b.Status.Phase = sealv1.PhasePlaced
 		b.Status.PlacedTime = &now
 		b.Status.Message = placedMessage(node, slot)
-		setCondition(b, CondPlaced, metav1.ConditionTrue, ReasonPlaced, b.Status.Message)
+		setCondition(b, sealv1.CondPlaced, metav1.ConditionTrue, sealv1.ReasonPlaced, b.Status.Message)
 	}, func(b *sealv1.SealBatch) {
-		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, string(ReasonPlaced), "Place", "%s", placedMessage(node, slot))
+		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, string(sealv1.ReasonPlaced), "Place", "%s", placedMessage(node, slot))
 	})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -218,7 +218,7 @@ func placedMessage(node string, slot int32) string {
 // A reason that differs only in its numbers (free hugepages, node counts) is not rewritten:
 // on a busy fleet those change every cycle and would turn into a stream of status writes.
 func markUnschedulable(ctx context.Context, c client.Client, rec Recorder, b *sealv1.SealBatch, why string) error {
-	if cond := meta.FindStatusCondition(b.Status.Conditions, CondPlaced); cond != nil && cond.Reason == string(ReasonUnschedulable) &&
+	if cond := meta.FindStatusCondition(b.Status.Conditions, sealv1.CondPlaced); cond != nil && cond.Reason == string(sealv1.ReasonUnschedulable) &&
 		b.Status.Phase == sealv1.PhasePending && cond.ObservedGeneration == b.Generation &&
 		digits.ReplaceAllString(cond.Message, "#") == digits.ReplaceAllString(why, "#") {
 		return nil
@@ -229,9 +229,9 @@ func markUnschedulable(ctx context.Context, c client.Client, rec Recorder, b *se
 		}
 		b.Status.Phase = sealv1.PhasePending
 		b.Status.Message = why
-		setCondition(b, CondPlaced, metav1.ConditionFalse, ReasonUnschedulable, why)
+		setCondition(b, sealv1.CondPlaced, metav1.ConditionFalse, sealv1.ReasonUnschedulable, why)
 	}, func(b *sealv1.SealBatch) {
-		rec.Eventf(b, nil, corev1.EventTypeWarning, string(ReasonUnschedulable), "Place", "%s", why)
+		rec.Eventf(b, nil, corev1.EventTypeWarning, string(sealv1.ReasonUnschedulable), "Place", "%s", why)
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/contracts"
 	"github.com/sealfleet/sealfleet/internal/render"
 )
@@ -19,19 +20,19 @@ func TestPodFailureNamesTheSealersExit(t *testing.T) {
 	}
 	for _, c := range []struct {
 		pod       *corev1.Pod
-		reason    Reason
+		reason    sealv1.Reason
 		retriable bool
 		says      string
 	}{
-		{exited(2, "invalid input: layout"), ReasonSealerFailed, false, "sealer exited 2 (bad input): invalid input: layout"},
-		{exited(7, "data mismatch: sector 3"), ReasonDataMismatch, false, "sector 3"},
-		{exited(8, "GPU engine: no usable OpenCL device: there is no OpenCL device 0"), ReasonGPUFailed, true, "sealer exited 8 (GPU engine: no usable OpenCL device, or the device failed): GPU engine: no usable OpenCL device"},
-		{exited(3, "storage error: write"), ReasonSealerFailed, true, "device or I/O failure"},
-		{&corev1.Pod{Status: corev1.PodStatus{Reason: "Evicted", Message: "memory"}}, ReasonPodEvicted, true, "evicted: memory"},
+		{exited(2, "invalid input: layout"), sealv1.ReasonSealerFailed, false, "sealer exited 2 (bad input): invalid input: layout"},
+		{exited(7, "data mismatch: sector 3"), sealv1.ReasonDataMismatch, false, "sector 3"},
+		{exited(8, "GPU engine: no usable OpenCL device: there is no OpenCL device 0"), sealv1.ReasonGPUFailed, true, "sealer exited 8 (GPU engine: no usable OpenCL device, or the device failed): GPU engine: no usable OpenCL device"},
+		{exited(3, "storage error: write"), sealv1.ReasonSealerFailed, true, "device or I/O failure"},
+		{&corev1.Pod{Status: corev1.PodStatus{Reason: "Evicted", Message: "memory"}}, sealv1.ReasonPodEvicted, true, "evicted: memory"},
 		// The output claim: another batch's directory fails the batch (a retry meets the same
 		// owner); any other failure of the claim is retried.
-		{claimExited(render.ExitOutputOwned, "output directory /output/ns/b belongs to batch ns/b (uid u1"), ReasonOutputOwned, false, "belongs to batch ns/b"},
-		{claimExited(1, "read-only file system"), ReasonSealerFailed, true, "claiming the output directory failed (exit 1): read-only file system"},
+		{claimExited(render.ExitOutputOwned, "output directory /output/ns/b belongs to batch ns/b (uid u1"), sealv1.ReasonOutputOwned, false, "belongs to batch ns/b"},
+		{claimExited(1, "read-only file system"), sealv1.ReasonSealerFailed, true, "claiming the output directory failed (exit 1): read-only file system"},
 	} {
 		reason, msg, retriable := podFailure(c.pod)
 		if reason != c.reason || retriable != c.retriable || !strings.Contains(msg, c.says) {

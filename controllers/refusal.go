@@ -21,7 +21,7 @@ import (
 // and only the batch's status and events can tell its owner, who may not read operator logs.
 type creationRefused struct {
 	what   string // e.g. "sealer pod b-sealer-1"
-	reason Reason
+	reason sealv1.Reason
 	err    error
 }
 
@@ -30,23 +30,23 @@ func (e *creationRefused) Unwrap() error { return e.err }
 
 // refusalReason classifies a create error: ok is false for errors that are not a refusal by
 // policy (a timeout, a conflict, the API server unreachable), which are retried as they are.
-func refusalReason(err error) (reason Reason, ok bool) {
+func refusalReason(err error) (reason sealv1.Reason, ok bool) {
 	switch {
 	case apierrors.IsInvalid(err):
-		return ReasonObjectInvalid, true
+		return sealv1.ReasonObjectInvalid, true
 	case !apierrors.IsForbidden(err):
 		return "", false
 	}
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "exceeded quota") || strings.Contains(msg, "for quota"):
-		return ReasonQuotaExceeded, true
+		return sealv1.ReasonQuotaExceeded, true
 	case strings.Contains(msg, "PodSecurity"):
-		return ReasonPodSecurity, true
+		return sealv1.ReasonPodSecurity, true
 	case strings.Contains(msg, "admission webhook") || strings.Contains(msg, "ValidatingAdmissionPolicy"):
-		return ReasonWebhookRefused, true
+		return sealv1.ReasonWebhookRefused, true
 	}
-	return ReasonForbidden, true
+	return sealv1.ReasonForbidden, true
 }
 
 // create makes obj (what names it in messages); one that exists already counts as made. A
@@ -76,10 +76,10 @@ func (r *SealerReconciler) recordRefusal(ctx context.Context, key types.Namespac
 	msg := fmt.Sprintf("%s: the API server refused it (%s): %v. The batch keeps its node, slot and cores and retries with backoff: fix the namespace's quota or policy, or delete the batch to free them",
 		refused.what, refused.reason, refused.err)
 	if err := updateStatus(ctx, r.Client, &b, func(b *sealv1.SealBatch) {
-		setCondition(b, CondPodCreationRefused, metav1.ConditionTrue, refused.reason, msg)
+		setCondition(b, sealv1.CondPodCreationRefused, metav1.ConditionTrue, refused.reason, msg)
 		b.Status.Message = msg
 	}, func(b *sealv1.SealBatch) {
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, string(CondPodCreationRefused), "Seal", "%s", msg)
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, string(sealv1.CondPodCreationRefused), "Seal", "%s", msg)
 	}); err != nil {
 		return errors.Join(refused, err)
 	}
@@ -88,7 +88,7 @@ func (r *SealerReconciler) recordRefusal(ctx context.Context, key types.Namespac
 
 // clearRefusal marks an earlier refusal over once the pod exists (nothing when there was none).
 func clearRefusal(b *sealv1.SealBatch, msg string) {
-	if c := meta.FindStatusCondition(b.Status.Conditions, CondPodCreationRefused); c != nil && c.Status == metav1.ConditionTrue {
-		setCondition(b, CondPodCreationRefused, metav1.ConditionFalse, ReasonPodCreated, msg)
+	if c := meta.FindStatusCondition(b.Status.Conditions, sealv1.CondPodCreationRefused); c != nil && c.Status == metav1.ConditionTrue {
+		setCondition(b, sealv1.CondPodCreationRefused, metav1.ConditionFalse, sealv1.ReasonPodCreated, msg)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
-	"github.com/sealfleet/sealfleet/controllers"
 	"github.com/sealfleet/sealfleet/internal/render"
 )
 
@@ -31,11 +30,11 @@ func TestPodCreationRefusedIsVisible(t *testing.T) {
 
 	h.eventually("the refusal on the batch", func() (bool, string) {
 		b := h.batch(ns, "b")
-		c := condition(b, controllers.CondPodCreationRefused)
+		c := condition(b, sealv1.CondPodCreationRefused)
 		if c == nil || c.Status != metav1.ConditionTrue {
 			return false, b.Status.Message
 		}
-		if c.Reason != string(controllers.ReasonQuotaExceeded) || !strings.Contains(c.Message, "sealer pod b-sealer-1") ||
+		if c.Reason != string(sealv1.ReasonQuotaExceeded) || !strings.Contains(c.Message, "sealer pod b-sealer-1") ||
 			!strings.Contains(c.Message, "no-pods") || b.Status.Message != c.Message {
 			t.Fatalf("condition %+v, message %q", c, b.Status.Message)
 		}
@@ -53,7 +52,7 @@ func TestPodCreationRefusedIsVisible(t *testing.T) {
 	}
 	refusals := 0
 	for _, e := range events.Items {
-		if e.Reason == controllers.CondPodCreationRefused && e.Type == corev1.EventTypeWarning && e.InvolvedObject.Name == "b" {
+		if e.Reason == sealv1.CondPodCreationRefused && e.Type == corev1.EventTypeWarning && e.InvolvedObject.Name == "b" {
 			refusals += int(max(e.Count, 1))
 		}
 	}
@@ -74,8 +73,8 @@ func TestPodCreationRefusedIsVisible(t *testing.T) {
 	}
 	h.waitPod(ns, "b-sealer-1")
 	h.eventually("the refusal marked over", func() (bool, string) {
-		c := condition(h.batch(ns, "b"), controllers.CondPodCreationRefused)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == string(controllers.ReasonPodCreated), "condition still refused"
+		c := condition(h.batch(ns, "b"), sealv1.CondPodCreationRefused)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == string(sealv1.ReasonPodCreated), "condition still refused"
 	})
 }
 
@@ -93,7 +92,7 @@ func TestDeletionFinishesWhenNoScrubCanRun(t *testing.T) {
 	h.addNode("node-x", 1, 8, nil)
 	b := h.newBatch(ns, "b", 2, nil)
 	h.eventually("placed, its pod refused", func() (bool, string) {
-		c := condition(h.batch(ns, "b"), controllers.CondPodCreationRefused)
+		c := condition(h.batch(ns, "b"), sealv1.CondPodCreationRefused)
 		return c != nil && c.Status == metav1.ConditionTrue, "not refused yet"
 	})
 	if err := h.c.Delete(ctx, h.batch(ns, "b")); err != nil {
@@ -105,15 +104,15 @@ func TestDeletionFinishesWhenNoScrubCanRun(t *testing.T) {
 		return len(d) == 1 && d[0].BatchUID == string(b.UID) && d[0].Batch == ns+"/b" && d[0].Attempts >= 1 &&
 			strings.Contains(d[0].Message, "refused (QuotaExceeded)"), fmt.Sprintf("%+v", d)
 	})
-	if !h.hasEvent(ns, "b", string(controllers.ReasonSlotLeftToScrub), "slot 0 of node-x") {
+	if !h.hasEvent(ns, "b", string(sealv1.ReasonSlotLeftToScrub), "slot 0 of node-x") {
 		t.Error("no event on the deleted batch saying what was left to scrub")
 	}
-	if !h.hasEvent("default", "node-x", string(controllers.ReasonScrubFailed), "refused") {
+	if !h.hasEvent("default", "node-x", string(sealv1.ReasonScrubFailed), "refused") {
 		t.Error("no warning on the SealerNode about the refused scrub")
 	}
 	h.newBatch(other, "next", 2, nil)
 	h.eventually("the next batch waits for the scrub", func() (bool, string) {
-		c := condition(h.batch(other, "next"), controllers.CondPlaced)
+		c := condition(h.batch(other, "next"), sealv1.CondPlaced)
 		return c != nil && strings.Contains(c.Message, "waiting for their scrub"), fmt.Sprintf("%+v", c)
 	})
 
@@ -121,7 +120,7 @@ func TestDeletionFinishesWhenNoScrubCanRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.succeedScrubs("node-x") // after the back-off, the scrub pod runs and succeeds
-	if !h.hasEvent("default", "node-x", string(controllers.ReasonSlotScrubbed), "left by "+ns+"/b") {
+	if !h.hasEvent("default", "node-x", string(sealv1.ReasonSlotScrubbed), "left by "+ns+"/b") {
 		t.Error("no event on the SealerNode for the scrubbed slot")
 	}
 	if got := h.waitPhase(other, "next", sealv1.PhasePlaced); got.Status.Node != "node-x" {
@@ -172,7 +171,7 @@ func TestUnschedulableSealerPodIsVisible(t *testing.T) {
 		return strings.Contains(b.Status.Message, "waits for kube-scheduler to bind it to node-c") &&
 			strings.Contains(b.Status.Message, "Insufficient cpu"), b.Status.Message
 	})
-	if !h.hasEvent(ns, "b", string(controllers.ReasonPodUnschedulable), "Insufficient cpu") {
+	if !h.hasEvent(ns, "b", string(sealv1.ReasonPodUnschedulable), "Insufficient cpu") {
 		t.Error("no PodUnschedulable event")
 	}
 }

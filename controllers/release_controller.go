@@ -109,7 +109,7 @@ const releaseRetry = 2 * time.Second
 
 // releaseDue applies the release policy to a live batch; wait is when to look again.
 func releaseDue(b *sealv1.SealBatch, now time.Time) (due bool, wait time.Duration) {
-	if b.Status.Node == "" || meta.IsStatusConditionTrue(b.Status.Conditions, CondReleased) {
+	if b.Status.Node == "" || meta.IsStatusConditionTrue(b.Status.Conditions, sealv1.CondReleased) {
 		return false, 0
 	}
 	switch b.Status.Phase {
@@ -148,7 +148,7 @@ func releaseDue(b *sealv1.SealBatch, now time.Time) (due bool, wait time.Duratio
 func (r *ReleaseReconciler) release(ctx context.Context, b *sealv1.SealBatch, deleting bool) (bool, error) {
 	logger := log.FromContext(ctx).WithValues("batch", ledger.BatchKey(b), "node", b.Status.Node)
 	force := b.Annotations[AnnotationForceRelease] == "true"
-	if meta.IsStatusConditionTrue(b.Status.Conditions, CondReleased) {
+	if meta.IsStatusConditionTrue(b.Status.Conditions, sealv1.CondReleased) {
 		return true, nil // released before (e.g. on completion), deleted now
 	}
 
@@ -159,7 +159,7 @@ func (r *ReleaseReconciler) release(ctx context.Context, b *sealv1.SealBatch, de
 		return false, err
 	}
 	if waitFor != "" {
-		return false, r.waiting(ctx, b, ReasonWaitingForPod, waitFor)
+		return false, r.waiting(ctx, b, sealv1.ReasonWaitingForPod, waitFor)
 	}
 	// 2. Hand the slot's range to the node's scrubber: recorded dirty on the SealerNode, it
 	// stays booked until the scrub succeeds, so the batch need not wait for it (nor for a pod
@@ -172,9 +172,9 @@ func (r *ReleaseReconciler) release(ctx context.Context, b *sealv1.SealBatch, de
 	}
 	// 3. The slot is free once the batch says Released, or once it is gone (the caller removes
 	// the finalizer): the batch is the only record of its claim.
-	reason, msg := ReasonSlotReleased, fmt.Sprintf("slot released; node %s scrubs it before its next batch", b.Status.Node)
+	reason, msg := sealv1.ReasonSlotReleased, fmt.Sprintf("slot released; node %s scrubs it before its next batch", b.Status.Node)
 	if force {
-		reason, msg = ReasonForcedRelease, "slot released by force (sealfleet.io/force-release): scratch not scrubbed"
+		reason, msg = sealv1.ReasonForcedRelease, "slot released by force (sealfleet.io/force-release): scratch not scrubbed"
 	}
 	switch {
 	case b.Status.Node == "":
@@ -187,15 +187,15 @@ func (r *ReleaseReconciler) release(ctx context.Context, b *sealv1.SealBatch, de
 		return true, nil
 	}
 	return true, updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
-		setCondition(b, CondReleased, metav1.ConditionTrue, reason, msg)
-		meta.RemoveStatusCondition(&b.Status.Conditions, CondDeletionIsBlocked)
+		setCondition(b, sealv1.CondReleased, metav1.ConditionTrue, reason, msg)
+		meta.RemoveStatusCondition(&b.Status.Conditions, sealv1.CondDeletionIsBlocked)
 	}, func(b *sealv1.SealBatch) {
 		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, string(reason), "Release", "%s", msg)
 	})
 }
 
 // waiting reports a pending release; past the timeout it is reported stuck.
-func (r *ReleaseReconciler) waiting(ctx context.Context, b *sealv1.SealBatch, reason Reason, msg string) error {
+func (r *ReleaseReconciler) waiting(ctx context.Context, b *sealv1.SealBatch, reason sealv1.Reason, msg string) error {
 	since := b.CreationTimestamp.Time
 	if b.DeletionTimestamp != nil {
 		since = b.DeletionTimestamp.Time
@@ -205,17 +205,17 @@ func (r *ReleaseReconciler) waiting(ctx context.Context, b *sealv1.SealBatch, re
 	stuck := time.Since(since) > r.Timeout
 	status := metav1.ConditionFalse
 	if stuck {
-		reason = ReasonReleaseFailed
+		reason = sealv1.ReasonReleaseFailed
 		msg = fmt.Sprintf("release stuck for %s: %s", r.Timeout, msg)
 	}
 	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
-		setCondition(b, CondReleased, status, reason, msg)
+		setCondition(b, sealv1.CondReleased, status, reason, msg)
 		if b.DeletionTimestamp != nil {
-			setCondition(b, CondDeletionIsBlocked, metav1.ConditionTrue, reason, msg)
+			setCondition(b, sealv1.CondDeletionIsBlocked, metav1.ConditionTrue, reason, msg)
 		}
 	}, func(b *sealv1.SealBatch) {
 		if stuck {
-			metricReleaseFailures.WithLabelValues(string(ReasonReleaseFailed)).Inc()
+			metricReleaseFailures.WithLabelValues(string(sealv1.ReasonReleaseFailed)).Inc()
 			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, string(reason), "Release", "%s", msg)
 		}
 	})
@@ -319,7 +319,7 @@ func (r *ReleaseReconciler) markDirty(ctx context.Context, b *sealv1.SealBatch) 
 		})
 	})
 	if err == nil {
-		r.Recorder.Eventf(b, &sn, corev1.EventTypeNormal, string(ReasonSlotLeftToScrub), "Release",
+		r.Recorder.Eventf(b, &sn, corev1.EventTypeNormal, string(sealv1.ReasonSlotLeftToScrub), "Release",
 			"slot %d of %s (%d bytes at offset %d of each layer device) left to scrub: the node's scrub pod discards it before another batch gets it (kubectl get sealernode %s -o jsonpath='{.status.dirtySlots}')",
 			claim.Slot, sn.Name, claim.Range.LengthBytes, claim.Range.OffsetBytes, sn.Name)
 	}

@@ -49,13 +49,6 @@ const (
 	scrubBackoffMax  = 10 * time.Minute
 )
 
-// Scrub events on the SealerNode.
-const (
-	ReasonSlotScrubbed Reason = "SlotScrubbed"
-	ReasonScrubFailed  Reason = "ScrubFailed"
-	ReasonScrubSkipped Reason = "ScrubSkipped"
-)
-
 // +kubebuilder:rbac:groups=sealfleet.io,resources=sealernodes/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 
@@ -153,7 +146,7 @@ func (r *ScrubReconciler) step(ctx context.Context, sn *sealv1.SealerNode, d sea
 			if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
 				return slotChange{}, 0, err
 			}
-			r.Recorder.Eventf(sn, nil, corev1.EventTypeNormal, string(ReasonSlotScrubbed), "Scrub", "%s scrubbed", what)
+			r.Recorder.Eventf(sn, nil, corev1.EventTypeNormal, string(sealv1.ReasonSlotScrubbed), "Scrub", "%s scrubbed", what)
 			return slotChange{remove: true, next: d}, 0, nil
 		case corev1.PodFailed:
 			reason, msg, _ := podFailure(pod)
@@ -164,7 +157,7 @@ func (r *ScrubReconciler) step(ctx context.Context, sn *sealv1.SealerNode, d sea
 			next.LastAttemptTime = &metav1.Time{Time: now.Truncate(time.Second)}
 			next.Message = truncate(fmt.Sprintf("scrub pod failed (%s): %s; retrying", reason, msg), 1000)
 			metricReleaseFailures.WithLabelValues("scrub").Inc()
-			r.Recorder.Eventf(sn, nil, corev1.EventTypeWarning, string(ReasonScrubFailed), "Scrub", "%s: %s", what, next.Message)
+			r.Recorder.Eventf(sn, nil, corev1.EventTypeWarning, string(sealv1.ReasonScrubFailed), "Scrub", "%s: %s", what, next.Message)
 			return slotChange{next: next}, scrubBackoff(next.Attempts), nil
 		}
 		if why := render.Unschedulable(pod); why != "" {
@@ -176,7 +169,7 @@ func (r *ScrubReconciler) step(ctx context.Context, sn *sealv1.SealerNode, d sea
 	if len(devices) == 0 || sn.Spec.DeviceMode == sealv1.DeviceModeVFIO {
 		// vfio devices are not visible to the kernel, and a node without layer devices has
 		// nothing left to discard: the next batch overwrites the range.
-		r.Recorder.Eventf(sn, nil, corev1.EventTypeNormal, string(ReasonScrubSkipped), "Scrub", "%s: no kernel-visible layer device to discard; the next batch overwrites it", what)
+		r.Recorder.Eventf(sn, nil, corev1.EventTypeNormal, string(sealv1.ReasonScrubSkipped), "Scrub", "%s: no kernel-visible layer device to discard; the next batch overwrites it", what)
 		return slotChange{remove: true, next: d}, 0, nil
 	}
 	if blocked != "" {
@@ -208,7 +201,7 @@ func (r *ScrubReconciler) step(ctx context.Context, sn *sealv1.SealerNode, d sea
 		next.LastAttemptTime = &metav1.Time{Time: now.Truncate(time.Second)}
 		next.Message = truncate(fmt.Sprintf("scrub pod %s/%s refused (%s): %v; retrying", r.Namespace, p.Name, reason, err), 1000)
 		metricReleaseFailures.WithLabelValues("scrub").Inc()
-		r.Recorder.Eventf(sn, nil, corev1.EventTypeWarning, string(ReasonScrubFailed), "Scrub", "%s: %s", what, next.Message)
+		r.Recorder.Eventf(sn, nil, corev1.EventTypeWarning, string(sealv1.ReasonScrubFailed), "Scrub", "%s: %s", what, next.Message)
 		return slotChange{next: next}, scrubBackoff(next.Attempts), nil
 	}
 	log.FromContext(ctx).Info("scrubbing", "node", sn.Name, "slot", d.Slot, "pod", p.Name, "leftBy", d.Batch)

@@ -44,7 +44,7 @@ func TestBatchLifecycle(t *testing.T) {
 	if placed.Status.Node != "node-a" || placed.Status.Slot == nil || *placed.Status.Slot != 0 {
 		t.Fatalf("placement: node %q slot %v", placed.Status.Node, placed.Status.Slot)
 	}
-	if c := condition(placed, controllers.CondPlaced); c == nil || c.Status != "True" || c.ObservedGeneration != placed.Generation {
+	if c := condition(placed, sealv1.CondPlaced); c == nil || c.Status != "True" || c.ObservedGeneration != placed.Generation {
 		t.Errorf("Placed condition: %+v", c)
 	}
 	if l := h.held("node-a"); len(l) != 1 || l[0].UID != b.UID || l[0].Hugepages != 1 || l[0].Range.LengthBytes != 64<<20 {
@@ -114,7 +114,7 @@ func TestBatchLifecycle(t *testing.T) {
 	h.setPod(pod, corev1.PodSucceeded, 0, results(b))
 	h.eventually("completed and released", func() (bool, string) {
 		got = h.batch(ns, "b1")
-		r := condition(got, controllers.CondReleased)
+		r := condition(got, sealv1.CondReleased)
 		return got.Status.Phase == sealv1.PhaseCompleted && r != nil && r.Status == "True", got.Status.Message
 	})
 	if len(got.Status.Sectors) != 4 || got.Status.Sectors[0].CommR == "" || got.Status.Sectors[0].State != "Sealed" {
@@ -160,7 +160,7 @@ func TestOneSectorOneBatch(t *testing.T) {
 	want := fmt.Sprintf("batch %s/first (", ns1)
 	h.eventually("the duplicate explained", func() (bool, string) {
 		b := h.batch(ns2, "again")
-		c := condition(b, controllers.CondPlaced)
+		c := condition(b, sealv1.CondPlaced)
 		if b.Status.Node != "" {
 			t.Fatalf("a second batch sealing sector %d was placed on %s", first.Spec.Sectors[1].Number, b.Status.Node)
 		}
@@ -185,9 +185,9 @@ func TestOneSlotTwoBatches(t *testing.T) {
 	h.eventually("one placed, one unschedulable", func() (bool, string) {
 		a, b := h.batch(ns, "first"), h.batch(ns, "second")
 		switch {
-		case a.Status.Node != "" && b.Status.Phase == sealv1.PhasePending && condition(b, controllers.CondPlaced) != nil:
+		case a.Status.Node != "" && b.Status.Phase == sealv1.PhasePending && condition(b, sealv1.CondPlaced) != nil:
 			winner, loser = "first", "second"
-		case b.Status.Node != "" && a.Status.Phase == sealv1.PhasePending && condition(a, controllers.CondPlaced) != nil:
+		case b.Status.Node != "" && a.Status.Phase == sealv1.PhasePending && condition(a, sealv1.CondPlaced) != nil:
 			winner, loser = "second", "first"
 		default:
 			return false, fmt.Sprintf("first=%s/%s second=%s/%s", a.Status.Phase, a.Status.Node, b.Status.Phase, b.Status.Node)
@@ -197,8 +197,8 @@ func TestOneSlotTwoBatches(t *testing.T) {
 	if winner != "first" {
 		t.Errorf("the older batch must win, got %s", winner)
 	}
-	c := condition(h.batch(ns, loser), controllers.CondPlaced)
-	if c.Reason != string(controllers.ReasonUnschedulable) || !strings.Contains(c.Message, "1 node:") ||
+	c := condition(h.batch(ns, loser), sealv1.CondPlaced)
+	if c.Reason != string(sealv1.ReasonUnschedulable) || !strings.Contains(c.Message, "1 node:") ||
 		!(strings.Contains(c.Message, "pipelines busy") || strings.Contains(c.Message, "no free slot")) {
 		t.Errorf("unschedulable reason: %+v", c)
 	}
@@ -216,7 +216,7 @@ func TestOneSlotTwoBatches(t *testing.T) {
 	})
 	// Its slot is dirty: the loser waits for the scrub, with a reason that says so.
 	h.eventually("the loser waits for the scrub", func() (bool, string) {
-		c := condition(h.batch(ns, loser), controllers.CondPlaced)
+		c := condition(h.batch(ns, loser), sealv1.CondPlaced)
 		return c != nil && strings.Contains(c.Message, "waiting for their scrub"), fmt.Sprintf("%+v", c)
 	})
 	if b := h.batch(ns, loser); b.Status.Node != "" {
@@ -313,8 +313,8 @@ func TestSealerFailureRetriesThenFails(t *testing.T) {
 	// Bad input fails the same way every time: no retry although two remain.
 	h.setPod(third, corev1.PodFailed, 2, "config: sectors[0].ticket is not 32 bytes")
 	got := h.waitPhase(ns, "b", sealv1.PhaseFailed)
-	c := condition(got, controllers.CondFailed)
-	if c == nil || c.Reason != string(controllers.ReasonSealerFailed) || !strings.Contains(c.Message, "exited 2 (bad input)") ||
+	c := condition(got, sealv1.CondFailed)
+	if c == nil || c.Reason != string(sealv1.ReasonSealerFailed) || !strings.Contains(c.Message, "exited 2 (bad input)") ||
 		!strings.Contains(c.Message, "ticket is not 32 bytes") || !strings.Contains(c.Message, "not retried") {
 		t.Errorf("failure condition: %+v", c)
 	}
@@ -370,8 +370,8 @@ func TestDataBatchMountsItsDataAndFailsOnAMismatch(t *testing.T) {
 
 	h.setPod(pod, corev1.PodFailed, 7, "sealer: data mismatch: sector 2: its data /data/staged/s-2 has comm_d 11… (tree-d root) but its pieces make 077e…")
 	got := h.waitPhase(ns, "d", sealv1.PhaseFailed)
-	c := condition(got, controllers.CondFailed)
-	if c == nil || c.Reason != string(controllers.ReasonDataMismatch) || !strings.Contains(c.Message, "sector 2") ||
+	c := condition(got, sealv1.CondFailed)
+	if c == nil || c.Reason != string(sealv1.ReasonDataMismatch) || !strings.Contains(c.Message, "sector 2") ||
 		!strings.Contains(c.Message, "does not match its pieces") || !strings.Contains(c.Message, "not retried") {
 		t.Errorf("failure condition: %+v", c)
 	}
@@ -393,7 +393,7 @@ func TestNodeDeletedWhileRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := h.waitPhase(ns, "b", sealv1.PhaseFailed)
-	if c := condition(got, controllers.CondFailed); c == nil || c.Reason != string(controllers.ReasonNodeLost) {
+	if c := condition(got, sealv1.CondFailed); c == nil || c.Reason != string(sealv1.ReasonNodeLost) {
 		t.Errorf("want NodeLost, got %+v", c)
 	}
 }
@@ -495,8 +495,8 @@ func TestStuckReleaseIsVisibleAndForceable(t *testing.T) {
 	blocked := func(what string) {
 		h.eventually(what, func() (bool, string) {
 			b := h.batch(ns, "b")
-			c := condition(b, controllers.CondDeletionIsBlocked)
-			return c != nil && c.Reason == string(controllers.ReasonWaitingForPod) &&
+			c := condition(b, sealv1.CondDeletionIsBlocked)
+			return c != nil && c.Reason == string(sealv1.ReasonWaitingForPod) &&
 				strings.Contains(c.Message, "waiting for sealer pod b-sealer-1 on node node-k") &&
 				strings.Contains(c.Message, "node.kubernetes.io/out-of-service"), fmt.Sprintf("%+v", b.Status.Conditions)
 		})
@@ -620,7 +620,7 @@ func TestSnapUpdateRunsBesideASealWithoutASlot(t *testing.T) {
 	h.setPod(pod, corev1.PodSucceeded, 0, `{"sectors":[`+strings.Join(parts, ",")+`]}`)
 	h.eventually("update completed and released", func() (bool, string) {
 		got = h.batch(ns, "up")
-		r := condition(got, controllers.CondReleased)
+		r := condition(got, sealv1.CondReleased)
 		return got.Status.Phase == sealv1.PhaseCompleted && r != nil && r.Status == "True", got.Status.Message
 	})
 	s := got.Status.Sectors[0]
@@ -628,7 +628,7 @@ func TestSnapUpdateRunsBesideASealWithoutASlot(t *testing.T) {
 		s.CommD != fmt.Sprintf("%064x", 1) || s.CommRLast != fmt.Sprintf("%064x", 3) || s.CommRCID == "" {
 		t.Errorf("updated sector: %+v", s)
 	}
-	if u := condition(got, controllers.CondUpdated); u == nil || u.Status != "True" || u.Reason != string(controllers.ReasonEncoded) {
+	if u := condition(got, sealv1.CondUpdated); u == nil || u.Status != "True" || u.Reason != string(sealv1.ReasonEncoded) {
 		t.Errorf("Updated condition: %+v", u)
 	}
 	for _, d := range h.sealerNode("node-u").Status.DirtySlots {
@@ -675,7 +675,7 @@ func TestC1FromSlot(t *testing.T) {
 	if l := h.held("node-c"); len(l) != 1 || l[0].Running || len(l[0].CPUs) != 0 || l[0].Hugepages != 0 {
 		t.Errorf("claims while waiting for seeds (want the slot alone): %+v", l)
 	}
-	if c := condition(got, controllers.CondC1Complete); c == nil || c.Reason != string(controllers.ReasonWaitingForSeeds) || !strings.Contains(c.Message, "0/2") {
+	if c := condition(got, sealv1.CondC1Complete); c == nil || c.Reason != string(sealv1.ReasonWaitingForSeeds) || !strings.Contains(c.Message, "0/2") {
 		t.Errorf("C1Complete while waiting: %+v", c)
 	}
 
@@ -725,7 +725,7 @@ func TestC1FromSlot(t *testing.T) {
 	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(b.Spec.Sectors[0].Number, b.Spec.Sectors[1].Number))
 	h.eventually("completed and released", func() (bool, string) {
 		got = h.batch(ns, "c")
-		r := condition(got, controllers.CondReleased)
+		r := condition(got, sealv1.CondReleased)
 		return got.Status.Phase == sealv1.PhaseCompleted && r != nil && r.Status == "True", got.Status.Message
 	})
 	for _, s := range got.Status.Sectors {
@@ -733,7 +733,7 @@ func TestC1FromSlot(t *testing.T) {
 			t.Errorf("sector %d state %s", s.Number, s.State)
 		}
 	}
-	if c := condition(got, controllers.CondC1Complete); c == nil || c.Status != "True" || condition(got, controllers.CondSeedsMissing) != nil {
+	if c := condition(got, sealv1.CondC1Complete); c == nil || c.Status != "True" || condition(got, sealv1.CondSeedsMissing) != nil {
 		t.Errorf("conditions: %+v", got.Status.Conditions)
 	}
 }
@@ -765,8 +765,8 @@ func TestSeedsThatNeverCome(t *testing.T) {
 	c1 := h.waitPod(ns, "half-c1-1")
 	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(half.Spec.Sectors[1].Number))
 	got = h.waitPhase(ns, "half", sealv1.PhaseCompleted)
-	lost := condition(got, controllers.CondSeedsMissing)
-	if lost == nil || lost.Reason != string(controllers.ReasonSeedTimeout) || !strings.Contains(lost.Message, strconv.FormatInt(half.Spec.Sectors[0].Number, 10)) ||
+	lost := condition(got, sealv1.CondSeedsMissing)
+	if lost == nil || lost.Reason != string(sealv1.ReasonSeedTimeout) || !strings.Contains(lost.Message, strconv.FormatInt(half.Spec.Sectors[0].Number, 10)) ||
 		strings.Contains(lost.Message, strconv.FormatInt(half.Spec.Sectors[1].Number, 10)) {
 		t.Errorf("SeedsMissing: %+v", lost)
 	}
@@ -779,10 +779,10 @@ func TestSeedsThatNeverCome(t *testing.T) {
 	if h.pod(ns, "none-c1-1") != nil {
 		t.Error("a C1 pod ran with no seeds")
 	}
-	if c := condition(got, controllers.CondSeedsMissing); c == nil || !strings.Contains(c.Message, strconv.FormatInt(none.Spec.Sectors[1].Number, 10)) {
+	if c := condition(got, sealv1.CondSeedsMissing); c == nil || !strings.Contains(c.Message, strconv.FormatInt(none.Spec.Sectors[1].Number, 10)) {
 		t.Errorf("SeedsMissing: %+v", c)
 	}
-	if c := condition(got, controllers.CondC1Complete); c == nil || c.Status != "False" || c.Reason != string(controllers.ReasonSeedTimeout) {
+	if c := condition(got, sealv1.CondC1Complete); c == nil || c.Status != "False" || c.Reason != string(sealv1.ReasonSeedTimeout) {
 		t.Errorf("C1Complete with no C1 run: %+v", c)
 	}
 }

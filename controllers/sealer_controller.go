@@ -81,18 +81,18 @@ func (r *SealerReconciler) reconcileBatch(ctx context.Context, req reconcile.Req
 	var sn sealv1.SealerNode
 	if err := r.Get(ctx, client.ObjectKey{Name: b.Status.Node}, &sn); err != nil {
 		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, r.fail(ctx, &b, ReasonNodeLost, fmt.Sprintf("SealerNode %s is gone (node removed)", b.Status.Node))
+			return reconcile.Result{}, r.fail(ctx, &b, sealv1.ReasonNodeLost, fmt.Sprintf("SealerNode %s is gone (node removed)", b.Status.Node))
 		}
 		return reconcile.Result{}, err
 	}
 	var node corev1.Node
 	if err := r.Get(ctx, client.ObjectKey{Name: b.Status.Node}, &node); apierrors.IsNotFound(err) {
-		return reconcile.Result{}, r.fail(ctx, &b, ReasonNodeLost, fmt.Sprintf("node %s was deleted while the batch ran", b.Status.Node))
+		return reconcile.Result{}, r.fail(ctx, &b, sealv1.ReasonNodeLost, fmt.Sprintf("node %s was deleted while the batch ran", b.Status.Node))
 	}
 	at := attemptTarget{sn: &sn, cordoned: node.Spec.Unschedulable}
 
 	if b.Status.Layout == nil || (b.Status.SlotRange == nil && !b.Spec.IsUpdate()) {
-		return reconcile.Result{}, r.fail(ctx, &b, ReasonInvalidSpec, "status has no layout or slot range: the batch was placed by an older operator; delete it and create it again")
+		return reconcile.Result{}, r.fail(ctx, &b, sealv1.ReasonInvalidSpec, "status has no layout or slot range: the batch was placed by an older operator; delete it and create it again")
 	}
 	switch b.Status.Phase {
 	case sealv1.PhaseWaitingForSeeds:
@@ -107,7 +107,7 @@ func (r *SealerReconciler) reconcileBatch(ctx context.Context, req reconcile.Req
 	var pod corev1.Pod
 	err := r.getPod(ctx, &b, r.Pod.Home.PodName(&b, b.Status.Attempts), &pod)
 	if apierrors.IsNotFound(err) {
-		return r.failOrRetry(ctx, &b, at, ReasonPodDisappeared, "the sealer pod was deleted before it finished", true)
+		return r.failOrRetry(ctx, &b, at, sealv1.ReasonPodDisappeared, "the sealer pod was deleted before it finished", true)
 	}
 	if err != nil {
 		return reconcile.Result{}, err
@@ -137,7 +137,7 @@ func (r *SealerReconciler) waitScheduled(ctx context.Context, b *sealv1.SealBatc
 		return reconcile.Result{RequeueAfter: r.ProgressInterval}, nil
 	}
 	msg := fmt.Sprintf("pod %s waits for kube-scheduler to bind it to %s, which cannot hold it now (other pods there hold what it requests): %s", pod.Name, b.Status.Node, why)
-	return r.waitAttempt(ctx, b, msg, string(ReasonPodUnschedulable), r.ProgressInterval)
+	return r.waitAttempt(ctx, b, msg, string(sealv1.ReasonPodUnschedulable), r.ProgressInterval)
 }
 
 // slotOf is the batch's slot (ledger.NoSlot when it holds none).
@@ -219,12 +219,12 @@ func (r *SealerReconciler) metricsPort(b *sealv1.SealBatch) int {
 // a retry must see the same config to resume.
 func (r *SealerReconciler) ensureConfig(ctx context.Context, b *sealv1.SealBatch, sn *sealv1.SealerNode, lay *layout.Layout) error {
 	if field := r.Pod.Home.UnreachableClaim(b); field != "" {
-		return r.fail(ctx, b, ReasonInvalidSpec, fmt.Sprintf("%s: sealer pods run in the operator's namespace %s, where a claim of namespace %s cannot be mounted; use a hostPath under the node's spec.hostPathRoots, or create the batch in %s with the claim there",
+		return r.fail(ctx, b, sealv1.ReasonInvalidSpec, fmt.Sprintf("%s: sealer pods run in the operator's namespace %s, where a claim of namespace %s cannot be mounted; use a hostPath under the node's spec.hostPathRoots, or create the batch in %s with the claim there",
 			field, r.Pod.Home.Namespace, b.Namespace, r.Pod.Home.Namespace))
 	}
 	cfg, err := r.renderConfig(b, sn, lay)
 	if err != nil {
-		return r.fail(ctx, b, ReasonInvalidSpec, err.Error())
+		return r.fail(ctx, b, sealv1.ReasonInvalidSpec, err.Error())
 	}
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
@@ -340,7 +340,7 @@ func (r *SealerReconciler) startStep(ctx context.Context, b *sealv1.SealBatch, a
 	}
 	cpus, err := cpuset.Parse(b.Status.CPUs)
 	if err != nil {
-		return reconcile.Result{}, r.fail(ctx, b, ReasonInvalidSpec, "status.cpus: "+err.Error())
+		return reconcile.Result{}, r.fail(ctx, b, sealv1.ReasonInvalidSpec, "status.cpus: "+err.Error())
 	}
 	pdb := render.DisruptionBudget(b, r.Pod.Home)
 	if err := r.own(b, pdb); err != nil {
@@ -374,7 +374,7 @@ func (r *SealerReconciler) startStep(ctx context.Context, b *sealv1.SealBatch, a
 			b.Status.C1Attempts = attempt
 			b.Status.Phase = sealv1.PhaseC1
 			msg := fmt.Sprintf("C1 pod %s (attempt %d) reads %d seeded sectors' labels from the slot", pod.Name, attempt, len(b.Spec.Seeds))
-			setCondition(b, CondC1Complete, metav1.ConditionFalse, ReasonC1Running, msg)
+			setCondition(b, sealv1.CondC1Complete, metav1.ConditionFalse, sealv1.ReasonC1Running, msg)
 			b.Status.Message = msg
 			return
 		}
@@ -427,12 +427,12 @@ func (r *SealerReconciler) track(ctx context.Context, b *sealv1.SealBatch, pod *
 		}
 		switch phase {
 		case sealv1.PhasePC1:
-			setCondition(b, CondPC1Complete, metav1.ConditionFalse, ReasonLabelling, "sealer is labelling layers")
+			setCondition(b, sealv1.CondPC1Complete, metav1.ConditionFalse, sealv1.ReasonLabelling, "sealer is labelling layers")
 		case sealv1.PhasePC2:
-			setCondition(b, CondPC1Complete, metav1.ConditionTrue, ReasonLayersWritten, "all layers written")
-			setCondition(b, CondPC2Complete, metav1.ConditionFalse, ReasonTreesBuilding, "sealer is building tree-c and tree-r-last")
+			setCondition(b, sealv1.CondPC1Complete, metav1.ConditionTrue, sealv1.ReasonLayersWritten, "all layers written")
+			setCondition(b, sealv1.CondPC2Complete, metav1.ConditionFalse, sealv1.ReasonTreesBuilding, "sealer is building tree-c and tree-r-last")
 		case sealv1.PhaseUpdating:
-			setCondition(b, CondUpdated, metav1.ConditionFalse, ReasonEncoding, "sealer is encoding the data into the sector keys")
+			setCondition(b, sealv1.CondUpdated, metav1.ConditionFalse, sealv1.ReasonEncoding, "sealer is encoding the data into the sector keys")
 		}
 		b.Status.Message = fmt.Sprintf("sealer running (%s)", strings.ToLower(string(phase)))
 	}, func(b *sealv1.SealBatch) {
@@ -447,10 +447,10 @@ func (r *SealerReconciler) track(ctx context.Context, b *sealv1.SealBatch, pod *
 func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, pod *corev1.Pod) error {
 	res, err := readResults(ctx, r.Results, pod)
 	if err != nil {
-		return r.fail(ctx, b, ReasonSealerFailed, "sealer exited 0 but its results are unreadable: "+err.Error())
+		return r.fail(ctx, b, sealv1.ReasonSealerFailed, "sealer exited 0 but its results are unreadable: "+err.Error())
 	}
 	if err := res.matches(b); err != nil {
-		return r.fail(ctx, b, ReasonSealerFailed, err.Error())
+		return r.fail(ctx, b, sealv1.ReasonSealerFailed, err.Error())
 	}
 	if b.Spec.FromSlot() {
 		return r.toWaitingForSeeds(ctx, b, pod, res)
@@ -470,10 +470,10 @@ func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, po
 			b.Status.Progress.ETASeconds = 0
 		}
 		if b.Spec.IsUpdate() {
-			setCondition(b, CondUpdated, metav1.ConditionTrue, ReasonEncoded, done)
+			setCondition(b, sealv1.CondUpdated, metav1.ConditionTrue, sealv1.ReasonEncoded, done)
 		} else {
-			setCondition(b, CondPC1Complete, metav1.ConditionTrue, ReasonLayersWritten, "all layers written")
-			setCondition(b, CondPC2Complete, metav1.ConditionTrue, ReasonCommitted, done)
+			setCondition(b, sealv1.CondPC1Complete, metav1.ConditionTrue, sealv1.ReasonLayersWritten, "all layers written")
+			setCondition(b, sealv1.CondPC2Complete, metav1.ConditionTrue, sealv1.ReasonCommitted, done)
 		}
 		b.Status.Message = done
 	}, func(b *sealv1.SealBatch) {
@@ -484,12 +484,12 @@ func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, po
 
 // failOrRetry starts the next attempt on the same node and slot when retries remain and the
 // failure could go differently next time, else fails the batch.
-func (r *SealerReconciler) failOrRetry(ctx context.Context, b *sealv1.SealBatch, at attemptTarget, reason Reason, msg string, retriable bool) (reconcile.Result, error) {
+func (r *SealerReconciler) failOrRetry(ctx context.Context, b *sealv1.SealBatch, at attemptTarget, reason sealv1.Reason, msg string, retriable bool) (reconcile.Result, error) {
 	return r.failOrRetryStep(ctx, b, at, render.StepSeal, reason, msg, retriable)
 }
 
 // failOrRetryStep is failOrRetry for a step (the seal's attempts, or C1's).
-func (r *SealerReconciler) failOrRetryStep(ctx context.Context, b *sealv1.SealBatch, at attemptTarget, step render.Step, reason Reason, msg string, retriable bool) (reconcile.Result, error) {
+func (r *SealerReconciler) failOrRetryStep(ctx context.Context, b *sealv1.SealBatch, at attemptTarget, step render.Step, reason sealv1.Reason, msg string, retriable bool) (reconcile.Result, error) {
 	if !retriable {
 		return reconcile.Result{}, r.fail(ctx, b, reason, msg+" (not retried: another attempt would fail the same way)")
 	}
@@ -499,7 +499,7 @@ func (r *SealerReconciler) failOrRetryStep(ctx context.Context, b *sealv1.SealBa
 	}
 	if attempts <= b.Spec.Retries() {
 		if !at.cordoned {
-			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, string(ReasonRetrying), "Seal",
+			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, string(sealv1.ReasonRetrying), "Seal",
 				"attempt %d failed (%s: %s); retrying on %s", attempts, reason, msg, placedMessage(b.Status.Node, slotOf(b)))
 		}
 		return r.startStep(ctx, b, at, step, attempts+1)
@@ -508,18 +508,18 @@ func (r *SealerReconciler) failOrRetryStep(ctx context.Context, b *sealv1.SealBa
 }
 
 // fail marks the batch Failed; the slot stays held until the release policy frees it.
-func (r *SealerReconciler) fail(ctx context.Context, b *sealv1.SealBatch, reason Reason, msg string) error {
+func (r *SealerReconciler) fail(ctx context.Context, b *sealv1.SealBatch, reason sealv1.Reason, msg string) error {
 	return markFailed(ctx, r.Client, r.Recorder, b, reason, msg)
 }
 
-func markFailed(ctx context.Context, c client.Client, rec Recorder, b *sealv1.SealBatch, reason Reason, msg string) error {
+func markFailed(ctx context.Context, c client.Client, rec Recorder, b *sealv1.SealBatch, reason sealv1.Reason, msg string) error {
 	metricBatchProgress.DeleteLabelValues(b.Namespace, b.Name, b.Status.Node)
 	return updateStatus(ctx, c, b, func(b *sealv1.SealBatch) {
 		now := metav1.Now()
 		b.Status.Phase = sealv1.PhaseFailed
 		b.Status.CompletionTime = &now
 		b.Status.Message = msg
-		setCondition(b, CondFailed, metav1.ConditionTrue, reason, msg)
+		setCondition(b, sealv1.CondFailed, metav1.ConditionTrue, reason, msg)
 	}, func(b *sealv1.SealBatch) {
 		metricBatchTransitions.WithLabelValues(string(sealv1.PhaseFailed)).Inc()
 		rec.Eventf(b, nil, corev1.EventTypeWarning, string(reason), "Seal", "%s", msg)
@@ -528,17 +528,17 @@ func markFailed(ctx context.Context, c client.Client, rec Recorder, b *sealv1.Se
 
 // podFailure explains a failed pod (eviction, or the sealer's exit code and message) and
 // whether another attempt could succeed.
-func podFailure(pod *corev1.Pod) (reason Reason, msg string, retriable bool) {
+func podFailure(pod *corev1.Pod) (reason sealv1.Reason, msg string, retriable bool) {
 	if pod.Status.Reason == "Evicted" {
-		return ReasonPodEvicted, "sealer pod evicted: " + pod.Status.Message, true
+		return sealv1.ReasonPodEvicted, "sealer pod evicted: " + pod.Status.Message, true
 	}
 	for _, cs := range pod.Status.InitContainerStatuses {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && cs.Name == render.ClaimOutputContainer {
 			msg := truncate(strings.TrimSpace(t.Message), 1024)
 			if t.ExitCode == render.ExitOutputOwned {
-				return ReasonOutputOwned, msg, false
+				return sealv1.ReasonOutputOwned, msg, false
 			}
-			return ReasonSealerFailed, fmt.Sprintf("claiming the output directory failed (exit %d): %s", t.ExitCode, msg), true
+			return sealv1.ReasonSealerFailed, fmt.Sprintf("claiming the output directory failed (exit %d): %s", t.ExitCode, msg), true
 		}
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
@@ -547,12 +547,12 @@ func podFailure(pod *corev1.Pod) (reason Reason, msg string, retriable bool) {
 			if msg == "" {
 				msg = t.Reason
 			}
-			reason := ReasonSealerFailed
+			reason := sealv1.ReasonSealerFailed
 			switch t.ExitCode {
 			case exitDataMismatch:
-				reason = ReasonDataMismatch
+				reason = sealv1.ReasonDataMismatch
 			case exitGPU:
-				reason = ReasonGPUFailed
+				reason = sealv1.ReasonGPUFailed
 			}
 			return reason, fmt.Sprintf("sealer exited %d (%s): %s", t.ExitCode, exitMeaning(t.ExitCode), truncate(msg, 1024)),
 				!deterministicExit(t.ExitCode)
@@ -562,7 +562,7 @@ func podFailure(pod *corev1.Pod) (reason Reason, msg string, retriable bool) {
 	if msg == "" {
 		msg = pod.Status.Reason
 	}
-	return ReasonSealerFailed, "sealer pod failed: " + msg, true
+	return sealv1.ReasonSealerFailed, "sealer pod failed: " + msg, true
 }
 
 // deterministicExit: exits the table (contracts/exit-codes.json) says repeat on every attempt

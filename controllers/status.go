@@ -19,7 +19,7 @@ import (
 )
 
 // setCondition sets a condition stamped with the batch's generation.
-func setCondition(b *sealv1.SealBatch, t string, s metav1.ConditionStatus, reason Reason, msg string) {
+func setCondition(b *sealv1.SealBatch, t string, s metav1.ConditionStatus, reason sealv1.Reason, msg string) {
 	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
 		Type: t, Status: s, Reason: string(reason), Message: msg, ObservedGeneration: b.Generation,
 	})
@@ -104,7 +104,7 @@ var batchSchedulingChanged = predicate.Funcs{
 			return true
 		}
 		return o.Generation != n.Generation || o.Status.Phase != n.Status.Phase || o.Status.Node != n.Status.Node ||
-			meta.IsStatusConditionTrue(o.Status.Conditions, CondReleased) != meta.IsStatusConditionTrue(n.Status.Conditions, CondReleased)
+			meta.IsStatusConditionTrue(o.Status.Conditions, sealv1.CondReleased) != meta.IsStatusConditionTrue(n.Status.Conditions, sealv1.CondReleased)
 	},
 }
 

@@ -315,11 +315,6 @@ type ParentCacheSpec struct {
 	Proofs []string `json:"proofs,omitempty"`
 }
 
-// ReasonParentCacheDirNotVisible is the node agent's Degraded reason when the node's
-// parent-cache directory is not mounted into it: it cannot report any cache there, so no
-// batch that needs one can be placed on the node.
-const ReasonParentCacheDirNotVisible = "ParentCacheDirNotVisible"
-
 // DefaultParentCachePath is a node's parent-cache directory when its spec names none.
 const DefaultParentCachePath = "/var/lib/sealfleet/parent-cache"
 

@@ -34,9 +34,6 @@ import (
 	"github.com/sealfleet/sealfleet/internal/cpuset"
 )
 
-// CondReleased is the SealBatch condition that ends a batch's hold on its slot.
-const CondReleased = "Released"
-
 // BatchKey is how logs and metrics name a batch: <namespace>/<name>.
 func BatchKey(b *sealv1.SealBatch) string { return b.Namespace + "/" + b.Name }
 
@@ -131,7 +128,7 @@ type Claim struct {
 func ClaimOf(b *sealv1.SealBatch, geometry func(node string) Geometry) (Claim, bool) {
 	st := &b.Status
 	update := b.Spec.IsUpdate()
-	if st.Node == "" || (st.Slot == nil && !update) || meta.IsStatusConditionTrue(st.Conditions, CondReleased) {
+	if st.Node == "" || (st.Slot == nil && !update) || meta.IsStatusConditionTrue(st.Conditions, sealv1.CondReleased) {
 		return Claim{}, false
 	}
 	c := Claim{UID: b.UID, Batch: BatchKey(b), Node: st.Node, Slot: NoSlot}

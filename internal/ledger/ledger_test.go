@@ -59,7 +59,7 @@ func TestClaimsDerivedFromBatchStatus(t *testing.T) {
 	n.Spec.Pipelines = 4
 	geometry := func(string) Geometry { return GeometryOf(n) }
 	released := placed("released", "n", 3, sealv1.PhaseCompleted)
-	released.Status.Conditions = []metav1.Condition{{Type: CondReleased, Status: metav1.ConditionTrue}}
+	released.Status.Conditions = []metav1.Condition{{Type: sealv1.CondReleased, Status: metav1.ConditionTrue}}
 	batches := []sealv1.SealBatch{
 		placed("pc1", "n", 0, sealv1.PhasePC1),
 		placed("done", "n", 1, sealv1.PhaseCompleted), // holds its slot (layers kept), not its CPUs

@@ -34,32 +34,7 @@ import (
 // FieldManager is the server-side apply field manager of the agent's writes.
 const FieldManager = "sealfleet-node-agent"
 
-// Condition types the agent owns on SealerNode.
 const (
-	CondReady           = "Ready"
-	CondDegraded        = "Degraded"
-	CondHugepagesShort  = "HugepagesShort"
-	CondDevicesNotReady = "DevicesNotReady"
-)
-
-// Condition reasons.
-const (
-	ReasonReady              = "Ready"
-	ReasonNoSHANI            = "NoSHANI"
-	ReasonNoBatchSize        = "NoSupportedBatchSize"
-	ReasonDevicesNotReady    = "DevicesNotReady"
-	ReasonHugepagesShort     = "HugepagesShort"
-	ReasonAsExpected         = "AsExpected"
-	ReasonPrepareFailed      = "PrepareFailed"
-	ReasonBadSpec            = "InvalidSpec"
-	ReasonBelowTarget        = "BelowTarget"
-	ReasonAtTarget           = "AtTarget"
-	ReasonNoTarget           = "NoTarget"
-	ReasonDeviceRefused      = "DeviceRefused"
-	ReasonAllDevicesReady    = "AllDevicesReady"
-	ReasonNoDevices          = "NoLayerDevices"
-	ReasonDryRun             = "DryRun"
-	ReasonKubeletReservesCPU = "KubeletReservesMoreCPUs"
 	defaultHeartbeat         = 10 * time.Minute
 	defaultInterval          = 60 * time.Second
 	defaultMetricsInterval   = 15 * time.Second
@@ -298,7 +273,7 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, node *corev1.Node, topo *topo
 	var short []string
 	switch {
 	case target == 0:
-		set(CondHugepagesShort, false, ReasonNoTarget, "spec.hugepages1GiPerNUMANode is 0: the hugepage pool is left as it is")
+		set(sealv1.CondHugepagesShort, false, sealv1.NodeReasonNoTarget, "spec.hugepages1GiPerNUMANode is 0: the hugepage pool is left as it is")
 	default:
 		for _, h := range prep.Hugepages {
 			if h.Short {
@@ -306,63 +281,63 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, node *corev1.Node, topo *topo
 			}
 		}
 		if len(short) > 0 {
-			set(CondHugepagesShort, true, ReasonBelowTarget, "1Gi hugepages below target: "+strings.Join(short, "; ")+"; reserve them on the kernel command line (hugepagesz=1G hugepages=N) if memory is fragmented")
+			set(sealv1.CondHugepagesShort, true, sealv1.NodeReasonBelowTarget, "1Gi hugepages below target: "+strings.Join(short, "; ")+"; reserve them on the kernel command line (hugepagesz=1G hugepages=N) if memory is fragmented")
 		} else {
-			set(CondHugepagesShort, false, ReasonAtTarget, fmt.Sprintf("%d x 1Gi hugepages on every NUMA node", target))
+			set(sealv1.CondHugepagesShort, false, sealv1.NodeReasonAtTarget, fmt.Sprintf("%d x 1Gi hugepages on every NUMA node", target))
 		}
 	}
 	// DevicesNotReady.
 	bad := prep.DevicesNotReady()
 	switch {
 	case len(prep.Devices) == 0:
-		set(CondDevicesNotReady, false, ReasonNoDevices, "spec.layerDevices is empty")
+		set(sealv1.CondDevicesNotReady, false, sealv1.NodeReasonNoDevices, "spec.layerDevices is empty")
 	case len(bad) > 0:
 		var why []string
 		for _, d := range bad {
 			why = append(why, d.PCIAddress+d.Path+": "+d.Reason)
 		}
-		reason := ReasonDeviceRefused
+		reason := sealv1.NodeReasonDeviceRefused
 		if prep.DryRun {
-			reason = ReasonDryRun
+			reason = sealv1.NodeReasonDryRun
 		}
-		set(CondDevicesNotReady, true, reason, strings.Join(why, "; "))
+		set(sealv1.CondDevicesNotReady, true, reason, strings.Join(why, "; "))
 	default:
-		set(CondDevicesNotReady, false, ReasonAllDevicesReady, fmt.Sprintf("%d layer devices ready", len(prep.Devices)))
+		set(sealv1.CondDevicesNotReady, false, sealv1.NodeReasonAllDevicesReady, fmt.Sprintf("%d layer devices ready", len(prep.Devices)))
 	}
 	// Degraded.
 	switch {
 	case oerr != nil:
-		set(CondDegraded, true, ReasonBadSpec, oerr.Error())
+		set(sealv1.CondDegraded, true, sealv1.NodeReasonInvalidSpec, oerr.Error())
 	case perr != nil:
-		set(CondDegraded, true, ReasonPrepareFailed, perr.Error())
+		set(sealv1.CondDegraded, true, sealv1.NodeReasonPrepareFailed, perr.Error())
 	case cacheDirHidden != "":
-		set(CondDegraded, true, sealv1.ReasonParentCacheDirNotVisible, cacheDirHidden)
+		set(sealv1.CondDegraded, true, sealv1.NodeReasonParentCacheDirNotVisible, cacheDirHidden)
 	case kubeletShort != "":
-		set(CondDegraded, true, ReasonKubeletReservesCPU, kubeletShort)
+		set(sealv1.CondDegraded, true, sealv1.NodeReasonKubeletReservesCPU, kubeletShort)
 	default:
-		set(CondDegraded, false, ReasonAsExpected, "scan and preparation succeeded")
+		set(sealv1.CondDegraded, false, sealv1.NodeReasonAsExpected, "scan and preparation succeeded")
 	}
 	// Ready.
 	switch {
 	case !topo.CPU.SHANI:
-		set(CondReady, false, ReasonNoSHANI, fmt.Sprintf("CPU %q lacks the SHA extensions (sha_ni)", topo.CPU.Model))
+		set(sealv1.CondReady, false, sealv1.NodeReasonNoSHANI, fmt.Sprintf("CPU %q lacks the SHA extensions (sha_ni)", topo.CPU.Model))
 	case oerr != nil:
-		set(CondReady, false, ReasonBadSpec, oerr.Error())
+		set(sealv1.CondReady, false, sealv1.NodeReasonInvalidSpec, oerr.Error())
 	case len(caps.BatchSizes) == 0:
 		why := ""
 		if len(caps.Unsupported) > 0 {
 			why = caps.Unsupported[0].Reason // batch size 1, the smallest
 		}
-		set(CondReady, false, ReasonNoBatchSize, "no batch size fits this CPU: "+why)
+		set(sealv1.CondReady, false, sealv1.NodeReasonNoBatchSize, "no batch size fits this CPU: "+why)
 	case len(bad) > 0:
-		set(CondReady, false, ReasonDevicesNotReady, fmt.Sprintf("%d of %d layer devices not ready", len(bad), len(prep.Devices)))
+		set(sealv1.CondReady, false, sealv1.NodeReasonDevicesNotReady, fmt.Sprintf("%d of %d layer devices not ready", len(bad), len(prep.Devices)))
 	case len(short) > 0:
-		set(CondReady, false, ReasonHugepagesShort, "1Gi hugepages below target")
+		set(sealv1.CondReady, false, sealv1.NodeReasonHugepagesShort, "1Gi hugepages below target")
 	default:
-		set(CondReady, true, ReasonReady, fmt.Sprintf("batch sizes %v", caps.BatchSizes))
+		set(sealv1.CondReady, true, sealv1.NodeReasonReady, fmt.Sprintf("batch sizes %v", caps.BatchSizes))
 	}
 	// Keep only the agent's condition types: others belong to other writers.
-	mine := map[string]bool{CondReady: true, CondDegraded: true, CondHugepagesShort: true, CondDevicesNotReady: true}
+	mine := map[string]bool{sealv1.CondReady: true, sealv1.CondDegraded: true, sealv1.CondHugepagesShort: true, sealv1.CondDevicesNotReady: true}
 	for _, c := range conds {
 		if mine[c.Type] {
 			st.Conditions = append(st.Conditions, c)

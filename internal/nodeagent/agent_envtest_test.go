@@ -88,13 +88,13 @@ func TestAgentPublishesStatus(t *testing.T) {
 	if len(st.LayerDevices) != 2 || !st.LayerDevices[0].Ready || st.LayerDevices[1].Ready {
 		t.Errorf("layer devices: %+v", st.LayerDevices)
 	}
-	for typ, want := range map[string]metav1.ConditionStatus{CondReady: "False", CondDevicesNotReady: "True", CondHugepagesShort: "False", CondDegraded: "False"} {
+	for typ, want := range map[string]metav1.ConditionStatus{sealv1.CondReady: "False", sealv1.CondDevicesNotReady: "True", sealv1.CondHugepagesShort: "False", sealv1.CondDegraded: "False"} {
 		cond := meta.FindStatusCondition(st.Conditions, typ)
 		if cond == nil || cond.Status != want {
 			t.Errorf("condition %s: %+v", typ, cond)
 		}
 	}
-	if r := meta.FindStatusCondition(st.Conditions, CondReady); r != nil && r.Reason != ReasonDevicesNotReady {
+	if r := meta.FindStatusCondition(st.Conditions, sealv1.CondReady); r != nil && r.Reason != sealv1.NodeReasonDevicesNotReady {
 		t.Errorf("Ready reason %s", r.Reason)
 	}
 	if len(got.OwnerReferences) != 1 || got.OwnerReferences[0].Kind != "Node" || got.OwnerReferences[0].UID == "" {
@@ -152,7 +152,7 @@ func TestAgentPublishesStatus(t *testing.T) {
 	if got.Status.Slots == nil || got.Status.Slots.Count != 1 || got.Status.FreeSlots != 0 {
 		t.Errorf("slots after a batch was placed: %+v free %d, want 0 of 1", got.Status.Slots, got.Status.FreeSlots)
 	}
-	if r := meta.FindStatusCondition(got.Status.Conditions, CondReady); r == nil || r.Status != metav1.ConditionTrue || r.ObservedGeneration != got.Generation {
+	if r := meta.FindStatusCondition(got.Status.Conditions, sealv1.CondReady); r == nil || r.Status != metav1.ConditionTrue || r.ObservedGeneration != got.Generation {
 		t.Errorf("Ready after fix: %+v", r)
 	}
 	if got.Status.ObservedGeneration != got.Generation {

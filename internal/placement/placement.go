@@ -286,8 +286,8 @@ func treeBytes(size sealv1.SectorSize) (treeD, treeC, treeRLast int64) {
 // verified); the cache is then marked wanted, so it gets built. transient is false when the
 // node agent cannot see the node's cache directory: no build would ever be reported.
 func (n *Node) cacheReason(proof string) (reason string, transient bool) {
-	if c := meta.FindStatusCondition(n.Sealer.Status.Conditions, "Degraded"); c != nil &&
-		c.Status == metav1.ConditionTrue && c.Reason == sealv1.ReasonParentCacheDirNotVisible {
+	if c := meta.FindStatusCondition(n.Sealer.Status.Conditions, sealv1.CondDegraded); c != nil &&
+		c.Status == metav1.ConditionTrue && c.Reason == sealv1.NodeReasonParentCacheDirNotVisible {
 		return "parent-cache directory not visible to its node agent (see its Degraded condition)", false
 	}
 	var c *sealv1.ParentCacheStatus
@@ -382,7 +382,7 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 		return "not the pinned node " + need.NodeName, false
 	case sn.Spec.Cordon || n.Unschedulable:
 		return "cordoned", false
-	case !meta.IsStatusConditionTrue(sn.Status.Conditions, "Ready"):
+	case !meta.IsStatusConditionTrue(sn.Status.Conditions, sealv1.CondReady):
 		return "not Ready", false
 	case !need.Selector.Matches(labels.Set(n.Labels)):
 		return "not matched by spec.placement.nodeSelector", false

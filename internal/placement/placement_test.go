@@ -277,7 +277,7 @@ func TestParentCacheIsWaitedFor(t *testing.T) {
 	// the reason points at the node's condition.
 	hidden := node("a", 1, 100, caches(), func(n *Node) {
 		n.Sealer.Status.Conditions = append(n.Sealer.Status.Conditions, metav1.Condition{Type: "Degraded",
-			Status: metav1.ConditionTrue, Reason: sealv1.ReasonParentCacheDirNotVisible})
+			Status: metav1.ConditionTrue, Reason: sealv1.NodeReasonParentCacheDirNotVisible})
 	})
 	dec, failed := Schedule([]*Node{hidden}, []*sealv1.SealBatch{b})
 	if len(dec) != 0 || failed[b] == nil || !strings.Contains(failed[b].Error(), "parent-cache directory not visible") || len(hidden.WantedCaches) != 0 {

@@ -32,7 +32,7 @@ func sealerNode(name string, opts ...func(*sealv1.SealerNode)) sealv1.SealerNode
 	n.Spec.Pipelines = 2
 	n.Status.LayerDevices = []sealv1.LayerDeviceStatus{{Path: "/dev/nvme1n1", CapacityBytes: 4 * gib, Ready: true}}
 	n.Status.Slots = ledger.GeometryOf(&n).Status()
-	n.Status.Conditions = []metav1.Condition{{Type: condReady, Status: metav1.ConditionTrue, Reason: "Ready"}}
+	n.Status.Conditions = []metav1.Condition{{Type: sealv1.CondReady, Status: metav1.ConditionTrue, Reason: "Ready"}}
 	for _, o := range opts {
 		o(&n)
 	}
@@ -41,7 +41,7 @@ func sealerNode(name string, opts ...func(*sealv1.SealerNode)) sealv1.SealerNode
 
 func notReady(reason, msg string) func(*sealv1.SealerNode) {
 	return func(n *sealv1.SealerNode) {
-		n.Status.Conditions = []metav1.Condition{{Type: condReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg}}
+		n.Status.Conditions = []metav1.Condition{{Type: sealv1.CondReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg}}
 	}
 }
 
@@ -61,7 +61,7 @@ func placedAt(node string, slot int32, phase sealv1.SealBatchPhase, held time.Du
 }
 
 func released(b *sealv1.SealBatch) {
-	b.Status.Conditions = append(b.Status.Conditions, metav1.Condition{Type: ledger.CondReleased, Status: metav1.ConditionTrue, Reason: "Completed"})
+	b.Status.Conditions = append(b.Status.Conditions, metav1.Condition{Type: sealv1.CondReleased, Status: metav1.ConditionTrue, Reason: "Completed"})
 }
 
 func completed(since time.Duration, sectors int) func(*sealv1.SealBatch) {

@@ -17,9 +17,6 @@ import (
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 )
 
-// condReady is the SealerNode condition the node agent sets when the node can take batches.
-const condReady = "Ready"
-
 // unavailableRows caps the not-Ready/cordoned table; -o json lists them all.
 const unavailableRows = 20
 
@@ -103,7 +100,7 @@ func Summarize(nodes []sealv1.SealerNode, batches []sealv1.SealBatch, now time.T
 	caches := map[string]*ParentCacheCounts{}
 	for i := range nodes {
 		n := &nodes[i]
-		ready := meta.FindStatusCondition(n.Status.Conditions, condReady)
+		ready := meta.FindStatusCondition(n.Status.Conditions, sealv1.CondReady)
 		isReady := ready != nil && ready.Status == metav1.ConditionTrue
 		if isReady {
 			s.Nodes.Ready++

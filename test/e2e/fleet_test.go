@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
-	"github.com/sealfleet/sealfleet/controllers"
 	"github.com/sealfleet/sealfleet/internal/ledger"
 	"github.com/sealfleet/sealfleet/internal/placement"
 	"github.com/sealfleet/sealfleet/internal/render"
@@ -119,7 +118,7 @@ func settled(ctx context.Context) (bool, string) {
 	counts := map[string]int{}
 	unsettled := 0
 	for _, b := range list.Items {
-		c := meta.FindStatusCondition(b.Status.Conditions, controllers.CondPlaced)
+		c := meta.FindStatusCondition(b.Status.Conditions, sealv1.CondPlaced)
 		switch {
 		case b.Status.Phase == sealv1.PhasePC1 && b.Status.Node != "" && b.Status.PodName != "":
 			counts["running"]++
@@ -337,8 +336,8 @@ func removeBusiestNode(t *testing.T, ctx context.Context) string {
 			if err := k8s.Get(ctx, client.ObjectKey{Namespace: fleetNS, Name: name}, &b); err != nil {
 				return false, err.Error()
 			}
-			c := meta.FindStatusCondition(b.Status.Conditions, controllers.CondFailed)
-			if b.Status.Phase != sealv1.PhaseFailed || c == nil || c.Reason != string(controllers.ReasonNodeLost) {
+			c := meta.FindStatusCondition(b.Status.Conditions, sealv1.CondFailed)
+			if b.Status.Phase != sealv1.PhaseFailed || c == nil || c.Reason != string(sealv1.ReasonNodeLost) {
 				return false, fmt.Sprintf("%s: phase %s, Failed condition %+v", name, b.Status.Phase, c)
 			}
 		}
