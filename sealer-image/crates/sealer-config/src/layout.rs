@@ -135,20 +135,24 @@ impl Layout {
         Ok(())
     }
 
-    /// Default layout for `n` sectors on this machine, from `/sys` and the affinity mask.
+    /// The standalone layout for `n` sectors on this machine, from `/sys` and the affinity mask
+    /// (see [`Layout::standalone`]).
     pub fn default_for(n: usize) -> Layout {
-        Self::compute(n, &l3_groups())
+        Self::standalone(n, &l3_groups())
     }
 
-    /// Layout for `n` sectors given L3 groups (lists of logical CPUs sharing an L3).
+    /// Layout for `n` sectors given L3 groups (lists of logical CPUs sharing an L3), for a
+    /// sealer run by hand (a config without a layout, `sealer calc`, the benchmarks).
     ///
-    /// This is the standalone fallback (a config without a layout, `sealer calc`); under the
-    /// operator the layout always comes from its calculator. Rules: every batch-wide role
+    /// Not a layout calculator: the operator's (`internal/layout`, Go) is the one owner of the
+    /// core-role arithmetic. It decides every placed batch's layout, which the config carries
+    /// and the sealer only checks and fits to the CPUs it was granted ([`Layout::fit_to`]:
+    /// CPUs move, roles never). This is the simplest layout that runs. Rules: every batch-wide role
     /// shares the first CPU of the first group; each group
     /// gets a coordinator on its first CPU; hashers go on the group's other CPUs (on groups of
     /// one or two CPUs they also use the coordinator's CPU, and the coordinator then does not
     /// run). Sectors are dealt to hashers in pairs, as evenly as possible.
-    pub fn compute(n: usize, groups: &[Vec<usize>]) -> Layout {
+    pub fn standalone(n: usize, groups: &[Vec<usize>]) -> Layout {
         let groups: Vec<Vec<usize>> = groups.iter().filter(|g| !g.is_empty()).cloned().collect();
         let groups = if groups.is_empty() { vec![vec![0]] } else { groups };
         let roles_cpu = groups[0][0];
@@ -295,14 +299,14 @@ mod tests {
     fn compute_layouts_are_valid() {
         for n in [1, 2, 4, 8, 32, 128] {
             for groups in [vec![vec![0, 1]], vec![(0..8).collect(), (8..16).collect()], vec![vec![0]]] {
-                let l = Layout::compute(n, &groups);
+                let l = Layout::standalone(n, &groups);
                 l.validate(n).unwrap();
                 let all: Vec<usize> = groups.concat();
                 let (_, fit) = l.fit_to(&all, &crate::CpuTopology::default()).unwrap();
                 assert!(fit.moved.is_empty());
             }
         }
-        let l = Layout::compute(8, &[vec![0, 1]]);
+        let l = Layout::standalone(8, &[vec![0, 1]]);
         assert_eq!(l.coordinators.len(), 1);
         assert_eq!(l.coordinators[0].hashers.len(), 2);
         assert_eq!(l.coordinators[0].hashers[0].sectors, 4);

@@ -4,18 +4,20 @@
 //! validates it; every error names the offending field and how to fix it ([`ConfigError`]),
 //! and validation happens before the sealer touches any storage.
 //!
-//! The CPU [`Layout`] accepts exactly the JSON printed by the node agent's calculator (and by
-//! `sealer calc`); when a config has no layout, [`Layout::default_for`] derives one from
-//! this machine's `/sys` topology.
+//! The CPU [`Layout`] accepts exactly the JSON printed by the operator's calculator (the one
+//! owner of the core-role arithmetic, `internal/layout` in the Go module); a config run by hand
+//! without one gets [`Layout::default_for`], the simplest layout that runs on this machine.
 
 #![warn(missing_docs)]
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use values::{Hex32, Named, U64};
 
 mod fit;
 mod layout;
 mod snap;
+mod values;
 pub use fit::{CpuFit, CpuPlace, CpuTopology};
 pub use layout::{allowed_cpus, l3_groups, parse_cpu_list, Coordinator, Hasher, Layout, Roles};
 pub use snap::{SnapConfig, SnapSectorSpec};
@@ -319,35 +321,33 @@ pub fn prover_id_of(actor: u64) -> [u8; 32] {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSector {
-    prover_id: Option<serde_json::Value>,
-    sector_id: Option<serde_json::Value>,
-    ticket: Option<serde_json::Value>,
-    comm_d: Option<serde_json::Value>,
-    data: Option<serde_json::Value>,
+    prover_id: Option<Hex32>,
+    sector_id: Option<U64>,
+    ticket: Option<Hex32>,
+    comm_d: Option<Hex32>,
+    data: Option<RawData>,
 }
 
+/// A data sector's `data` as the config gives it (also in the update config).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawData {
-    path: Option<serde_json::Value>,
-    pieces: Option<Vec<serde_json::Value>>,
+pub(crate) struct RawData {
+    path: Option<String>,
+    pieces: Option<Vec<RawPiece>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPiece {
-    comm_p: Option<serde_json::Value>,
-    size: Option<serde_json::Value>,
+    comm_p: Option<Hex32>,
+    size: Option<U64>,
 }
 
-/// Parse a data sector's `data` object: a path and a non-empty piece list that fits the sector.
-pub(crate) fn parse_data(field: &str, v: serde_json::Value, sector_size: u64) -> Result<SectorData, ConfigError> {
-    let raw: RawData = serde_json::from_value(v).map_err(|e| ConfigError {
-        field: field.into(),
-        message: format!("must be an object {{path, pieces}}: {e}"),
-    })?;
-    let path = match &raw.path {
-        Some(serde_json::Value::String(p)) if p.starts_with('/') => PathBuf::from(p),
+/// Check a data sector's `data` (at `field`): a path and a non-empty piece list that fits the
+/// sector.
+pub(crate) fn parse_data(field: &str, raw: RawData, sector_size: u64) -> Result<SectorData, ConfigError> {
+    let path = match raw.path {
+        Some(p) if p.starts_with('/') => PathBuf::from(p),
         _ => return err(format!("{field}.path"), "give the staged sector file as an absolute path"),
     };
     let raw_pieces = match raw.pieces {
@@ -361,19 +361,13 @@ pub(crate) fn parse_data(field: &str, v: serde_json::Value, sector_size: u64) ->
     };
     let mut pieces = Vec::with_capacity(raw_pieces.len());
     let mut total = 0u64;
-    for (j, pv) in raw_pieces.into_iter().enumerate() {
+    for (j, rp) in raw_pieces.into_iter().enumerate() {
         let pf = format!("{field}.pieces[{j}]");
-        let rp: RawPiece = serde_json::from_value(pv).map_err(|e| ConfigError {
-            field: pf.clone(),
-            message: format!("must be an object {{comm_p, size}}: {e}"),
-        })?;
-        let comm_p = match &rp.comm_p {
-            Some(v) => parse_hex32(&format!("{pf}.comm_p"), v)?,
-            None => return err(format!("{pf}.comm_p"), "missing; give 64 hex characters"),
+        let Some(Hex32(comm_p)) = rp.comm_p else {
+            return err(format!("{pf}.comm_p"), "missing; give 64 hex characters");
         };
-        let size = match &rp.size {
-            Some(v) => as_u64(&format!("{pf}.size"), v)?,
-            None => return err(format!("{pf}.size"), "missing; give the padded piece size in bytes"),
+        let Some(U64(size)) = rp.size else {
+            return err(format!("{pf}.size"), "missing; give the padded piece size in bytes");
         };
         if size < 128 || !size.is_power_of_two() {
             return err(
@@ -397,70 +391,102 @@ pub(crate) fn parse_data(field: &str, v: serde_json::Value, sector_size: u64) ->
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawLayers {
-    paths: Option<Vec<serde_json::Value>>,
-    slot_offset: Option<serde_json::Value>,
+    paths: Option<Vec<String>>,
+    slot_offset: Option<U64>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
-    sector_size: Option<serde_json::Value>,
-    porep_id: Option<serde_json::Value>,
-    api_version: Option<serde_json::Value>,
-    features: Option<Vec<serde_json::Value>>,
-    registered_proof: Option<serde_json::Value>,
-    sectors: Option<Vec<serde_json::Value>>,
-    layers: Option<serde_json::Value>,
-    output_dir: Option<serde_json::Value>,
-    layout: Option<serde_json::Value>,
-    progress_file: Option<serde_json::Value>,
-    metrics_port: Option<serde_json::Value>,
-    metrics_address: Option<serde_json::Value>,
-    lotus: Option<serde_json::Value>,
-    hugepages_1gi: Option<serde_json::Value>,
-    resident_bytes: Option<serde_json::Value>,
-    parent_cache_dir: Option<serde_json::Value>,
-    pc2_engine: Option<serde_json::Value>,
+    sector_size: Option<U64>,
+    porep_id: Option<Hex32>,
+    api_version: Option<Named<ApiVersion>>,
+    features: Option<Vec<Named<Feature>>>,
+    registered_proof: Option<Named<RegisteredProof>>,
+    sectors: Option<Vec<RawSector>>,
+    layers: Option<RawLayers>,
+    output_dir: Option<String>,
+    layout: Option<Layout>,
+    progress_file: Option<PathBuf>,
+    metrics_port: Option<U64>,
+    metrics_address: Option<Named<std::net::IpAddr>>,
+    lotus: Option<RawLotus>,
+    hugepages_1gi: Option<U64>,
+    resident_bytes: Option<U64>,
+    parent_cache_dir: Option<String>,
+    pc2_engine: Option<Named<Pc2Engine>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawLotus {
-    miner: serde_json::Value,
-    storage_id: serde_json::Value,
-}
-
-fn as_str<'a>(field: &str, v: &'a serde_json::Value) -> Result<&'a str, ConfigError> {
-    v.as_str().map_or_else(|| err(field, format!("must be a string, got {v}")), Ok)
-}
-
-pub(crate) fn as_u64(field: &str, v: &serde_json::Value) -> Result<u64, ConfigError> {
-    match v {
-        serde_json::Value::Number(n) if n.as_u64().is_some() => Ok(n.as_u64().unwrap()),
-        // Large ids may arrive as decimal strings from JSON producers that fear precision loss.
-        serde_json::Value::String(s) if s.parse::<u64>().is_ok() => Ok(s.parse().unwrap()),
-        _ => err(field, format!("must be a non-negative integer, got {v}")),
-    }
+    miner: U64,
+    storage_id: String,
 }
 
 /// Parse a 32-byte value given as 64 hex characters (an optional `0x` prefix is accepted).
 pub fn parse_hex32(field: &str, v: &serde_json::Value) -> Result<[u8; 32], ConfigError> {
-    let s = as_str(field, v)?;
-    let s = s.strip_prefix("0x").unwrap_or(s);
-    let bytes = match hex::decode(s) {
-        Ok(b) => b,
-        Err(e) => return err(field, format!("must be 64 hex characters (32 bytes): {e}")),
-    };
-    if bytes.len() != 32 {
-        return err(field, format!("must be 32 bytes (64 hex characters), got {} bytes", bytes.len()));
-    }
-    let mut out = [0u8; 32];
-    out.copy_from_slice(&bytes);
-    Ok(out)
+    let s = v.as_str().map_or_else(|| err(field, format!("must be a string, got {v}")), Ok)?;
+    Hex32::parse(s).map_err(|message| ConfigError { field: field.into(), message })
 }
 
 fn size_names() -> String {
     SECTOR_SIZES.iter().map(|s| format!("{} ({})", s.0, s.1)).collect::<Vec<_>>().join(", ")
+}
+
+/// The name `api_version` gave, for messages.
+fn raw_api(a: &Option<Named<ApiVersion>>) -> &'static str {
+    a.as_ref().map_or("", |Named(a)| a.as_str())
+}
+
+/// Check sector `i` of the config.
+fn sector(i: usize, rs: RawSector, sector_size: u64) -> Result<SectorSpec, ConfigError> {
+    let f = |k: &str| format!("sectors[{i}].{k}");
+    let Some(Hex32(prover_id)) = rs.prover_id else {
+        return err(f("prover_id"), "missing; give 64 hex characters");
+    };
+    let Some(U64(sector_id)) = rs.sector_id else {
+        return err(f("sector_id"), "missing; give the sector number");
+    };
+    let Some(Hex32(ticket)) = rs.ticket else {
+        return err(f("ticket"), "missing; give 64 hex characters");
+    };
+    let comm_d = rs.comm_d.map(|Hex32(d)| d);
+    let data = rs.data.map(|d| parse_data(&f("data"), d, sector_size)).transpose()?;
+    // Without data the only comm_d the sealer can honour is the CC one. Any other would
+    // label a CC replica under a foreign commitment that no proof can ever back (and a
+    // precommit of it loses the deposit).
+    if let (Some(d), None) = (comm_d, &data) {
+        if d != sealer_hash::cc_comm_d(sector_size) {
+            return err(
+                f("comm_d"),
+                format!(
+                    "sector {} has a comm_d ({}) but no data: a replica under a comm_d whose data \
+                     the sealer never saw can never be proven; give the sector's `data` (staged \
+                     file and pieces), or omit comm_d to seal it as CC",
+                    sector_id,
+                    hex::encode(d)
+                ),
+            );
+        }
+    }
+    Ok(SectorSpec { prover_id, sector_id, ticket, comm_d, data })
+}
+
+/// `given`, or what `registered_proof` implies when it is absent; both must agree.
+fn with_proof<T: PartialEq>(
+    field: &str,
+    given: Option<T>,
+    from_proof: Option<T>,
+    contradiction: impl FnOnce(&T) -> String,
+    missing: &str,
+) -> Result<T, ConfigError> {
+    match (given, from_proof) {
+        (Some(g), Some(p)) if g != p => err(field, contradiction(&p)),
+        (Some(g), _) => Ok(g),
+        (None, Some(p)) => Ok(p),
+        (None, None) => err(field, missing),
+    }
 }
 
 impl BatchConfig {
@@ -476,125 +502,56 @@ impl BatchConfig {
     /// Parse and validate config JSON. Unknown keys are rejected: the operator renders exactly
     /// the keys the sealer reads (see [`STANDALONE_KEYS`] and the contract test).
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
-        let raw: RawConfig = serde_json::from_str(text).map_err(|e| ConfigError {
-            field: "<document>".into(),
-            message: format!("not a valid JSON object: {e}"),
+        let raw: RawConfig = values::from_json(text).map_err(|e| match e.field.strip_prefix("layout") {
+            // The calculator's JSON, whole: a key deep inside it is not one the user wrote.
+            Some(rest) if rest.is_empty() || rest.starts_with(['.', '[']) => ConfigError {
+                field: "layout".into(),
+                message: format!(
+                    "must be the calculator's JSON {{batch_size, supported, coordinators:[{{cpu, hashers:[{{cpu, sectors}}]}}], roles:{{writer, reader, orchestrator}}}}: {} (at {})",
+                    e.message, e.field
+                ),
+            },
+            _ => e,
         })?;
 
         // registered_proof fills sector_size / porep_id / api_version / features.
-        let reg = match &raw.registered_proof {
-            None => None,
-            Some(v) => {
-                let name = as_str("registered_proof", v)?;
-                match RegisteredProof::parse(name) {
-                    Some(r) => Some(r),
-                    None => {
-                        return err(
-                            "registered_proof",
-                            format!(
-                                "unknown proof `{name}`; use e.g. StackedDrg32GiBV1_1, StackedDrg2KiBV1, \
-                                 StackedDrg8MiBV1_1_Feat_SyntheticPoRep, StackedDrg64GiBV1_2_Feat_NonInteractivePoRep"
-                            ),
-                        )
-                    }
+        let reg = raw.registered_proof.map(|Named(r)| r);
+        let sector_size = with_proof(
+            "sector_size",
+            raw.sector_size.map(|U64(s)| s),
+            reg.as_ref().map(|r| r.sector_size),
+            |p| format!("{} contradicts registered_proof (size {p}); drop one of them", raw.sector_size.unwrap().0),
+            &format!("missing; set it to one of {} or set registered_proof", size_names()),
+        )?;
+        if layers_for(sector_size).is_none() {
+            return err("sector_size", format!("unsupported size {sector_size}; use one of {}", size_names()));
+        }
+        let porep_id = with_proof(
+            "porep_id",
+            raw.porep_id.map(|Hex32(h)| h),
+            reg.as_ref().map(|r| porep_id_for(r.proof_id)),
+            |_| "contradicts registered_proof; drop one of them".into(),
+            "missing; give 64 hex characters (LE64 proof id ‖ LE64 nonce ‖ 16 zero bytes) or set registered_proof",
+        )?;
+        let api_version = with_proof(
+            "api_version",
+            raw.api_version.as_ref().map(|Named(a)| *a),
+            reg.as_ref().map(|r| r.api_version),
+            |p| format!("{} contradicts registered_proof ({}); drop one of them", raw_api(&raw.api_version), p.as_str()),
+            "missing; use \"1.0.0\", \"1.1.0\" or \"1.2.0\" or set registered_proof",
+        )?;
+        let given_features = raw.features.map(|fs| {
+            let mut out: Vec<Feature> = Vec::new();
+            for Named(f) in fs {
+                if !out.contains(&f) {
+                    out.push(f);
                 }
             }
-        };
-
-        let sector_size = match (&raw.sector_size, &reg) {
-            (Some(v), r) => {
-                let s = as_u64("sector_size", v)?;
-                if layers_for(s).is_none() {
-                    return err("sector_size", format!("unsupported size {s}; use one of {}", size_names()));
-                }
-                if let Some(r) = r {
-                    if r.sector_size != s {
-                        return err(
-                            "sector_size",
-                            format!("{s} contradicts registered_proof (size {}); drop one of them", r.sector_size),
-                        );
-                    }
-                }
-                s
-            }
-            (None, Some(r)) => r.sector_size,
-            (None, None) => {
-                return err(
-                    "sector_size",
-                    format!("missing; set it to one of {} or set registered_proof", size_names()),
-                )
-            }
-        };
-
-        let porep_id = match (&raw.porep_id, &reg) {
-            (Some(v), r) => {
-                let id = parse_hex32("porep_id", v)?;
-                if let Some(r) = r {
-                    if id != porep_id_for(r.proof_id) {
-                        return err("porep_id", "contradicts registered_proof; drop one of them");
-                    }
-                }
-                id
-            }
-            (None, Some(r)) => porep_id_for(r.proof_id),
-            (None, None) => return err(
-                "porep_id",
-                "missing; give 64 hex characters (LE64 proof id ‖ LE64 nonce ‖ 16 zero bytes) or set registered_proof",
-            ),
-        };
-
-        let api_version = match (&raw.api_version, &reg) {
-            (Some(v), r) => {
-                let s = as_str("api_version", v)?;
-                let a = match ApiVersion::parse(s) {
-                    Some(a) => a,
-                    None => return err("api_version", format!("unknown `{s}`; use \"1.0.0\", \"1.1.0\" or \"1.2.0\"")),
-                };
-                if let Some(r) = r {
-                    if r.api_version != a {
-                        return err(
-                            "api_version",
-                            format!("{s} contradicts registered_proof ({}); drop one of them", r.api_version.as_str()),
-                        );
-                    }
-                }
-                a
-            }
-            (None, Some(r)) => r.api_version,
-            (None, None) => {
-                return err("api_version", "missing; use \"1.0.0\", \"1.1.0\" or \"1.2.0\" or set registered_proof")
-            }
-        };
-
-        let features = match (&raw.features, &reg) {
-            (Some(list), r) => {
-                let mut out = Vec::new();
-                for (i, v) in list.iter().enumerate() {
-                    let f = format!("features[{i}]");
-                    let s = as_str(&f, v)?;
-                    let feat = match s {
-                        "SyntheticPoRep" => Feature::SyntheticPoRep,
-                        "NonInteractivePoRep" => Feature::NonInteractivePoRep,
-                        _ => {
-                            return err(
-                                f,
-                                format!("unknown feature `{s}`; use \"SyntheticPoRep\" or \"NonInteractivePoRep\""),
-                            )
-                        }
-                    };
-                    if !out.contains(&feat) {
-                        out.push(feat);
-                    }
-                }
-                if let Some(r) = r {
-                    if r.features != out {
-                        return err("features", "contradicts registered_proof; drop one of them");
-                    }
-                }
-                out
-            }
-            (None, Some(r)) => r.features.clone(),
+            out
+        });
+        let features = match (given_features, reg.as_ref().map(|r| r.features.clone())) {
             (None, None) => vec![],
+            (g, p) => with_proof("features", g, p, |_| "contradicts registered_proof; drop one of them".into(), "")?,
         };
         if !features.is_empty() && api_version != ApiVersion::V1_2_0 {
             return err("features", "SyntheticPoRep / NonInteractivePoRep need api_version \"1.2.0\"");
@@ -603,10 +560,8 @@ impl BatchConfig {
             return err("features", "give at most one of SyntheticPoRep and NonInteractivePoRep");
         }
 
-        // Sectors.
-        let sectors_raw = match raw.sectors {
-            Some(s) => s,
-            None => return err("sectors", "missing; give a list of {prover_id, sector_id, ticket}"),
+        let Some(sectors_raw) = raw.sectors else {
+            return err("sectors", "missing; give a list of {prover_id, sector_id, ticket}");
         };
         let n = sectors_raw.len();
         if n == 0 || n > MAX_BATCH || !n.is_power_of_two() {
@@ -615,52 +570,11 @@ impl BatchConfig {
                 format!("batch of {n} sectors is not supported; use a power of two from 1 to {MAX_BATCH}"),
             );
         }
-        let mut sectors = Vec::with_capacity(n);
-        for (i, v) in sectors_raw.into_iter().enumerate() {
-            let f = |k: &str| format!("sectors[{i}].{k}");
-            let rs: RawSector = serde_json::from_value(v).map_err(|e| ConfigError {
-                field: format!("sectors[{i}]"),
-                message: format!("must be an object {{prover_id, sector_id, ticket, comm_d, data}}: {e}"),
-            })?;
-            let prover_id = match &rs.prover_id {
-                Some(v) => parse_hex32(&f("prover_id"), v)?,
-                None => return err(f("prover_id"), "missing; give 64 hex characters"),
-            };
-            let sector_id = match &rs.sector_id {
-                Some(v) => as_u64(&f("sector_id"), v)?,
-                None => return err(f("sector_id"), "missing; give the sector number"),
-            };
-            let ticket = match &rs.ticket {
-                Some(v) => parse_hex32(&f("ticket"), v)?,
-                None => return err(f("ticket"), "missing; give 64 hex characters"),
-            };
-            let comm_d = match &rs.comm_d {
-                None | Some(serde_json::Value::Null) => None,
-                Some(v) => Some(parse_hex32(&f("comm_d"), v)?),
-            };
-            let data = match rs.data {
-                None | Some(serde_json::Value::Null) => None,
-                Some(v) => Some(parse_data(&f("data"), v, sector_size)?),
-            };
-            // Without data the only comm_d the sealer can honour is the CC one. Any other
-            // would label a CC replica under a foreign commitment that no proof can ever back
-            // (and a precommit of it loses the deposit).
-            if let (Some(d), None) = (comm_d, &data) {
-                if d != sealer_hash::cc_comm_d(sector_size) {
-                    return err(
-                        f("comm_d"),
-                        format!(
-                            "sector {} has a comm_d ({}) but no data: a replica under a comm_d whose data \
-                             the sealer never saw can never be proven; give the sector's `data` (staged \
-                             file and pieces), or omit comm_d to seal it as CC",
-                            sector_id,
-                            hex::encode(d)
-                        ),
-                    );
-                }
-            }
-            sectors.push(SectorSpec { prover_id, sector_id, ticket, comm_d, data });
-        }
+        let sectors = sectors_raw
+            .into_iter()
+            .enumerate()
+            .map(|(i, rs)| sector(i, rs, sector_size))
+            .collect::<Result<Vec<_>, _>>()?;
         for i in 0..n {
             for j in 0..i {
                 if sectors[i].sector_id == sectors[j].sector_id && sectors[i].prover_id == sectors[j].prover_id {
@@ -672,25 +586,18 @@ impl BatchConfig {
             }
         }
 
-        // Layers.
-        let layers_v = match raw.layers {
-            Some(v) => v,
-            None => return err("layers", "missing; give {\"paths\": [...], \"slot_offset\": 0}"),
+        let Some(rl) = raw.layers else {
+            return err("layers", "missing; give {\"paths\": [...], \"slot_offset\": 0}");
         };
-        let rl: RawLayers = serde_json::from_value(layers_v).map_err(|e| ConfigError {
-            field: "layers".into(),
-            message: format!("must be an object {{paths, slot_offset}}: {e}"),
-        })?;
         let paths = match rl.paths {
             Some(p) if !p.is_empty() => {
-                let mut out = Vec::new();
-                for (i, v) in p.iter().enumerate() {
+                let mut out: Vec<PathBuf> = Vec::new();
+                for (i, s) in p.into_iter().enumerate() {
                     let f = format!("layers.paths[{i}]");
-                    let s = as_str(&f, v)?;
-                    if s.is_empty() || !s.starts_with('/') {
+                    if !s.starts_with('/') {
                         return err(f, format!("`{s}` must be an absolute path to a block device or file"));
                     }
-                    let pb = PathBuf::from(s);
+                    let pb = PathBuf::from(&s);
                     if out.contains(&pb) {
                         return err(f, format!("`{s}` is listed twice; each path may appear once"));
                     }
@@ -700,65 +607,26 @@ impl BatchConfig {
             }
             _ => return err("layers.paths", "missing or empty; list at least one block device or file"),
         };
-        let slot_offset = match &rl.slot_offset {
-            None => 0,
-            Some(v) => as_u64("layers.slot_offset", v)?,
-        };
+        let slot_offset = rl.slot_offset.map_or(0, |U64(o)| o);
 
-        let output_dir = match &raw.output_dir {
-            Some(v) => {
-                let s = as_str("output_dir", v)?;
-                if s.is_empty() {
-                    return err("output_dir", "must not be empty");
-                }
-                PathBuf::from(s)
-            }
+        let output_dir = match raw.output_dir {
+            Some(s) if s.is_empty() => return err("output_dir", "must not be empty"),
+            Some(s) => PathBuf::from(s),
             None => return err("output_dir", "missing; give a directory for state, progress and outputs"),
         };
 
-        let layout = match raw.layout {
-            None | Some(serde_json::Value::Null) => None,
-            Some(v) => {
-                let l: Layout = serde_json::from_value(v).map_err(|e| ConfigError {
-                    field: "layout".into(),
-                    message: format!(
-                        "must be the calculator's JSON {{batch_size, supported, coordinators:[{{cpu, hashers:[{{cpu, sectors}}]}}], roles:{{writer, reader, orchestrator}}}}: {e}"
-                    ),
-                })?;
-                l.validate(n)?;
-                Some(l)
-            }
-        };
+        let layout = raw.layout.map(|l| l.validate(n).map(|()| l)).transpose()?;
 
-        let progress_file = match &raw.progress_file {
-            None | Some(serde_json::Value::Null) => None,
-            Some(v) => Some(PathBuf::from(as_str("progress_file", v)?)),
-        };
-        let metrics_port = match &raw.metrics_port {
-            None | Some(serde_json::Value::Null) => None,
-            Some(v) => {
-                let p = as_u64("metrics_port", v)?;
-                if p == 0 || p > 65535 {
-                    return err("metrics_port", format!("{p} is not a TCP port; use 1..65535"));
-                }
-                Some(p as u16)
+        let metrics_port = match raw.metrics_port {
+            None => None,
+            Some(U64(p)) if p == 0 || p > 65535 => {
+                return err("metrics_port", format!("{p} is not a TCP port; use 1..65535"))
             }
+            Some(U64(p)) => Some(p as u16),
         };
-        let metrics_address = match &raw.metrics_address {
-            None | Some(serde_json::Value::Null) => std::net::IpAddr::from([0, 0, 0, 0]),
-            Some(v) => as_str("metrics_address", v)?.parse().or_else(|_| {
-                err("metrics_address", format!("{v} is not an IP address; use e.g. 127.0.0.1 or 0.0.0.0"))
-            })?,
-        };
-
-        let lotus = match &raw.lotus {
-            None | Some(serde_json::Value::Null) => None,
-            Some(v) => {
-                let l: RawLotus = serde_json::from_value(v.clone()).or_else(|e| {
-                    err("lotus", format!("{e}; give {{\"miner\": <actor id>, \"storage_id\": \"<uuid>\"}}"))
-                })?;
-                let miner = as_u64("lotus.miner", &l.miner)?;
-                let id = as_str("lotus.storage_id", &l.storage_id)?;
+        let lotus = match raw.lotus {
+            None => None,
+            Some(RawLotus { miner: U64(miner), storage_id: id }) => {
                 if id.is_empty() || id.len() > 128 || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
                     return err("lotus.storage_id", format!("{id:?}: give 1-128 letters, digits or '-' (a UUID)"));
                 }
@@ -768,40 +636,20 @@ impl BatchConfig {
                         format!("is not miner {miner}'s (lotus.miner): lotus and Curio would file the sector under another miner; seal it with f0{miner}'s prover id"),
                     );
                 }
-                Some(LotusStore { miner, storage_id: id.to_string() })
+                Some(LotusStore { miner, storage_id: id })
             }
         };
-
-        let hugepages_1gi = match &raw.hugepages_1gi {
-            None | Some(serde_json::Value::Null) => 0,
-            Some(v) => match as_u64("hugepages_1gi", v)? {
-                n if n <= 4096 => n as usize,
-                n => return err("hugepages_1gi", format!("{n} is more 1 GiB pages than any node has; give 0..4096")),
-            },
-        };
-
-        let resident_bytes = match &raw.resident_bytes {
-            None | Some(serde_json::Value::Null) => 0,
-            Some(v) => as_u64("resident_bytes", v)?,
-        };
-
-        let parent_cache_dir = match &raw.parent_cache_dir {
-            None | Some(serde_json::Value::Null) => None,
-            Some(v) => match as_str("parent_cache_dir", v)? {
-                p if p.starts_with('/') => Some(PathBuf::from(p)),
-                p => return err("parent_cache_dir", format!("{p:?} is not an absolute path")),
-            },
-        };
-
-        let pc2_engine = match &raw.pc2_engine {
-            None | Some(serde_json::Value::Null) => Pc2Engine::Cpu,
-            Some(v) => {
-                let e = as_str("pc2_engine", v)?;
-                Pc2Engine::parse(e).ok_or_else(|| ConfigError {
-                    field: "pc2_engine".into(),
-                    message: format!("unknown engine `{e}`; use \"cpu\" or \"gpu\""),
-                })?
+        let hugepages_1gi = match raw.hugepages_1gi {
+            None => 0,
+            Some(U64(n)) if n <= 4096 => n as usize,
+            Some(U64(n)) => {
+                return err("hugepages_1gi", format!("{n} is more 1 GiB pages than any node has; give 0..4096"))
             }
+        };
+        let parent_cache_dir = match raw.parent_cache_dir {
+            None => None,
+            Some(p) if p.starts_with('/') => Some(PathBuf::from(p)),
+            Some(p) => return err("parent_cache_dir", format!("{p:?} is not an absolute path")),
         };
 
         Ok(BatchConfig {
@@ -813,14 +661,14 @@ impl BatchConfig {
             layers: LayerPaths { paths, slot_offset },
             output_dir,
             layout,
-            progress_file,
+            progress_file: raw.progress_file,
             metrics_port,
-            metrics_address,
+            metrics_address: raw.metrics_address.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |Named(a)| a),
             lotus,
             hugepages_1gi,
-            resident_bytes,
+            resident_bytes: raw.resident_bytes.map_or(0, |U64(b)| b),
             parent_cache_dir,
-            pc2_engine,
+            pc2_engine: raw.pc2_engine.map_or(Pc2Engine::Cpu, |Named(e)| e),
         })
     }
 
@@ -1040,7 +888,7 @@ mod tests {
         assert_eq!(field_of(bad), "lotus.storage_id");
         let mut bad = v.clone();
         bad["lotus"]["path"] = "/x".into();
-        assert_eq!(field_of(bad), "lotus");
+        assert_eq!(field_of(bad), "lotus.path", "an unknown key is named where it is");
     }
 
     #[test]
@@ -1088,7 +936,7 @@ mod tests {
             ),
             (
                 serde_json::json!({"path": "/d", "pieces": [piece(128)], "unsealed": true}),
-                "sectors[0].data",
+                "sectors[0].data.unsealed",
                 "unsealed",
             ),
         ] {

@@ -1,7 +1,8 @@
 //! The config of a SnapDeals update (`sealer snap`): sealed CC sectors and the deal data to
 //! encode into each.
 
-use crate::{as_u64, err, parse_data, ConfigError, RegisteredProof, SectorData};
+use crate::values::{self, Hex32, Named, U64};
+use crate::{err, parse_data, ConfigError, RawData, RegisteredProof, SectorData};
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -37,19 +38,19 @@ pub struct SnapConfig {
 #[serde(deny_unknown_fields)]
 struct RawSnap {
     registered_proof: Option<String>,
-    sectors: Option<Vec<serde_json::Value>>,
+    sectors: Option<Vec<RawSnapSector>>,
     output_dir: Option<String>,
-    pc2_engine: Option<String>,
+    pc2_engine: Option<Named<crate::Pc2Engine>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSnapSector {
-    sector_id: Option<serde_json::Value>,
+    sector_id: Option<U64>,
     sector_key: Option<String>,
     sector_key_cache: Option<String>,
-    data: Option<serde_json::Value>,
-    comm_d: Option<serde_json::Value>,
+    data: Option<RawData>,
+    comm_d: Option<Hex32>,
 }
 
 fn abs(field: &str, v: Option<String>) -> Result<PathBuf, ConfigError> {
@@ -62,8 +63,7 @@ fn abs(field: &str, v: Option<String>) -> Result<PathBuf, ConfigError> {
 impl SnapConfig {
     /// Parse and validate (no I/O); every error names its field.
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
-        let raw: RawSnap =
-            serde_json::from_str(text).map_err(|e| ConfigError { field: "<root>".into(), message: e.to_string() })?;
+        let raw: RawSnap = values::from_json(text)?;
         let name = raw.registered_proof.unwrap_or_default();
         let Some(proof) = RegisteredProof::parse(&name) else {
             return err("registered_proof", format!("{name:?} is not a seal proof name (e.g. StackedDrg32GiBV1_1)"));
@@ -73,27 +73,19 @@ impl SnapConfig {
             _ => return err("sectors", "give at least one sector to update"),
         };
         let mut sectors = Vec::with_capacity(raw_sectors.len());
-        for (i, v) in raw_sectors.into_iter().enumerate() {
+        for (i, rs) in raw_sectors.into_iter().enumerate() {
             let f = |k: &str| format!("sectors[{i}].{k}");
-            let rs: RawSnapSector = serde_json::from_value(v).map_err(|e| ConfigError {
-                field: format!("sectors[{i}]"),
-                message: format!("must be an object {{sector_id, sector_key, sector_key_cache, data, comm_d}}: {e}"),
-            })?;
-            let sector_id = match &rs.sector_id {
-                Some(v) => as_u64(&f("sector_id"), v)?,
-                None => return err(f("sector_id"), "missing; give the sector number"),
+            let Some(U64(sector_id)) = rs.sector_id else {
+                return err(f("sector_id"), "missing; give the sector number");
             };
             if sectors.iter().any(|s: &SnapSectorSpec| s.sector_id == sector_id) {
                 return err(f("sector_id"), format!("sector {sector_id} is listed twice"));
             }
             let data = match rs.data {
-                Some(v) => parse_data(&f("data"), v, proof.sector_size)?,
+                Some(d) => parse_data(&f("data"), d, proof.sector_size)?,
                 None => return err(f("data"), "missing; give the staged file and its pieces"),
             };
-            let comm_d = match &rs.comm_d {
-                None | Some(serde_json::Value::Null) => None,
-                Some(v) => Some(crate::parse_hex32(&f("comm_d"), v)?),
-            };
+            let comm_d = rs.comm_d.map(|Hex32(d)| d);
             sectors.push(SnapSectorSpec {
                 sector_id,
                 sector_key: abs(&f("sector_key"), rs.sector_key)?,
@@ -102,13 +94,7 @@ impl SnapConfig {
                 comm_d,
             });
         }
-        let pc2_engine = match raw.pc2_engine.as_deref() {
-            None => crate::Pc2Engine::Cpu,
-            Some(e) => match crate::Pc2Engine::parse(e) {
-                Some(e) => e,
-                None => return err("pc2_engine", format!("unknown engine `{e}`; use \"cpu\" or \"gpu\"")),
-            },
-        };
+        let pc2_engine = raw.pc2_engine.map_or(crate::Pc2Engine::Cpu, |Named(e)| e);
         Ok(SnapConfig { proof, sectors, output_dir: abs("output_dir", raw.output_dir)?, pc2_engine })
     }
 }

@@ -138,11 +138,11 @@ fn mib8_synth_n8_small_cache_half_layer_resident() {
 #[test]
 fn mib8_v1_1_n4_coordinator_prefetching() {
     use sealer_config::{Coordinator, Hasher, Layout};
-    let mut l = Layout::compute(4, &[vec![0, 1]]);
+    let mut l = Layout::standalone(4, &[vec![0, 1]]);
     l.coordinators =
         vec![Coordinator { cpu: 0, hashers: vec![Hasher { cpu: 1, sectors: 3 }, Hasher { cpu: 1, sectors: 1 }] }];
     assert!(sealer_pc1::engine::ThreadPlan::from_layout(&l, false).groups[0].prefetches());
-    let shared = Layout::compute(4, &[vec![0, 1]]);
+    let shared = Layout::standalone(4, &[vec![0, 1]]);
     assert!(!sealer_pc1::engine::ThreadPlan::from_layout(&shared, false).groups[0].prefetches());
     let t = Tuning { chunk_nodes: 512, ring_bytes: 2 << 20, depth: 4, resident_bytes: 16 << 20 };
     run_case(MIB8, 6, 4, 205, 2, t, false, Some(l));
