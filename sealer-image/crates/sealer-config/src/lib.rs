@@ -302,6 +302,33 @@ impl LotusStore {
     }
 }
 
+/// Where one sector's replica and cache directory go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SectorPaths {
+    /// The replica file.
+    pub sealed: PathBuf,
+    /// The cache directory (trees, p_aux, t_aux, layers).
+    pub cache: PathBuf,
+}
+
+/// Paths of one sector's outputs: `<output_dir>/<sector_id>/{sealed,cache/}`, or as a
+/// lotus/Curio storage path `<output_dir>/sealed/s-t0<miner>-<n>` and `cache/s-t0<miner>-<n>/`.
+pub fn sector_paths(cfg: &BatchConfig, sector_id: u64) -> SectorPaths {
+    match &cfg.lotus {
+        Some(l) => {
+            let name = l.sector_name(sector_id);
+            SectorPaths {
+                sealed: cfg.output_dir.join("sealed").join(&name),
+                cache: cfg.output_dir.join("cache").join(name),
+            }
+        }
+        None => {
+            let dir = cfg.output_dir.join(sector_id.to_string());
+            SectorPaths { sealed: dir.join("sealed"), cache: dir.join("cache") }
+        }
+    }
+}
+
 /// The prover id of an ID address: the actor id as an unsigned LEB128 varint, zero-padded.
 pub fn prover_id_of(actor: u64) -> [u8; 32] {
     let mut out = [0u8; 32];

@@ -9,7 +9,7 @@
 //!
 //! Output per sector, under `<output_dir>/<sector_id>/` (or, with `lotus` in the config, as a
 //! lotus/Curio storage path: `sectorstore.json`, `sealed/s-t0<miner>-<n>`, `cache/s-t0<miner>-<n>/`;
-//! see [`sector_paths`]):
+//! see [`sealer_config::sector_paths`]):
 //! * `sealed` — the replica: key (last layer) + data in the field; for CC the last layer,
 //!   byte for byte;
 //! * `cache/sc-02-data-tree-c[-k].dat`, `cache/sc-02-data-tree-r-last[-k].dat`,
@@ -31,7 +31,7 @@ use ff::PrimeField;
 use generic_array::typenum::{U11, U2, U8};
 use neptune::poseidon::{Poseidon, PoseidonConstants};
 use rayon::prelude::*;
-use sealer_config::BatchConfig;
+use sealer_config::{sector_paths, BatchConfig};
 use sealer_error::SealerError;
 use sealer_progress::{Progress, ProgressSink};
 use sealer_slot::{Geometry, LayerReader};
@@ -257,33 +257,6 @@ pub struct SectorResult {
     pub comm_r_last: String,
     /// comm_r, hex.
     pub comm_r: String,
-}
-
-/// Where one sector's replica and cache directory go.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SectorPaths {
-    /// The replica file.
-    pub sealed: PathBuf,
-    /// The cache directory (trees, p_aux, t_aux, layers).
-    pub cache: PathBuf,
-}
-
-/// Paths of one sector's outputs: `<output_dir>/<sector_id>/{sealed,cache/}`, or as a
-/// lotus/Curio storage path `<output_dir>/sealed/s-t0<miner>-<n>` and `cache/s-t0<miner>-<n>/`.
-pub fn sector_paths(cfg: &BatchConfig, sector_id: u64) -> SectorPaths {
-    match &cfg.lotus {
-        Some(l) => {
-            let name = l.sector_name(sector_id);
-            SectorPaths {
-                sealed: cfg.output_dir.join("sealed").join(&name),
-                cache: cfg.output_dir.join("cache").join(name),
-            }
-        }
-        None => {
-            let dir = cfg.output_dir.join(sector_id.to_string());
-            SectorPaths { sealed: dir.join("sealed"), cache: dir.join("cache") }
-        }
-    }
 }
 
 /// `path` with `.tmp` appended (files are written under it and renamed when complete).

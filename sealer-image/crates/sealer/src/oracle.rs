@@ -2,7 +2,7 @@
 //! sector from its staged file and pieces) through crates.io `filecoin-proofs`.
 
 use anyhow::Context;
-use crate::proofs::{porep_config, proof_config};
+use sealer_proofs::porep::{porep_config, proof_config};
 use filecoin_proofs::{seal_pre_commit_phase1, PoRepConfig, SealPreCommitPhase1Output, SectorShapeBase};
 use sealer_config::{BatchConfig, SectorSpec, SnapConfig};
 use std::path::Path;

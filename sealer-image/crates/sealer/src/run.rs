@@ -237,7 +237,7 @@ fn termination_message(v: &serde_json::Value, sectors: usize, output_dir: &Path)
 /// Whether the batch makes proofs from its layers after PC2: SyntheticPoRep's vanilla proofs
 /// or NI-PoRep's C1 outputs.
 fn proofs_after_pc2(cfg: &BatchConfig) -> bool {
-    sealer::synth::enabled(cfg) || sealer::c1::enabled(cfg)
+    sealer_proofs::synth::enabled(cfg) || sealer_proofs::c1::enabled(cfg)
 }
 
 /// SyntheticPoRep: every sector's vanilla proofs from its PC2 outputs; NI-PoRep: every
@@ -249,13 +249,13 @@ fn write_proofs(cfg: &BatchConfig, res: &[sealer_pc2::SectorResult]) -> Result<(
         out
     };
     type WriteSector = fn(&BatchConfig, usize, &Path, &Path, [u8; 32], [u8; 32]) -> anyhow::Result<()>;
-    let (what, write): (&str, WriteSector) = if sealer::c1::enabled(cfg) {
-        ("C1 outputs (NI-PoRep)", sealer::c1::write_sector)
+    let (what, write): (&str, WriteSector) = if sealer_proofs::c1::enabled(cfg) {
+        ("C1 outputs (NI-PoRep)", sealer_proofs::c1::write_sector)
     } else {
-        ("synthetic proofs", sealer::synth::write_sector)
+        ("synthetic proofs", sealer_proofs::synth::write_sector)
     };
     for (i, r) in res.iter().enumerate() {
-        let p = sealer_pc2::sector_paths(cfg, r.sector_id);
+        let p = sealer_config::sector_paths(cfg, r.sector_id);
         write(cfg, i, &p.cache, &p.sealed, hex32(&r.comm_r), hex32(&r.comm_d))
             .map_err(|e| SealerError::Io(format!("{what}: {e:#}")))?;
     }
@@ -337,7 +337,7 @@ fn c1_from_slot(cfg: &BatchConfig, seeds_path: &Path) -> Result<serde_json::Valu
     let input = SealerError::Input;
     let text =
         std::fs::read_to_string(seeds_path).map_err(|e| input(format!("cannot read {}: {e}", seeds_path.display())))?;
-    let seeds = sealer::c1::parse_seeds(&text).map_err(|e| input(format!("{}: {e}", seeds_path.display())))?;
+    let seeds = sealer_proofs::c1::parse_seeds(&text).map_err(|e| input(format!("{}: {e}", seeds_path.display())))?;
     let results: serde_json::Value = std::fs::read_to_string(cfg.output_dir.join("results.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
@@ -354,7 +354,7 @@ fn c1_from_slot(cfg: &BatchConfig, seeds_path: &Path) -> Result<serde_json::Valu
             .as_array()
             .and_then(|rs| rs.iter().find(|r| r["sector_id"].as_u64() == Some(id)))
             .ok_or_else(|| input(format!("sector {id}: not in results.json (PC2 did not finish it)")))?;
-        seeded.push(sealer::c1::SeededSector {
+        seeded.push(sealer_proofs::c1::SeededSector {
             index,
             seed,
             comm_r: hex32("results comm_r", &r["comm_r"])?,
@@ -363,7 +363,7 @@ fn c1_from_slot(cfg: &BatchConfig, seeds_path: &Path) -> Result<serde_json::Valu
     }
     let mut reader = sealer_slot::LayerReader::open(cfg)?;
     let parents = sealer_slot::open_parents(cfg)?;
-    let done = sealer::c1::from_slot(cfg, &seeded, &mut reader, &parents).map_err(|e| SealerError::Io(format!("{e:#}")))?;
+    let done = sealer_proofs::c1::from_slot(cfg, &seeded, &mut reader, &parents).map_err(|e| SealerError::Io(format!("{e:#}")))?;
     let sectors: Vec<_> =
         done.iter().map(|(id, p)| serde_json::json!({"sector_id": id, "c1_output": p.display().to_string()})).collect();
     Ok(serde_json::json!({ "sectors": sectors }))

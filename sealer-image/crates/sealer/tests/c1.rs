@@ -7,7 +7,8 @@ mod common;
 
 use filecoin_proofs_api::seal::{seal_commit_phase1, SealPreCommitPhase2Output};
 use rand::{Rng, SeedableRng};
-use sealer::{c1, oracle};
+use sealer::oracle;
+use sealer_proofs::c1;
 use sealer_pc1::Pc1Options;
 use sealer_slot::Tuning;
 
@@ -61,15 +62,15 @@ fn c1_from_slot_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, seede
             "C1 output of sector {} differs from filecoin-proofs'",
             spec.sector_id
         );
-        let cache = sealer_pc2::sector_paths(&cfg, spec.sector_id).cache;
+        let cache = sealer_config::sector_paths(&cfg, spec.sector_id).cache;
         assert!(!cache.join("sc-02-data-layer-1.dat").exists(), "layer files left after C1");
     }
     // Unseeded sectors get nothing; a second run finds the seeded ones done, and removes the
     // sparse layer files a crash between the output and their removal would leave.
-    let stale = sealer_pc2::sector_paths(&cfg, cfg.sectors[seeded[0]].sector_id).cache.join("sc-02-data-layer-1.dat");
+    let stale = sealer_config::sector_paths(&cfg, cfg.sectors[seeded[0]].sector_id).cache.join("sc-02-data-layer-1.dat");
     std::fs::write(&stale, b"left by a crash").unwrap();
     for (i, s) in cfg.sectors.iter().enumerate() {
-        let written = sealer_pc2::sector_paths(&cfg, s.sector_id).cache.join(c1::C1_OUTPUT_FILE).exists();
+        let written = sealer_config::sector_paths(&cfg, s.sector_id).cache.join(c1::C1_OUTPUT_FILE).exists();
         assert_eq!(written, seeded.contains(&i), "sector {i}");
     }
     assert_eq!(c1::from_slot(&cfg, &sectors, &mut reader, &parents).unwrap(), out);

@@ -270,7 +270,7 @@ fn snap_updates_sealed_cc_sectors_like_filecoin_proofs() {
     let staged = work.path().join("staged");
     let pieces = sealer_data::stage(2048, &[piece.as_path()], &staged).unwrap();
     let sector = &cfg.sectors[1];
-    let key = sealer_pc2::sector_paths(&cfg, sector.sector_id);
+    let key = sealer_config::sector_paths(&cfg, sector.sector_id);
     let mut snap = serde_json::json!({
         "registered_proof": "StackedDrg2KiBV1_1",
         "output_dir": work.path().join("update").to_str().unwrap(),
@@ -549,7 +549,7 @@ fn node_parent_cache_is_built_once_verified_and_never_used_corrupt() {
 #[test]
 fn synthetic_and_ni_porep_batches_write_their_proofs_and_drop_the_layers() {
     // SyntheticPoRep (proof id 10) writes its vanilla proofs, NI-PoRep (15) its C1 output.
-    for (proof, file_name) in [(10, sealer::synth::SYNTH_PROOFS_FILE), (15, sealer::c1::C1_OUTPUT_FILE)] {
+    for (proof, file_name) in [(10, sealer_proofs::synth::SYNTH_PROOFS_FILE), (15, sealer_proofs::c1::C1_OUTPUT_FILE)] {
         let work = tempfile::tempdir().unwrap();
         let (cfg, json) = common::config(2048, proof, 2, 17, work.path(), 1);
         let file = ConfigFile::write(work.path().join("proofs.json"), &json);
@@ -559,7 +559,7 @@ fn synthetic_and_ni_porep_batches_write_their_proofs_and_drop_the_layers() {
         let out = file.seal("batch").output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         for s in &cfg.sectors {
-            let cache = sealer_pc2::sector_paths(&cfg, s.sector_id).cache;
+            let cache = sealer_config::sector_paths(&cfg, s.sector_id).cache;
             assert!(cache.join(file_name).metadata().unwrap().len() > 0, "proof {proof}: no {file_name}");
             assert!(!cache.join("sc-02-data-layer-1.dat").exists() && cache.join("p_aux").exists());
         }
@@ -656,7 +656,7 @@ fn batch_killed_during_pc2_resumes_and_matches_oracle_with_endpoints() {
     assert!(!cfg.output_dir.join("results.json").exists());
     for s in &cfg.sectors {
         assert!(
-            !sealer_pc2::sector_paths(&cfg, s.sector_id).cache.join("p_aux").exists(),
+            !sealer_config::sector_paths(&cfg, s.sector_id).cache.join("p_aux").exists(),
             "p_aux must only appear when complete"
         );
     }

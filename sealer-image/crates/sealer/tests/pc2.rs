@@ -94,7 +94,7 @@ fn pc2_case_with(
         if data.get(i).is_some_and(|l| !l.is_empty()) {
             assert_ne!(o.comm_d, sealer_hash::cc_comm_d(sector_size), "sector {i} holds data");
         }
-        let ours = sealer_pc2::sector_paths(&cfg, s.sector_id);
+        let ours = sealer_config::sector_paths(&cfg, s.sector_id);
         if lotus {
             let name = format!("s-t01000-{}", s.sector_id);
             assert_eq!(ours.sealed, cfg.output_dir.join("sealed").join(&name));
@@ -139,36 +139,36 @@ fn pc2_case_with(
             std::fs::read(oc.join("t_aux")).unwrap(),
             "t_aux format"
         );
-        if c1 && sealer::synth::enabled(&cfg) {
+        if c1 && sealer_proofs::synth::enabled(&cfg) {
             // SyntheticPoRep: our proofs file equals filecoin-proofs' own, made on its outputs.
             let hex32 = |h: &str| -> [u8; 32] { hex::decode(h).unwrap().try_into().unwrap() };
             let (cr, cd) = (hex32(&res[i].comm_r), hex32(&res[i].comm_d));
-            sealer::synth::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).expect("synthetic proofs");
-            sealer::synth::write_sector(&cfg, i, oc, &o.sealed, cr, cd).expect("filecoin-proofs' synthetic proofs");
-            let f = sealer::synth::SYNTH_PROOFS_FILE;
+            sealer_proofs::synth::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).expect("synthetic proofs");
+            sealer_proofs::synth::write_sector(&cfg, i, oc, &o.sealed, cr, cd).expect("filecoin-proofs' synthetic proofs");
+            let f = sealer_proofs::synth::SYNTH_PROOFS_FILE;
             let (a, b) = (std::fs::read(ours.cache.join(f)).unwrap(), std::fs::read(oc.join(f)).unwrap());
             assert!(!a.is_empty() && a == b, "{f} of sector {i} differs ({} vs {} bytes)", a.len(), b.len());
             assert!(!ours.cache.join("sc-02-data-layer-1.dat").exists(), "layer files left after synthetic proofs");
             // A second call (a resumed batch) finds it done.
-            sealer::synth::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).unwrap();
+            sealer_proofs::synth::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).unwrap();
         }
-        if c1 && sealer::c1::enabled(&cfg) {
+        if c1 && sealer_proofs::c1::enabled(&cfg) {
             // NI-PoRep: our C1 output (made on our files) equals filecoin-proofs-api's on its
             // own, parses as its SealCommitPhase1Output, and the layers are gone.
             let hex32 = |h: &str| -> [u8; 32] { hex::decode(h).unwrap().try_into().unwrap() };
             let (cr, cd) = (hex32(&res[i].comm_r), hex32(&res[i].comm_d));
-            sealer::c1::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).expect("C1 on our outputs");
-            sealer::c1::write_sector(&cfg, i, oc, &o.sealed, cr, cd).expect("C1 on filecoin-proofs' outputs");
-            let f = sealer::c1::C1_OUTPUT_FILE;
+            sealer_proofs::c1::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).expect("C1 on our outputs");
+            sealer_proofs::c1::write_sector(&cfg, i, oc, &o.sealed, cr, cd).expect("C1 on filecoin-proofs' outputs");
+            let f = sealer_proofs::c1::C1_OUTPUT_FILE;
             let (a, b) = (std::fs::read(ours.cache.join(f)).unwrap(), std::fs::read(oc.join(f)).unwrap());
             assert!(!a.is_empty() && a == b, "{f} of sector {i} differs ({} vs {} bytes)", a.len(), b.len());
             let parsed: filecoin_proofs_api::seal::SealCommitPhase1Output = serde_json::from_slice(&a).unwrap();
             assert_eq!((parsed.comm_r, parsed.comm_d), (cr, cd));
-            assert_eq!(parsed.registered_proof, sealer::c1::registered_proof(&cfg).unwrap());
+            assert_eq!(parsed.registered_proof, sealer_proofs::c1::registered_proof(&cfg).unwrap());
             assert!(!ours.cache.join("sc-02-data-layer-1.dat").exists(), "layer files left after C1");
-            sealer::c1::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).unwrap();
+            sealer_proofs::c1::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).unwrap();
         }
-        if c1 && !sealer::c1::enabled(&cfg) {
+        if c1 && !sealer_proofs::c1::enabled(&cfg) {
             let seed_bytes: [u8; 32] = rng.gen();
             let mut cr = [0u8; 32];
             cr.copy_from_slice(&hex::decode(&res[i].comm_r).unwrap());

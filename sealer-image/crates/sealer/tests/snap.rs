@@ -44,7 +44,7 @@ fn snap_case(sector_size: u64, proof_id: u64, seed: u64, layouts: &[&[usize]], e
         let mut sector = cfg.sectors[i].clone();
         sector.data = Some(sealer_config::SectorData { path: staged, pieces: pieces.clone() });
         sector.comm_d = Some(sealer_data::pieces_comm_d(sector_size, &pieces).unwrap());
-        let key = sealer_pc2::sector_paths(&cfg, sector.sector_id);
+        let key = sealer_config::sector_paths(&cfg, sector.sector_id);
         let dir = work.path().join(format!("update-{i}"));
         sectors.push(SnapSector {
             sector,

@@ -146,7 +146,7 @@ struct ChallengePlan {
 
 impl ChallengePlan {
     fn of(cfg: &BatchConfig) -> anyhow::Result<Self> {
-        let pc = crate::proofs::porep_config(cfg)?;
+        let pc = crate::porep::porep_config(cfg)?;
         let sp = filecoin_proofs::parameters::setup_params(&pc)?;
         anyhow::ensure!(
             matches!(sp.challenges, Challenges::Interactive(_)),
@@ -201,7 +201,7 @@ pub fn from_slot(
     let mut todo = Vec::new();
     for s in seeded {
         let id = cfg.sectors[s.index].sector_id;
-        let p = sealer_pc2::sector_paths(cfg, id);
+        let p = sealer_config::sector_paths(cfg, id);
         let done = p.cache.join(C1_OUTPUT_FILE);
         out.push((id, done.clone()));
         if done.exists() {

@@ -1,5 +1,5 @@
-//! The proofs glue: filecoin-proofs' configuration for what a batch seals, shared by the
-//! production paths after PC2 (C1, synthetic proofs) and by the rust-fil-proofs oracle.
+//! filecoin-proofs' configuration for what a batch seals, shared by the proofs after PC2 (C1,
+//! synthetic proofs) and by the rust-fil-proofs oracle.
 
 use anyhow::Context;
 use filecoin_proofs::PoRepConfig;

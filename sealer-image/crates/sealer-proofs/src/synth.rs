@@ -42,7 +42,7 @@ pub fn write_sector(
         cache.display()
     );
     let _ = std::fs::remove_file(&proofs);
-    let pc = crate::proofs::porep_config(cfg)?;
+    let pc = crate::porep::porep_config(cfg)?;
     let pre = filecoin_proofs::SealPreCommitOutput { comm_r, comm_d };
     let id = SectorId::from(s.sector_id);
     // A data sector's pieces: filecoin-proofs checks them against comm_d.
