@@ -1,6 +1,6 @@
 // Package contracts holds the shapes the operator and the sealer share, as files both sides'
 // tests read (the Rust workspace reads them by path): the exit codes, the sealer's
-// capabilities, progress and results documents, and the seeds file C1 reads.
+// capabilities, progress, results and qualification documents, and the seeds file C1 reads.
 package contracts
 
 import (
@@ -79,6 +79,15 @@ var sealerProgressJSON []byte
 // allocated), PC2 running before a rate is known, PC2 failed.
 func SealerProgressExamples() []json.RawMessage {
 	return examples("sealer-progress.json", sealerProgressJSON)
+}
+
+//go:embed sealer-qualification.json
+var sealerQualificationJSON []byte
+
+// SealerQualificationExamples are `sealer qualify`'s documents: two layer devices, one with
+// its write measured and one without a slot to write in.
+func SealerQualificationExamples() []json.RawMessage {
+	return examples("sealer-qualification.json", sealerQualificationJSON)
 }
 
 func examples(name string, raw []byte) []json.RawMessage {

@@ -27,6 +27,7 @@ func (r *SealerReconciler) toWaitingForSeeds(ctx context.Context, b *sealv1.Seal
 	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
 		b.Status.Phase = sealv1.PhaseWaitingForSeeds
 		b.Status.Sectors = res.toStatus()
+		res.recordMeasured(b)
 		b.Status.SeedDeadline = &deadline
 		if b.Status.Progress != nil {
 			b.Status.Progress.Percent = "100"

@@ -49,12 +49,34 @@ var (
 	metricBatchProgress = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sealfleet_batch_progress_ratio", Help: "Progress of a running batch, 0-1, as last read from its sealer.",
 	}, []string{"namespace", "batch", "node"})
+	metricBatchRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sealfleet_batch_labels_per_second", Help: "PC1 labelling rate of a running batch over all its sectors, as last read from its sealer.",
+	}, []string{"namespace", "batch", "node"})
+	metricBatchPredictedRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sealfleet_batch_predicted_labels_per_second", Help: "PC1 labelling rate placement predicted for a running batch, and what it predicted would limit it (hashers, or layer device reads).",
+	}, []string{"namespace", "batch", "node", "bottleneck"})
+	metricQualifications = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sealfleet_qualifications_total", Help: "Node qualifications ended, by outcome (measured, failed).",
+	}, []string{"outcome"})
+	metricNodeDeviceIOPS = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sealfleet_node_layer_device_read_iops", Help: "4 KiB random reads per second a layer device served in the node's last qualification.",
+	}, []string{"node", "device"})
+	metricNodeDeviceBandwidth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sealfleet_node_layer_device_bytes_per_second", Help: "Sequential bandwidth of a layer device in the node's last qualification (op: read, write).",
+	}, []string{"node", "device", "op"})
+	metricNodeHashRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sealfleet_node_hash_labels_per_second_per_thread", Help: "One hasher thread's labelling bound in the node's last qualification.",
+	}, []string{"node"})
+	metricNodeQualified = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sealfleet_node_qualification_timestamp_seconds", Help: "When the node's last qualification measured it (Unix time).",
+	}, []string{"node"})
 )
 
 func init() {
 	metrics.Registry.MustRegister(metricBatches, metricPending, metricPendingNoFit, metricPlacementLatency,
 		metricScheduleCycle, metricSlots, metricReleaseFailures, metricBatchTransitions,
-		metricBatchPhaseSeconds, metricBatchProgress)
+		metricBatchPhaseSeconds, metricBatchProgress, metricBatchRate, metricBatchPredictedRate, metricQualifications,
+		metricNodeDeviceIOPS, metricNodeDeviceBandwidth, metricNodeHashRate, metricNodeQualified)
 }
 
 // exportBatchMetrics sets the per-phase counts and, for batches not yet finished, how long
@@ -152,4 +174,51 @@ func exportSlotMetrics(fleet []*placement.Node) {
 		metricSlots.WithLabelValues(n.Sealer.Name, "free").Set(float64(max(int(n.Geometry.Count)-used, 0)))
 		metricSlots.WithLabelValues(n.Sealer.Name, "dirty").Set(float64(n.Usage.Dirty()))
 	}
+}
+
+// exportQualificationMetrics publishes every node's last qualification (from its status, so
+// an operator restart loses nothing).
+func exportQualificationMetrics(fleet []*placement.Node) {
+	metricNodeDeviceIOPS.Reset()
+	metricNodeDeviceBandwidth.Reset()
+	metricNodeHashRate.Reset()
+	metricNodeQualified.Reset()
+	for _, n := range fleet {
+		q := n.Sealer.Status.Qualification
+		if q == nil || q.MeasuredTime == nil {
+			continue
+		}
+		node := n.Sealer.Name
+		metricNodeQualified.WithLabelValues(node).Set(float64(q.MeasuredTime.Unix()))
+		if q.LabelsPerSecondPerThread > 0 {
+			metricNodeHashRate.WithLabelValues(node).Set(float64(q.LabelsPerSecondPerThread))
+		}
+		for _, d := range q.LayerDevices {
+			if d.Error != "" {
+				continue
+			}
+			metricNodeDeviceIOPS.WithLabelValues(node, d.Path).Set(float64(d.RandomReadIOPS))
+			metricNodeDeviceBandwidth.WithLabelValues(node, d.Path, "read").Set(float64(d.SeqReadBytesPerSecond))
+			if d.WriteSkipped == "" {
+				metricNodeDeviceBandwidth.WithLabelValues(node, d.Path, "write").Set(float64(d.SeqWriteBytesPerSecond))
+			}
+		}
+	}
+}
+
+// exportRates sets a running batch's measured and predicted PC1 rates (PC1 only).
+func exportRates(b *sealv1.SealBatch, rep *ProgressReport) {
+	if rep == nil || rep.Phase != "pc1" || rep.Rate <= 0 {
+		return
+	}
+	metricBatchRate.WithLabelValues(b.Namespace, b.Name, b.Status.Node).Set(rep.Rate)
+	if p := b.Status.Prediction; p != nil && p.LabelsPerSecond > 0 {
+		metricBatchPredictedRate.WithLabelValues(b.Namespace, b.Name, b.Status.Node, p.Bottleneck).Set(float64(p.LabelsPerSecond))
+	}
+}
+
+// forgetRates drops a batch's rate series once it has left PC1.
+func forgetRates(b *sealv1.SealBatch) {
+	metricBatchRate.DeleteLabelValues(b.Namespace, b.Name, b.Status.Node)
+	metricBatchPredictedRate.DeletePartialMatch(prometheus.Labels{"namespace": b.Namespace, "batch": b.Name})
 }

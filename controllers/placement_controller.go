@@ -26,6 +26,7 @@ import (
 	"github.com/sealfleet/sealfleet/internal/cpuset"
 	"github.com/sealfleet/sealfleet/internal/ledger"
 	"github.com/sealfleet/sealfleet/internal/placement"
+	"github.com/sealfleet/sealfleet/internal/predict"
 )
 
 // Recorder emits Kubernetes events.
@@ -56,6 +57,9 @@ type PlacementReconciler struct {
 	// Caches builds the parent caches batches wait for (nil: no node caches; sealers build
 	// their own).
 	Caches *ParentCaches
+	// Qualify measures the nodes (nil: no qualification pods); it books the slot and
+	// hugepage its pods use in the same view placement decides on.
+	Qualify *Qualifier
 
 	assumed *ledger.Assumed
 	explain *explainer
@@ -85,7 +89,7 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 
 	exportBatchMetrics(batches.Items)
 	r.assumed.Settle(batches.Items, time.Now())
-	fleet := fleetView(sealerNodes.Items, nodes.Items, batches.Items, r.assumed)
+	fleet := fleetView(sealerNodes.Items, nodes.Items, batches.Items, r.assumed, r.Qualify.Claims())
 	var pending []*sealv1.SealBatch
 	for i := range batches.Items {
 		b := &batches.Items[i]
@@ -108,6 +112,14 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 	decisions, failed := placement.Schedule(fleet, pending)
 	metricPendingNoFit.Set(float64(len(failed)))
 	exportSlotMetrics(fleet)
+	exportQualificationMetrics(fleet)
+	qualifying := false
+	if r.Qualify != nil {
+		if err := r.Qualify.Sync(ctx, fleet); err != nil {
+			log.FromContext(ctx).Error(err, "qualification")
+		}
+		qualifying = len(r.Qualify.Claims()) > 0
+	}
 	if r.Caches != nil {
 		wanted := map[string]map[string]bool{}
 		for _, n := range fleet {
@@ -154,7 +166,7 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if len(failed)+len(dup) > 0 {
+	if len(failed)+len(dup) > 0 || qualifying { // qualifications are timed out by this cycle
 		return reconcile.Result{RequeueAfter: requeuePending}, nil
 	}
 	return reconcile.Result{}, nil
@@ -188,6 +200,7 @@ func (r *PlacementReconciler) commit(ctx context.Context, d *placement.Decision)
 		b.Status.RegisteredProof = sealv1.RegisteredProof(b.Spec.SectorSize, b.Spec.ProofTypeOrDefault())
 		b.Status.Phase = sealv1.PhasePlaced
 		b.Status.PlacedTime = &now
+		b.Status.Prediction = predict.Status(d.Prediction, now.Time)
 		b.Status.Message = placedMessage(node, slot)
 		setCondition(b, sealv1.CondPlaced, metav1.ConditionTrue, sealv1.ReasonPlaced, b.Status.Message)
 	}, func(b *sealv1.SealBatch) {
@@ -240,7 +253,7 @@ var digits = regexp.MustCompile(`[0-9]+`)
 // fleetView builds placement's view of every SealerNode (deep copies, so scheduling can
 // mutate them) with the usage the batches and the assumed decisions derive, and the PC2
 // engines of the sealer image that would run there.
-func fleetView(sns []sealv1.SealerNode, nodes []corev1.Node, batches []sealv1.SealBatch, assumed *ledger.Assumed) []*placement.Node {
+func fleetView(sns []sealv1.SealerNode, nodes []corev1.Node, batches []sealv1.SealBatch, assumed *ledger.Assumed, qualifying []ledger.Claim) []*placement.Node {
 	nodeByName := make(map[string]*corev1.Node, len(nodes))
 	for i := range nodes {
 		nodeByName[nodes[i].Name] = &nodes[i]
@@ -251,6 +264,7 @@ func fleetView(sns []sealv1.SealerNode, nodes []corev1.Node, batches []sealv1.Se
 	}
 	book := ledger.BookOf(batches, assumed, func(n string) ledger.Geometry { return geometry[n] })
 	book.AddDirty(sns)
+	addQualifying(book, sns, qualifying)
 	fleet := make([]*placement.Node, 0, len(sns))
 	for i := range sns {
 		pn := &placement.Node{Sealer: sns[i].DeepCopy(), Geometry: geometry[sns[i].Name], Usage: book.Of(sns[i].Name)}
@@ -263,6 +277,26 @@ func fleetView(sns []sealv1.SealerNode, nodes []corev1.Node, batches []sealv1.Se
 		fleet = append(fleet, pn)
 	}
 	return fleet
+}
+
+// addQualifying books the running qualifications: the write test's slot until the node's
+// dirty record (written before the pod started) shows in the cache, and the probe's hugepage
+// while the pod lives.
+func addQualifying(book ledger.Book, sns []sealv1.SealerNode, claims []ledger.Claim) {
+	recorded := map[types.UID]bool{}
+	for i := range sns {
+		for _, d := range sns[i].Status.DirtySlots {
+			recorded[types.UID(d.BatchUID)] = true
+		}
+	}
+	for _, c := range claims {
+		if c.Dirty && recorded[c.UID] {
+			c.Dirty, c.Slot, c.Range = false, ledger.NoSlot, sealv1.SlotRange{}
+		}
+		if c.Dirty || c.Hugepages > 0 {
+			book.Of(c.Node).Add(c)
+		}
+	}
 }
 
 // SetupWithManager watches batches, SealerNodes and Nodes, all funnelled into the one queue
@@ -282,5 +316,6 @@ func (r *PlacementReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&sealv1.SealBatch{}, toQueue, builder.WithPredicates(batchSchedulingChanged)).
 		Watches(&sealv1.SealerNode{}, toQueue, builder.WithPredicates(sealerNodeChanged)).
 		Watches(&corev1.Node{}, toQueue, builder.WithPredicates(nodeSchedulingChanged)).
+		Watches(&corev1.Pod{}, toQueue, builder.WithPredicates(qualificationPodEnded)).
 		Complete(r)
 }

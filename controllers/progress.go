@@ -101,6 +101,30 @@ func (httpProgress) Read(ctx context.Context, pod *corev1.Pod, port int) (*Progr
 // Results is the sealer's results.json / termination message.
 type Results struct {
 	Sectors []SectorResult `json:"sectors"`
+	// Timings are the run's PC1 and PC2 wall times as the sealer measured them (sealer batch).
+	Timings *Timings `json:"timings,omitempty"`
+}
+
+// Timings are a sealer run's phase times in seconds.
+type Timings struct {
+	PC1Seconds float64 `json:"pc1_seconds"`
+	PC2Seconds float64 `json:"pc2_seconds"`
+}
+
+// recordMeasured puts the run's measured times beside the prediction placement made.
+func (r *Results) recordMeasured(b *sealv1.SealBatch) {
+	if r.Timings == nil {
+		return
+	}
+	if b.Status.Prediction == nil {
+		b.Status.Prediction = &sealv1.Prediction{}
+	}
+	if r.Timings.PC1Seconds > 0 {
+		b.Status.Prediction.MeasuredPC1Seconds = fmt.Sprintf("%.1f", r.Timings.PC1Seconds)
+	}
+	if r.Timings.PC2Seconds > 0 {
+		b.Status.Prediction.MeasuredPC2Seconds = fmt.Sprintf("%.1f", r.Timings.PC2Seconds)
+	}
 }
 
 // SectorResult is one sector's commitments, hex in rust-fil-proofs byte order: a seal's, or
@@ -212,37 +236,47 @@ func readResults(ctx context.Context, src ResultsSource, pod *corev1.Pod) (*Resu
 	return &r, nil
 }
 
-// logResults finds the results line in the sealer container's log.
-type logResults struct{ cs kubernetes.Interface }
+// logResults finds the results line in the sealer container's log (or, made by lines, another
+// marked line in another container's).
+type logResults struct {
+	cs                kubernetes.Interface
+	container, prefix string
+}
 
 func newLogResults(cfg *rest.Config) (*logResults, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &logResults{cs: cs}, nil
+	return &logResults{cs: cs, container: "sealer", prefix: resultsLinePrefix}, nil
+}
+
+// lines is a reader of the line marked prefix in container's log.
+func (l *logResults) lines(container, prefix string) *logResults {
+	return &logResults{cs: l.cs, container: container, prefix: prefix}
 }
 
 func (l *logResults) Read(ctx context.Context, pod *corev1.Pod) ([]byte, error) {
 	tail := int64(200)
-	raw, err := l.cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "sealer", TailLines: &tail}).DoRaw(ctx)
+	raw, err := l.cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: l.container, TailLines: &tail}).DoRaw(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading the sealer log: %w", err)
+		return nil, fmt.Errorf("reading the %s log: %w", l.container, err)
 	}
-	return findResultsLine(raw)
+	return findLine(raw, l.prefix)
 }
 
-func findResultsLine(raw []byte) ([]byte, error) {
+// findLine is the last line of raw starting with prefix, without it.
+func findLine(raw []byte, prefix string) ([]byte, error) {
 	var found []byte
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 8<<20)
 	for sc.Scan() {
-		if line := sc.Text(); strings.HasPrefix(line, resultsLinePrefix) {
-			found = []byte(strings.TrimPrefix(line, resultsLinePrefix))
+		if line := sc.Text(); strings.HasPrefix(line, prefix) {
+			found = []byte(strings.TrimPrefix(line, prefix))
 		}
 	}
 	if found == nil {
-		return nil, fmt.Errorf("no %q line in the sealer log", strings.TrimSpace(resultsLinePrefix))
+		return nil, fmt.Errorf("no %q line in the log", strings.TrimSpace(prefix))
 	}
 	return found, nil
 }

@@ -54,7 +54,7 @@ func (l logWith) Read(context.Context, *corev1.Pod) ([]byte, error) {
 	if err := json.Compact(&line, l); err != nil {
 		return nil, err
 	}
-	return findResultsLine([]byte("some log\n" + resultsLinePrefix + line.String() + "\nmore log\n"))
+	return findLine([]byte("some log\n"+resultsLinePrefix+line.String()+"\nmore log\n"), resultsLinePrefix)
 }
 
 // The operator reads the sealer's results as the contract's examples give them
@@ -78,6 +78,11 @@ func TestResultsContract(t *testing.T) {
 	}
 	if s := seal.Sectors; len(s) != 1 || s[0].SectorID != 7 || s[0].CommR[:6] != "4c5d6e" || s[0].CommC == "" || s[0].ReplicaID == "" || s[0].CommROld != "" {
 		t.Errorf("a seal's results read as %+v", s)
+	}
+	var b sealv1.SealBatch
+	seal.recordMeasured(&b)
+	if p := b.Status.Prediction; p == nil || p.MeasuredPC1Seconds != "41.5" || p.MeasuredPC2Seconds != "7.2" {
+		t.Errorf("a seal's timings recorded as %+v", p)
 	}
 	update, err := readResults(ctx, nil, terminated(ex[1]))
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -175,6 +176,17 @@ func (r *ScrubReconciler) step(ctx context.Context, sn *sealv1.SealerNode, d sea
 	if blocked != "" {
 		next.Message = "waiting: " + blocked
 		return slotChange{next: next}, time.Minute, nil
+	}
+	if strings.HasPrefix(d.BatchUID, qualifyBatchPrefix) {
+		// A qualification's write test: discarded once its pod is gone, never under it.
+		var qp corev1.Pod
+		err := r.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: render.QualifyPodName(sn.Name)}, &qp)
+		if err == nil && qp.Annotations[annotationQualifyUID] == d.BatchUID {
+			return slotChange{next: d}, requeuePending, nil
+		}
+		if client.IgnoreNotFound(err) != nil {
+			return slotChange{}, 0, err
+		}
 	}
 	if d.LastAttemptTime != nil {
 		if left := d.LastAttemptTime.Add(scrubBackoff(d.Attempts)).Sub(now); left > 0 {

@@ -411,6 +411,11 @@ func (r *SealerReconciler) track(ctx context.Context, b *sealv1.SealBatch, pod *
 	old := b.Status.Phase
 	if rep != nil {
 		metricBatchProgress.WithLabelValues(b.Namespace, b.Name, b.Status.Node).Set(rep.Percent / 100)
+		if phase == sealv1.PhasePC1 {
+			exportRates(b, rep)
+		} else {
+			forgetRates(b)
+		}
 	}
 	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
 		b.Status.Phase = phase
@@ -456,6 +461,7 @@ func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, po
 		return r.toWaitingForSeeds(ctx, b, pod, res)
 	}
 	metricBatchProgress.DeleteLabelValues(b.Namespace, b.Name, b.Status.Node)
+	forgetRates(b)
 	done := fmt.Sprintf("%d sectors sealed", len(res.Sectors))
 	if b.Spec.IsUpdate() {
 		done = fmt.Sprintf("%d sectors updated", len(res.Sectors))
@@ -465,6 +471,7 @@ func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, po
 		b.Status.Phase = sealv1.PhaseCompleted
 		b.Status.CompletionTime = &now
 		b.Status.Sectors = res.toStatus()
+		res.recordMeasured(b)
 		if b.Status.Progress != nil {
 			b.Status.Progress.Percent = "100"
 			b.Status.Progress.ETASeconds = 0
@@ -514,6 +521,7 @@ func (r *SealerReconciler) fail(ctx context.Context, b *sealv1.SealBatch, reason
 
 func markFailed(ctx context.Context, c client.Client, rec Recorder, b *sealv1.SealBatch, reason sealv1.Reason, msg string) error {
 	metricBatchProgress.DeleteLabelValues(b.Namespace, b.Name, b.Status.Node)
+	forgetRates(b)
 	return updateStatus(ctx, c, b, func(b *sealv1.SealBatch) {
 		now := metav1.Now()
 		b.Status.Phase = sealv1.PhaseFailed

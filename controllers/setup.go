@@ -45,8 +45,11 @@ type Options struct {
 	// ParentCacheNamespace holds the pods that build nodes' parent caches; empty: no node
 	// caches (each sealer pod builds its own, as a standalone sealer does).
 	ParentCacheNamespace string
-	// ScrubNamespace holds the pods that scrub released slots (the operator's, not a tenant's).
+	// ScrubNamespace holds the pods that scrub released slots and qualify nodes (the
+	// operator's, not a tenant's).
 	ScrubNamespace string
+	// QualifySeconds is how long each measurement of a node qualification runs.
+	QualifySeconds float64
 	// SealerNamespace holds every batch's sealer and C1 pods, their ConfigMaps and disruption
 	// budgets; "" puts them in each batch's own namespace.
 	SealerNamespace string
@@ -75,6 +78,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ParentCacheNamespace, "parent-cache-namespace", "sealfleet-batches", "namespace of the pods that build each node's parent caches (it must be served: see --watch-namespaces); empty: every sealer pod builds its own cache")
 	fs.StringVar(&o.SealerNamespace, "sealer-namespace", "", "namespace of every batch's sealer and C1 pods, ConfigMaps and disruption budgets (the operator's: tenants with pods/exec in their own namespaces never reach a privileged sealer; it must be served, see --watch-namespaces, and allow privileged hostPath pods); empty: each batch's own namespace")
 	fs.StringVar(&o.ScrubNamespace, "scrub-namespace", "sealfleet-batches", "namespace of the pods that scrub released slots (it must be served: see --watch-namespaces, and allow privileged hostPath pods); keep tenants out of it")
+	fs.Float64Var(&o.QualifySeconds, "qualify-seconds", 2, "seconds each measurement of a node qualification runs (random reads, sequential read and write per layer device, hashing, memory)")
 	fs.DurationVar(&o.ReleaseTimeout, "release-timeout", 10*time.Minute, "after this long a release waiting for its sealer pod to end is reported stuck")
 }
 
@@ -210,7 +214,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if o.ParentCacheNamespace != "" {
 		caches = &ParentCaches{Client: mgr.GetClient(), Namespace: o.ParentCacheNamespace, Pod: po}
 	}
-	if err := (&PlacementReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-placement"), Caches: caches}).SetupWithManager(mgr); err != nil {
+	qualify := &Qualifier{Client: mgr.GetClient(), Recorder: rec("sealfleet-qualify"), Namespace: o.ScrubNamespace, Pod: po,
+		Seconds: o.QualifySeconds, HostNetwork: o.SealerHostNetwork}
+	if lr, ok := o.Results.(*logResults); ok {
+		qualify.Logs = lr.lines("qualify", render.QualificationLinePrefix)
+	}
+	if err := (&PlacementReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-placement"), Caches: caches, Qualify: qualify}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&SealerReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-sealer"), Pod: po,

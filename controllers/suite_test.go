@@ -176,7 +176,8 @@ func (h *harness) addNode(name string, slots int32, hugepages int64, labels map[
 		h.t.Fatal(err)
 	}
 	sn := &sealv1.SealerNode{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: sealv1.SealerNodeSpec{Pipelines: slots, LayerDevices: []sealv1.LayerDevice{{Path: "/var/lib/sealfleet/layers.img"}}}}
+		// OnRequest: no kubelet runs a qualification pod here, unless a test asks for one.
+		Spec: sealv1.SealerNodeSpec{Pipelines: slots, Qualify: sealv1.QualifyOnRequest, LayerDevices: []sealv1.LayerDevice{{Path: "/var/lib/sealfleet/layers.img"}}}}
 	if err := h.c.Create(ctx, sn); err != nil {
 		h.t.Fatal(err)
 	}

@@ -112,3 +112,10 @@ const (
 	// that needs one can be placed on the node.
 	NodeReasonParentCacheDirNotVisible = "ParentCacheDirNotVisible"
 )
+
+// SealerNode event reasons of its qualification.
+const (
+	NodeReasonQualifying          = "Qualifying"
+	NodeReasonQualified           = "Qualified"
+	NodeReasonQualificationFailed = "QualificationFailed"
+)

@@ -383,6 +383,26 @@ type Placement struct {
 	// +listType=atomic
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// minRatePercent is the least share of its hashers' bound a node must be able to feed
+	// PC1 at, by the random reads its layer devices measured (status.qualification of the
+	// SealerNode): a node predicted below it is not a candidate. Default 25; 0 takes any
+	// node. Nodes not qualified yet are predicted at the hashing bound.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	MinRatePercent *int32 `json:"minRatePercent,omitempty"`
+}
+
+// DefaultMinRatePercent is spec.placement.minRatePercent when unset.
+const DefaultMinRatePercent = 25
+
+// MinRate is spec.placement.minRatePercent or its default.
+func (p *Placement) MinRate() int32 {
+	if p == nil || p.MinRatePercent == nil {
+		return DefaultMinRatePercent
+	}
+	return *p.MinRatePercent
 }
 
 // PC2Engine is where PC2 runs.
@@ -599,6 +619,45 @@ type SealBatchStatus struct {
 	StartTime *metav1.Time `json:"startTime,omitempty"`
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// prediction is how long placement expected the batch to take on its node, and, once the
+	// sealer reported them, the measured times beside it.
+	// +optional
+	Prediction *Prediction `json:"prediction,omitempty"`
+}
+
+// Prediction is placement's estimate of a batch's run on one node (seconds as decimal
+// strings, like progress.percent: exact in any client).
+type Prediction struct {
+	// pc1Seconds, pc2Seconds and proofsSeconds (SyntheticPoRep's synthetic vanilla proofs)
+	// are the predicted phase times; finishTime is when the batch should be done.
+	// +optional
+	PC1Seconds string `json:"pc1Seconds,omitempty"`
+	// +optional
+	PC2Seconds string `json:"pc2Seconds,omitempty"`
+	// +optional
+	ProofsSeconds string `json:"proofsSeconds,omitempty"`
+	// +optional
+	FinishTime *metav1.Time `json:"finishTime,omitempty"`
+	// labelsPerSecond is the predicted PC1 rate over all sectors; ratePercent its share of
+	// the hashers' bound; bottleneck what limits it (hashers, or layer device reads).
+	// +optional
+	LabelsPerSecond int64 `json:"labelsPerSecond,omitempty"`
+	// +optional
+	RatePercent int32 `json:"ratePercent,omitempty"`
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Bottleneck string `json:"bottleneck,omitempty"`
+	// basis says what the prediction rests on (the node's qualification, or the model's
+	// defaults where the node was not qualified).
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Basis string `json:"basis,omitempty"`
+	// measuredPC1Seconds and measuredPC2Seconds are the sealer's own times of the run.
+	// +optional
+	MeasuredPC1Seconds string `json:"measuredPC1Seconds,omitempty"`
+	// +optional
+	MeasuredPC2Seconds string `json:"measuredPC2Seconds,omitempty"`
 }
 
 // RunningCPUs is the sealer's report of the CPUs it runs on.

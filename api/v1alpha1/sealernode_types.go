@@ -109,7 +109,30 @@ type SealerNodeSpec struct {
 	// dryRun makes the agent report what it would change without changing it.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
+
+	// qualify says when the operator measures what this node can do (status.qualification):
+	// OnJoin (the default) when the node becomes Ready, when its layer devices change and on
+	// request; OnRequest only when the sealfleet.io/qualify annotation changes (for nodes
+	// that must not run a qualification pod unasked, e.g. simulated ones).
+	// +kubebuilder:validation:Enum=OnJoin;OnRequest
+	// +kubebuilder:default=OnJoin
+	// +optional
+	Qualify QualifyPolicy `json:"qualify,omitempty"`
 }
+
+// QualifyPolicy is when a node is qualified.
+type QualifyPolicy string
+
+// Qualification policies.
+const (
+	QualifyOnJoin    QualifyPolicy = "OnJoin"
+	QualifyOnRequest QualifyPolicy = "OnRequest"
+)
+
+// AnnotationQualify on a SealerNode asks for a new qualification: any new value (kubectl
+// sealfleet qualify writes the time) starts one; status.qualification.request echoes the
+// value it answered.
+const AnnotationQualify = "sealfleet.io/qualify"
 
 // LayerDevice names one device dedicated to layers.
 // +kubebuilder:validation:XValidation:rule="[has(self.pciAddress), has(self.path)].exists_one(x, x)",message="each spec.layerDevices entry needs exactly one of pciAddress or path"
@@ -225,6 +248,104 @@ type SealerNodeStatus struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	DirtySlots []DirtySlot `json:"dirtySlots,omitempty"`
+
+	// qualification is what the node measured it can do, by the operator's qualification
+	// pod (written by the operator, not the agent): placement predicts batch times from it.
+	// +optional
+	Qualification *Qualification `json:"qualification,omitempty"`
+}
+
+// Qualification is one measurement of a node by `sealer qualify` in a qualification pod.
+// Reads go anywhere on the layer devices; writes only inside a slot no batch held, booked for
+// the test and scrubbed after it.
+type Qualification struct {
+	// measuredTime is when the measurement ended.
+	// +optional
+	MeasuredTime *metav1.Time `json:"measuredTime,omitempty"`
+	// durationMilliseconds is how long it ran.
+	// +optional
+	DurationMilliseconds int64 `json:"durationMilliseconds,omitempty"`
+	// tool is the program and version that measured (sealer 0.1.0).
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Tool string `json:"tool,omitempty"`
+	// request is the sealfleet.io/qualify annotation value this qualification answered.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Request string `json:"request,omitempty"`
+	// devicesKey names the layer devices measured; a different set starts a new qualification.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	DevicesKey string `json:"devicesKey,omitempty"`
+	// layerDevices are the rates of each layer device.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	LayerDevices []DeviceQualification `json:"layerDevices,omitempty"`
+	// hashKernel is the SHA-256 kernel measured (sha-ni, or portable without SHA-NI), and
+	// labelsPerSecondPerThread one hasher thread's SDR labelling bound with it (the sealer's
+	// own kernel, two sectors per call, parents in memory).
+	// +optional
+	HashKernel string `json:"hashKernel,omitempty"`
+	// +optional
+	LabelsPerSecondPerThread int64 `json:"labelsPerSecondPerThread,omitempty"`
+	// hugepages1GiFree is the free 1 GiB hugepages; hugepages1GiMapped how many of those the
+	// probe mapped and touched (it maps at most one), and hugepagesError why a map failed.
+	// +optional
+	Hugepages1GiFree int32 `json:"hugepages1GiFree"`
+	// +optional
+	Hugepages1GiMapped int32 `json:"hugepages1GiMapped"`
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	HugepagesError string `json:"hugepagesError,omitempty"`
+	// memoryCopyBytesPerSecond is the memory copy bandwidth over the probe's threads.
+	// +optional
+	MemoryCopyBytesPerSecond int64 `json:"memoryCopyBytesPerSecond,omitempty"`
+	// gpu is the GPU the sealer image opens here (its speed is not measured), or empty.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	GPU string `json:"gpu,omitempty"`
+	// message says why the qualification failed, or what it could not measure.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// DeviceQualification is one layer device's measured rates (0: not measured, see error).
+type DeviceQualification struct {
+	// path is the device as the sealer sees it.
+	// +kubebuilder:validation:MaxLength=1024
+	Path string `json:"path"`
+	// randomReadIOPS is 4 KiB random reads per second with O_DIRECT at queueDepth.
+	// +optional
+	RandomReadIOPS int64 `json:"randomReadIOPS"`
+	// +optional
+	QueueDepth int32 `json:"queueDepth,omitempty"`
+	// seqReadBytesPerSecond and seqWriteBytesPerSecond are 1 MiB sequential transfers.
+	// +optional
+	SeqReadBytesPerSecond int64 `json:"seqReadBytesPerSecond"`
+	// +optional
+	SeqWriteBytesPerSecond int64 `json:"seqWriteBytesPerSecond"`
+	// writeSkipped says why the write was not measured.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	WriteSkipped string `json:"writeSkipped,omitempty"`
+	// direct is false where O_DIRECT was refused (tmpfs): the rates are the page cache's.
+	// +optional
+	Direct bool `json:"direct"`
+	// error says why the device could not be measured.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Error string `json:"error,omitempty"`
+}
+
+// ReadIOPS sums the measured random-read rates of the devices (0 when none was measured).
+func (q *Qualification) ReadIOPS() int64 {
+	var n int64
+	for _, d := range q.LayerDevices {
+		n += d.RandomReadIOPS
+	}
+	return n
 }
 
 // DirtySlot is a slot's layer range that a released batch wrote and nobody has scrubbed yet.

@@ -318,7 +318,8 @@ func SealerNode(f *Fleet, m machine, now time.Time) *sealv1.SealerNode {
 	}
 	perNUMA := t.Hugepages1Gi / int64(numa)
 	sn := &sealv1.SealerNode{ObjectMeta: metav1.ObjectMeta{Name: m.name, Labels: map[string]string{FleetLabel: f.Name, MachineLabel: t.Name}}}
-	sn.Spec = sealv1.SealerNodeSpec{DeviceMode: sealv1.DeviceModeKernel, Pipelines: t.Pipelines, Hugepages1GiPerNUMANode: int32(perNUMA)}
+	// Simulated nodes have nothing to measure: qualified only when a test asks.
+	sn.Spec = sealv1.SealerNodeSpec{DeviceMode: sealv1.DeviceModeKernel, Pipelines: t.Pipelines, Hugepages1GiPerNUMANode: int32(perNUMA), Qualify: sealv1.QualifyOnRequest}
 	st := &sn.Status
 	m.topo.ApplyTo(st)
 	// Hugepages: the description's count, spread over NUMA nodes (the fixture's own pool is

@@ -5,10 +5,12 @@ package placement
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,6 +22,7 @@ import (
 	"github.com/sealfleet/sealfleet/internal/cpuset"
 	"github.com/sealfleet/sealfleet/internal/layout"
 	"github.com/sealfleet/sealfleet/internal/ledger"
+	"github.com/sealfleet/sealfleet/internal/predict"
 )
 
 // Node is one candidate: its SealerNode inventory plus what the Kubernetes Node and the
@@ -93,6 +96,8 @@ type Decision struct {
 	Layout    *layout.Layout
 	// OutputBytes is the output space booked on the node's volume for the batch's host path.
 	OutputBytes int64
+	// Prediction is the batch's expected run there.
+	Prediction predict.Prediction
 }
 
 // Claim is what the decision makes the batch hold.
@@ -164,6 +169,10 @@ type Need struct {
 	// HostPaths are the batch's other host directories (data source, sector keys), by the
 	// field that names them: each must lie under one of the node's hostPathRoots.
 	HostPaths [][2]string
+	// Predict is what predicting its run needs; MinRatePercent the least share of a node's
+	// hashing bound its layer devices must feed (spec.placement.minRatePercent).
+	Predict        predict.Batch
+	MinRatePercent int32
 }
 
 // NeedOf derives what a batch needs.
@@ -178,7 +187,9 @@ func NeedOf(b *sealv1.SealBatch) Need {
 		SectorSize: b.Spec.SectorSize,
 		OutputPath: b.Spec.OutputHostPath(),
 		Proof:      sealv1.RegisteredProof(b.Spec.SectorSize, b.Spec.ProofTypeOrDefault()),
+		Predict:    predict.BatchOf(b),
 	}
+	n.MinRatePercent = b.Spec.Placement.MinRate()
 	if b.Spec.IsUpdate() {
 		n.Update, n.SlotBytes, n.Hugepages, n.Proof = true, 0, 0, ""
 		if k := b.Spec.Update.SectorKeys.HostPath; k != nil {
@@ -358,9 +369,9 @@ func AllocatableGPUs(n *corev1.Node) int64 {
 	return q.Value()
 }
 
-// hugepagesAvailable is the 1 GiB pages of the node not held by batches running there, and
+// HugepagesAvailable is the 1 GiB pages of the node not held by batches running there, and
 // the total.
-func hugepagesAvailable(n *Node) (avail, total int64) {
+func HugepagesAvailable(n *Node) (avail, total int64) {
 	for _, numa := range n.Sealer.Status.NUMANodes {
 		for _, h := range numa.Hugepages {
 			if h.PageSize == "1Gi" {
@@ -422,10 +433,10 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 		case v.Reason != "":
 			return fmt.Sprintf("output path %s unusable: %s", need.OutputPath, v.Reason), false
 		case v.CapacityBytes < need.OutputBytes:
-			return fmt.Sprintf("output volume %s too small (%s < %s)", need.OutputPath, human(v.CapacityBytes), human(need.OutputBytes)), false
+			return fmt.Sprintf("output volume %s too small (%s < %s)", need.OutputPath, Human(v.CapacityBytes), Human(need.OutputBytes)), false
 		}
 		if free := v.AvailableBytes - u.OutputBytes(need.OutputPath); free < need.OutputBytes {
-			return fmt.Sprintf("output volume %s: %s free after running batches, %s needed", need.OutputPath, human(max(free, 0)), human(need.OutputBytes)), true
+			return fmt.Sprintf("output volume %s: %s free after running batches, %s needed", need.OutputPath, Human(max(free, 0)), Human(need.OutputBytes)), true
 		}
 	}
 	if _, err := n.Layout(need.BatchSize); err != nil {
@@ -434,7 +445,30 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 		}
 		return "no core layout: " + err.Error(), false
 	}
+	if !need.Update {
+		if why := predict.Reason(need.Predict, n.Predict(need), need.MinRatePercent); why != "" {
+			return why, false
+		}
+	}
 	return "", false
+}
+
+// Predict is the batch's expected run on this node with the layout it would get now.
+func (n *Node) Predict(need *Need) predict.Prediction {
+	pn := predict.Node{Name: n.Sealer.Name, Qual: n.Sealer.Status.Qualification}
+	if l, err := n.Layout(need.BatchSize); err == nil && l != nil {
+		pn.Hashers, pn.CPUs = l.Hashers(), len(l.CPUs())
+	}
+	return predict.Predict(need.Predict, pn)
+}
+
+// finishBucket groups predicted run times within about 10 % of each other, so measurement
+// noise between like nodes does not outweigh best fit.
+func finishBucket(d time.Duration) int64 {
+	if d <= time.Second {
+		return 0
+	}
+	return int64(math.Round(math.Log(d.Seconds()) / math.Log(1.1)))
 }
 
 // checkLayers is check() for what labelling needs: a free layer slot large enough, the PC2
@@ -448,7 +482,7 @@ func checkLayers(n *Node, need *Need) (reason string, transient bool) {
 		return "no layer slots (no ready layer devices)", false
 	}
 	if g.SlotBytes < need.SlotBytes {
-		return fmt.Sprintf("slot too small (%s < %s)", human(g.SlotBytes), human(need.SlotBytes)), false
+		return fmt.Sprintf("slot too small (%s < %s)", Human(g.SlotBytes), Human(need.SlotBytes)), false
 	}
 	if mode := sn.Spec.DeviceMode; mode != "" && !slices.Contains(n.layerDeviceModes(), mode) {
 		return fmt.Sprintf("spec.deviceMode %s: the node's sealer image reads layer devices only in %s mode (it has no SPDK backend): set the SealerNode's spec.deviceMode to one of them",
@@ -465,7 +499,7 @@ func checkLayers(n *Node, need *Need) (reason string, transient bool) {
 			return reason, transient
 		}
 	}
-	if avail, total := hugepagesAvailable(n); total < int64(need.Hugepages) {
+	if avail, total := HugepagesAvailable(n); total < int64(need.Hugepages) {
 		return fmt.Sprintf("hugepages-1Gi %d total < %d needed", total, need.Hugepages), false
 	} else if avail < int64(need.Hugepages) {
 		return fmt.Sprintf("hugepages-1Gi %d/%d free, %d needed", avail, total, need.Hugepages), true
@@ -555,12 +589,12 @@ func batchSizeSupported(sn *sealv1.SealerNode, n int) bool {
 	return false
 }
 
-// score ranks fitting nodes, higher is better: best fit first (fewest free slots left, so a
-// node fills before another opens), then NUMA locality of layer devices and GPU, then spread
-// (fewer batches already running).
+// score ranks fitting nodes, higher is better: the fastest predicted finish first (within
+// about 10 %), then best fit (fewest free slots left, so a node fills before another opens),
+// then NUMA locality of layer devices and GPU, then spread (fewer batches already running).
 func score(n *Node, need *Need) int64 {
 	free := int64(n.Geometry.Count) - int64(n.usage().Slots())
-	s := -free * 1_000_000
+	s := -finishBucket(n.Predict(need).Total())*1_000_000_000_000 - free*1_000_000
 	if numaLocal(n.Sealer, need.GPU) {
 		s += 1000
 	}
@@ -656,7 +690,7 @@ func Schedule(nodes []*Node, pending []*sealv1.SealBatch) ([]Decision, map[*seal
 			continue
 		}
 		lay, _ := best.Layout(need.BatchSize) // check() proved it exists
-		d := Decision{Batch: b, Node: best.Sealer.Name, Slot: ledger.NoSlot, Hugepages: need.Hugepages, Layout: lay, OutputBytes: need.OutputBytes}
+		d := Decision{Batch: b, Node: best.Sealer.Name, Slot: ledger.NoSlot, Hugepages: need.Hugepages, Layout: lay, OutputBytes: need.OutputBytes, Prediction: best.Predict(&need)}
 		if !need.Update {
 			d.Slot = best.usage().FreeSlot(best.Geometry)
 			d.Range = best.Geometry.Range(d.Slot)
@@ -668,8 +702,8 @@ func Schedule(nodes []*Node, pending []*sealv1.SealBatch) ([]Decision, map[*seal
 	return decisions, failed
 }
 
-// human renders bytes in binary units.
-func human(b int64) string {
+// Human renders bytes in binary units.
+func Human(b int64) string {
 	const unit = 1024
 	if b < unit {
 		return fmt.Sprintf("%d B", b)

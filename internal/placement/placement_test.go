@@ -574,3 +574,67 @@ func TestHostPathsMustLieUnderTheRoots(t *testing.T) {
 		t.Errorf("decisions %+v, failed %v", dec, failed)
 	}
 }
+
+// qualified: the node measured this hashing rate per thread and random-read rate.
+func qualified(perThread, iops int64) nodeOpt {
+	return func(n *Node) {
+		n.Sealer.Status.Qualification = &sealv1.Qualification{
+			MeasuredTime: &metav1.Time{Time: epoch}, LabelsPerSecondPerThread: perThread,
+			LayerDevices: []sealv1.DeviceQualification{{Path: "/dev/nvme1n1", RandomReadIOPS: iops}},
+		}
+	}
+}
+
+func TestPredictionPrefersTheFasterDevicesAndRefusesStarvedNodes(t *testing.T) {
+	big := batch("big", sealv1.SectorSize32GiB, 32, time.Hour)
+	for _, tc := range []struct {
+		name  string
+		nodes []*Node
+		want  string
+		why   string
+	}{{
+		// Same CPUs; n2's devices feed twice the reads: it finishes first, though best fit
+		// (n1 has fewer free slots) would pick n1.
+		name:  "faster devices win over best fit",
+		nodes: []*Node{node("n1", 1, 64, qualified(2_000_000, 2_000_000)), node("n2", 2, 64, qualified(2_000_000, 4_000_000))},
+		want:  "n2",
+	}, {
+		// Within 10 % of each other: best fit decides as before.
+		name:  "like nodes keep best fit",
+		nodes: []*Node{node("n1", 1, 64, qualified(2_000_000, 4_000_000)), node("n2", 2, 64, qualified(2_000_000, 4_100_000))},
+		want:  "n1",
+	}, {
+		// n1's devices feed 1 % of its hashers: below the default 25 %, refused with the figures.
+		name:  "starved node refused",
+		nodes: []*Node{node("n1", 1, 64, qualified(2_000_000, 85_000))},
+		why:   "layer devices 85k reads/s, 32 sectors need",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			decisions, failed := Schedule(tc.nodes, []*sealv1.SealBatch{big.DeepCopy()})
+			if tc.why != "" {
+				if len(decisions) != 0 || len(failed) != 1 {
+					t.Fatalf("decisions %v, failed %v", decisions, failed)
+				}
+				for _, u := range failed {
+					if !strings.Contains(u.Error(), tc.why) {
+						t.Fatalf("reason %q lacks %q", u.Error(), tc.why)
+					}
+				}
+				return
+			}
+			if len(decisions) != 1 || decisions[0].Node != tc.want {
+				t.Fatalf("decisions %+v, want %s", decisions, tc.want)
+			}
+			if p := decisions[0].Prediction; p.PC1 <= 0 || p.Basis == "" {
+				t.Fatalf("decision without a prediction: %+v", p)
+			}
+		})
+	}
+	// minRatePercent 0 takes the starved node.
+	any := big.DeepCopy()
+	zero := int32(0)
+	any.Spec.Placement = &sealv1.Placement{MinRatePercent: &zero}
+	if d, _ := Schedule([]*Node{node("n1", 1, 64, qualified(2_000_000, 85_000))}, []*sealv1.SealBatch{any}); len(d) != 1 || d[0].Prediction.Bottleneck != "layer device reads" {
+		t.Fatalf("minRatePercent 0: %+v", d)
+	}
+}
