@@ -12,12 +12,16 @@
 //! * [`LabelHasher`]: hashes the 20-block messages of one to three sectors at once from
 //!   pointers to their parents, wherever those lie (no copy of the message).
 //! * [`replica_id`] and [`cc_comm_d`]: the per-sector identity values of PC1.
+//! * [`bound_rate`]: the labels/s one thread reaches on this CPU (benchmarks, `sealer qualify`).
 
 #![warn(missing_docs)]
 
 use sha2::{Digest, Sha256};
 
+mod rate;
 mod shani;
+
+pub use rate::bound_rate;
 
 /// Bytes in one node / label.
 pub const NODE_BYTES: usize = 32;

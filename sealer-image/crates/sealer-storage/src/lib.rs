@@ -107,7 +107,9 @@ pub struct Devices {
     paths: Vec<PathBuf>,
 }
 
-fn block_device_size(f: &File) -> io::Result<u64> {
+/// The size in bytes of the block device open as `f` (`BLKGETSIZE64`): what a regular file's
+/// length is for a file.
+pub fn block_device_size(f: &File) -> io::Result<u64> {
     // BLKGETSIZE64 = _IOR(0x12, 114, size_t)
     const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
     let mut size: u64 = 0;

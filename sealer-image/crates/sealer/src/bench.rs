@@ -3,11 +3,11 @@
 
 use crate::oracle;
 use sealer_config::{porep_id_for, ApiVersion, BatchConfig, Layout, Pc2Engine};
-use sealer_hash::{Kernel, LabelHasher, DEGREE};
+use sealer_hash::Kernel;
 use sealer_pc1::Pc1Options;
 use sealer_slot::Tuning;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Bench options.
 #[derive(Clone, Debug)]
@@ -107,32 +107,12 @@ fn cpu_timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
 
 /// Sector-labels/s of one thread hashing `streams` sectors per kernel call (1, 2 or 3) with
 /// the engine's own call (`label_rows`) on parents in memory: the bound the engine can reach.
+/// `None`: SHA-NI, or 0 when this CPU lacks it.
 fn sha_bound(kernel: Option<Kernel>, streams: usize, secs: f64) -> f64 {
-    let k = match kernel.map(Ok).unwrap_or_else(|| Kernel::select(false)) {
-        Ok(k) => k,
-        Err(_) => return 0.0,
-    };
-    let h = LabelHasher::new(k);
-    let rids: Vec<[u8; 32]> = (0..streams).map(|s| [7 + s as u8; 32]).collect();
-    // 14 parent rows of `streams` sectors, and an output row.
-    let store: Vec<u8> = (0..DEGREE * streams * 32).map(|i| (i * 31 % 251) as u8).collect();
-    let rows: [*const u8; DEGREE] = std::array::from_fn(|k| store[k * streams * 32..].as_ptr());
-    let mut out = vec![0u8; streams * 32];
-    let t0 = Instant::now();
-    let mut n = 0u64;
-    let mut node = 1u64;
-    while t0.elapsed() < Duration::from_secs_f64(secs) {
-        for _ in 0..1000 {
-            // SAFETY: rows[k] + 32 s for s < streams lies in `store` (k * streams * 32 + 32 s + 32 <=
-            // DEGREE * streams * 32), out + 32 s in `out`; `out` and `store` are distinct; rids holds
-            // `streams` ids.
-            unsafe { h.label_rows(2, node, &rows, &rids, 0..streams, out.as_mut_ptr()) };
-            n += streams as u64;
-            node += 1;
-        }
+    match kernel.map(Ok).unwrap_or_else(|| Kernel::select(false)) {
+        Ok(k) => sealer_hash::bound_rate(k, streams, secs),
+        Err(_) => 0.0,
     }
-    std::hint::black_box(&out);
-    n as f64 / t0.elapsed().as_secs_f64()
 }
 
 fn cores_of(l: &Layout) -> f64 {

@@ -228,11 +228,52 @@ pub enum Cmd {
         #[arg(long, default_value = "/var/tmp/sealer-oracle")]
         work: PathBuf,
     },
+    /// Measure this node without destroying data: each layer device's 4 KiB random-read IOPS
+    /// and sequential read bandwidth (reads anywhere), sequential write bandwidth only inside
+    /// --write-range, the SHA hashing rate, 1 GiB hugepages, memory bandwidth; prints JSON
+    Qualify {
+        #[command(flatten)]
+        args: QualifyArgs,
+        #[command(flatten)]
+        term: TerminationLog,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
         what: BenchCmd,
     },
+}
+
+/// What `sealer qualify` measures and for how long.
+#[derive(Args)]
+pub struct QualifyArgs {
+    /// A layer device: block device or regular file (repeat; none: only CPU, memory and
+    /// hugepages). Read anywhere; written only inside --write-range; never created or resized.
+    #[arg(long = "device", value_name = "PATH")]
+    pub devices: Vec<PathBuf>,
+    /// Bytes OFFSET:LENGTH of every device where the write measurement may write (a free
+    /// slot; both multiples of 4096). Without it no device is written.
+    #[arg(long, value_name = "OFFSET:LENGTH", value_parser = parse_write_range)]
+    pub write_range: Option<sealer_qualify::WriteRange>,
+    /// Why there is no write measurement, reported as each device's write_skipped.
+    #[arg(long, value_name = "TEXT", default_value = "no write range given", conflicts_with = "write_range")]
+    pub no_write_reason: String,
+    /// Seconds per measurement (each device's random reads, sequential reads and writes, the
+    /// hashing, the memory copy).
+    #[arg(long, default_value_t = 2.0, value_parser = parse_seconds)]
+    pub seconds: f64,
+    /// 4 KiB random reads in flight.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub depth: u32,
+    /// 1 GiB hugepages to map and fault (at most the free ones; 0: only count the free).
+    #[arg(long, default_value_t = 1)]
+    pub hugepages_probe: usize,
+    /// Threads of the memory copy (default: the CPUs this process may use, at most 8).
+    #[arg(long, value_parser = parse_threads)]
+    pub threads: Option<usize>,
+    /// Also write the document to this file (atomically).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -320,6 +361,24 @@ fn parse_rate(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("{s:?}: the rate is a positive number of labels per second"))
 }
 
+/// A write range, OFFSET:LENGTH in bytes (see [`sealer_qualify::WriteRange`]).
+fn parse_write_range(s: &str) -> Result<sealer_qualify::WriteRange, String> {
+    s.parse()
+}
+
+/// A positive, finite number of seconds.
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .ok_or_else(|| format!("{s:?}: the duration is a positive number of seconds"))
+}
+
+/// A number of threads, at least 1.
+fn parse_threads(s: &str) -> Result<usize, String> {
+    s.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| format!("{s:?}: the thread count is a whole number >= 1"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,11 +399,18 @@ mod tests {
         assert!(err(&["sealer", "parent-cache", "--proof", "Nope", "--dir", "d"]).contains("registered proof"));
         assert!(err(&["sealer", "plan", "--config", "c", "--rate", "0"]).contains("positive number"));
         assert!(err(&["sealer", "bench", "pc1", "--resident", "0,150"]).contains("150"));
+        assert!(err(&["sealer", "qualify", "--write-range", "1:4096"]).contains("--write-range"));
+        assert!(err(&["sealer", "qualify", "--seconds", "0"]).contains("positive number of seconds"));
+        assert!(err(&["sealer", "qualify", "--depth", "0"]).contains("--depth"));
+        assert!(err(&["sealer", "qualify", "--threads", "0"]).contains(">= 1"));
+        let both = ["sealer", "qualify", "--write-range", "0:4096", "--no-write-reason", "full"];
+        assert!(err(&both).contains("cannot be used with"));
     }
 
     #[test]
     fn comma_lists_parse_into_values() {
-        let cli = Cli::try_parse_from(["sealer", "bench", "pc1", "--batches", "1,8", "--cache-mib", "1024,2200"]).unwrap();
+        let cli =
+            Cli::try_parse_from(["sealer", "bench", "pc1", "--batches", "1,8", "--cache-mib", "1024,2200"]).unwrap();
         let Cmd::Bench { what: BenchCmd::Pc1 { batches, cache_mib, resident, sector_size, .. } } = cli.cmd else {
             panic!("not bench pc1")
         };

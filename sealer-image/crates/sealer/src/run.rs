@@ -1,8 +1,9 @@
 //! What each `sealer` subcommand does: one function per command, each returning the one
 //! [`SealerError`] (its class is the exit code). Results go to stdout; batch results also to
-//! the termination message and one `SEALER_RESULTS` line on stderr (see [`report_results`]).
+//! the termination message and one `SEALER_RESULTS` line on stderr (see [`report_results`]);
+//! `qualify`'s document likewise, with one `SEALER_QUALIFICATION` line (see [`qualify`]).
 
-use crate::cli::{BenchCmd, Cmd, Pc1Flags};
+use crate::cli::{BenchCmd, Cmd, Pc1Flags, QualifyArgs};
 use sealer_config::{BatchConfig, Layout, RegisteredProof};
 use sealer_error::SealerError;
 use sealer_pc1::{Pc1Options, Pc1Report};
@@ -32,7 +33,9 @@ pub fn run(cmd: Cmd) -> Result<(), SealerError> {
             let opts = pc1_options(&flags, &cfg);
             check_data_before_pc1(&cfg)?;
             let sink = ProgressSink::new(&cfg, !flags.quiet)?;
+            let t = std::time::Instant::now();
             let pc1 = sealer_pc1::run_pc1_with(&cfg, &opts, Some(&sink))?;
+            let pc1 = (pc1, t.elapsed().as_secs_f64());
             pc2_and_report(&cfg, !layer_files.no_layer_files, term.termination_log, Some(&pc1), Some(&sink))
         }
         Cmd::VerifyPc1 { config, nodes, seed } => verify_pc1(&load(&config.config)?, nodes, seed),
@@ -47,7 +50,8 @@ pub fn run(cmd: Cmd) -> Result<(), SealerError> {
         Cmd::Plan { config, rate, memory, layer_files, json } => {
             let cfg = load(&config.config)?;
             let resident_bytes = if memory.resident_mib > 0 { memory.resident_mib << 20 } else { cfg.resident_bytes };
-            let tuning = sealer_slot::Tuning { ring_bytes: memory.cache_mib << 20, resident_bytes, ..Default::default() };
+            let tuning =
+                sealer_slot::Tuning { ring_bytes: memory.cache_mib << 20, resident_bytes, ..Default::default() };
             let p = sealer::plan::plan(&cfg, tuning, rate, !layer_files.no_layer_files);
             if json {
                 println!("{}", pretty(&p));
@@ -75,13 +79,15 @@ pub fn run(cmd: Cmd) -> Result<(), SealerError> {
             let text = std::fs::read_to_string(&config)
                 .map_err(|e| SealerError::Input(format!("cannot read {}: {e}", config.display())))?;
             let cfg = sealer_config::SnapConfig::from_json(&text)?;
-            let v = sealer::oracle::snap_update(&cfg, &work).map_err(|e| SealerError::Internal(format!("oracle-snap: {e:#}")))?;
+            let v = sealer::oracle::snap_update(&cfg, &work)
+                .map_err(|e| SealerError::Internal(format!("oracle-snap: {e:#}")))?;
             println!("{}", pretty(&v));
             Ok(())
         }
         Cmd::Oracle { config, work } => {
             let cfg = load(&config.config)?;
-            let v = sealer::oracle::precommit_batch(&cfg, &work).map_err(|e| SealerError::Internal(format!("oracle: {e:#}")))?;
+            let v = sealer::oracle::precommit_batch(&cfg, &work)
+                .map_err(|e| SealerError::Internal(format!("oracle: {e:#}")))?;
             println!("{}", pretty(&v));
             Ok(())
         }
@@ -94,6 +100,7 @@ pub fn run(cmd: Cmd) -> Result<(), SealerError> {
             println!("{}", pretty(&layout));
             Ok(())
         }
+        Cmd::Qualify { args, term } => qualify(args, term.termination_log),
         Cmd::Bench { what } => bench(what),
     }
 }
@@ -190,24 +197,32 @@ fn pc1(cfg: &BatchConfig, opts: &Pc1Options) -> Result<(), SealerError> {
 }
 
 /// PC2, then the proofs a SyntheticPoRep or NI-PoRep batch makes from its layers, then the
-/// results.
+/// results. After PC1 in the same run (`sealer batch`: its report and wall seconds), the
+/// results also say where PC1 ran (`cpus`, `buffers`) and how long each phase took
+/// (`timings`: PC1's wall seconds around the whole PC1 call, PC2's around PC2 alone, without
+/// the proofs after it). `sealer pc2` alone reports no `timings`.
 fn pc2_and_report(
     cfg: &BatchConfig,
     layer_files: bool,
     term: Option<PathBuf>,
-    pc1: Option<&Pc1Report>,
+    pc1: Option<&(Pc1Report, f64)>,
     sink: Option<&ProgressSink>,
 ) -> Result<(), SealerError> {
+    let t = std::time::Instant::now();
     let res = sealer_pc2::run_pc2_with(cfg, layer_files, sink)?;
+    let pc2_seconds = t.elapsed().as_secs_f64();
     if proofs_after_pc2(cfg) {
         write_proofs(cfg, &res)?;
     }
     let mut v = serde_json::json!({ "sectors": res });
-    if let Some(cpus) = pc1.and_then(|r| r.cpus.as_ref()) {
+    if let Some(cpus) = pc1.and_then(|(r, _)| r.cpus.as_ref()) {
         v["cpus"] = serde_json::json!(cpus);
     }
-    if let Some(b) = pc1.and_then(|r| r.buffers.as_ref()) {
-        v["buffers"] = serde_json::json!(b);
+    if let Some((r, pc1_seconds)) = pc1 {
+        if let Some(b) = &r.buffers {
+            v["buffers"] = serde_json::json!(b);
+        }
+        v["timings"] = serde_json::json!({"pc1_seconds": pc1_seconds, "pc2_seconds": pc2_seconds});
     }
     report_results(&v, res.len(), &cfg.output_dir, term);
     Ok(())
@@ -290,21 +305,39 @@ fn stage(size: u64, pieces: &[PathBuf], out: PathBuf, sealbatch_file: Option<Str
     let p = sealer_data::stage(size, &refs, &out)?;
     let comm_d = sealer_data::pieces_comm_d(size, &p).map_err(SealerError::Input)?;
     if sealbatch_file.is_some() {
-        let pieces: Vec<_> = p.iter().map(|p| serde_json::json!({"cid": hex::encode(p.comm_p), "size": p.size})).collect();
+        let pieces: Vec<_> =
+            p.iter().map(|p| serde_json::json!({"cid": hex::encode(p.comm_p), "size": p.size})).collect();
         println!("{}", serde_json::json!({"file": sealbatch_file, "pieces": pieces}));
         return Ok(());
     }
-    let pieces: Vec<_> = p.iter().map(|p| serde_json::json!({"comm_p": hex::encode(p.comm_p), "size": p.size})).collect();
+    let pieces: Vec<_> =
+        p.iter().map(|p| serde_json::json!({"comm_p": hex::encode(p.comm_p), "size": p.size})).collect();
     let path = std::fs::canonicalize(&out).unwrap_or(out);
     println!("{}", pretty(&serde_json::json!({"path": path, "pieces": pieces, "comm_d": hex::encode(comm_d)})));
     Ok(())
 }
 
+/// The OpenCL device PC2's GPU engine opens here (the first GPU, or `SEALER_GPU_DEVICE`'s
+/// index), as `sealer capabilities` lists it in `gpu_device` and `sealer qualify` in `gpu`;
+/// else why none opens.
+fn gpu_device() -> Result<sealer_gpu::DeviceInfo, String> {
+    sealer_pc2::engine::device_index()
+        .map_err(|e| e.to_string())
+        .and_then(|i| sealer_gpu::Gpu::open(i).map_err(|e| e.to_string()))
+        .map(|g| g.info().clone())
+}
+
+/// Write `text` to `path` whole or not at all: a temporary file beside it, then a rename.
+fn write_atomically(path: &Path, text: &str) -> Result<(), SealerError> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| SealerError::io(&format!("writing {}", path.display()), e))
+}
+
 /// `sealer capabilities`: the document on stdout and, atomically, in `out`.
 fn capabilities(out: Option<&Path>) -> Result<(), SealerError> {
-    let gpu = sealer_pc2::engine::device_index()
-        .map_err(|e| e.to_string())
-        .and_then(|i| sealer_gpu::Gpu::open(i).map_err(|e| e.to_string()));
+    let gpu = gpu_device();
     let mut engines = vec!["cpu"];
     let mut v = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
@@ -316,7 +349,7 @@ fn capabilities(out: Option<&Path>) -> Result<(), SealerError> {
     match gpu {
         Ok(g) => {
             engines.push("gpu");
-            v["gpu_device"] = serde_json::json!(g.info());
+            v["gpu_device"] = serde_json::json!(g);
         }
         Err(e) => v["gpu_unavailable"] = e.into(),
     }
@@ -324,12 +357,43 @@ fn capabilities(out: Option<&Path>) -> Result<(), SealerError> {
     let doc = pretty(&v);
     println!("{doc}");
     if let Some(path) = out {
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, &doc)
-            .and_then(|_| std::fs::rename(&tmp, path))
-            .map_err(|e| SealerError::io(&format!("writing {}", path.display()), e))?;
+        write_atomically(path, &doc)?;
     }
     Ok(())
+}
+
+/// `sealer qualify`: measure this node (`sealer-qualify`), then print the document on stdout,
+/// one `SEALER_QUALIFICATION <json>` line on stderr (always: the operator reads it from the
+/// log when the termination message cannot hold the document), write it atomically to `--out`
+/// and to the termination log when it fits Kubernetes' 4 KiB (else a pointer:
+/// `{"qualification": <--out or null>, "see": "SEALER_QUALIFICATION"}`). A device that fails
+/// is in the document and the exit is 0; bad arguments are refused by the parser (exit 2),
+/// and an `--out` that cannot be written exits 3 after the document was printed.
+fn qualify(a: QualifyArgs, term: Option<PathBuf>) -> Result<(), SealerError> {
+    let opts = sealer_qualify::Options {
+        devices: a.devices,
+        write_range: a.write_range,
+        no_write_reason: a.no_write_reason,
+        seconds: a.seconds,
+        depth: a.depth,
+        hugepages_probe: a.hugepages_probe,
+        threads: a.threads.unwrap_or_else(sealer_qualify::default_threads),
+        gpu: gpu_device().ok().map(|g| serde_json::json!(g)),
+    };
+    let doc = sealer_qualify::qualify(&opts);
+    let line = serde_json::to_string(&doc).expect("serializable");
+    println!("{}", pretty(&doc));
+    eprintln!("SEALER_QUALIFICATION {line}");
+    let written = a.out.as_deref().map(|p| write_atomically(p, &pretty(&doc)));
+    if let Some(t) = term {
+        let out = a.out.filter(|_| matches!(written, Some(Ok(()))));
+        let msg = match line.len() <= 4096 {
+            true => line,
+            false => serde_json::json!({"qualification": out, "see": "SEALER_QUALIFICATION"}).to_string(),
+        };
+        let _ = std::fs::write(t, msg);
+    }
+    written.unwrap_or(Ok(()))
 }
 
 /// `sealer c1`: the seeds and PC2's commitments of each seeded sector, then C1 from the slot.
@@ -363,7 +427,8 @@ fn c1_from_slot(cfg: &BatchConfig, seeds_path: &Path) -> Result<serde_json::Valu
     }
     let mut reader = sealer_slot::LayerReader::open(cfg)?;
     let parents = sealer_slot::open_parents(cfg)?;
-    let done = sealer_proofs::c1::from_slot(cfg, &seeded, &mut reader, &parents).map_err(|e| SealerError::Io(format!("{e:#}")))?;
+    let done = sealer_proofs::c1::from_slot(cfg, &seeded, &mut reader, &parents)
+        .map_err(|e| SealerError::Io(format!("{e:#}")))?;
     let sectors: Vec<_> =
         done.iter().map(|(id, p)| serde_json::json!({"sector_id": id, "c1_output": p.display().to_string()})).collect();
     Ok(serde_json::json!({ "sectors": sectors }))
@@ -371,8 +436,8 @@ fn c1_from_slot(cfg: &BatchConfig, seeds_path: &Path) -> Result<serde_json::Valu
 
 /// `sealer snap`: check each sector's data against its pieces, encode them all, write results.json.
 fn snap(path: &Path) -> Result<(serde_json::Value, sealer_config::SnapConfig), SealerError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| SealerError::Input(format!("cannot read {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SealerError::Input(format!("cannot read {}: {e}", path.display())))?;
     let cfg = sealer_config::SnapConfig::from_json(&text)?;
     let size = cfg.proof.sector_size;
     let mut sectors = Vec::with_capacity(cfg.sectors.len());
@@ -410,7 +475,8 @@ fn snap(path: &Path) -> Result<(serde_json::Value, sealer_config::SnapConfig), S
     let v = serde_json::json!({ "sectors": res });
     let tmp = cfg.output_dir.join("results.json.tmp");
     std::fs::write(&tmp, pretty(&v)).map_err(|e| SealerError::io("writing results.json", e))?;
-    std::fs::rename(&tmp, cfg.output_dir.join("results.json")).map_err(|e| SealerError::io("renaming results.json", e))?;
+    std::fs::rename(&tmp, cfg.output_dir.join("results.json"))
+        .map_err(|e| SealerError::io("renaming results.json", e))?;
     Ok((v, cfg))
 }
 
@@ -443,7 +509,17 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
         BenchCmd::Pc2 { sector_size, batch, dir, engine } => {
             println!("{}", sealer::bench::run_pc2(sector_size, batch, &dir, engine == "gpu").map_err(failed)?);
         }
-        BenchCmd::Pc1 { sector_size, batches, dir, skip_baseline, sha_seconds, cache_mib, hugepages, resident, layers } => {
+        BenchCmd::Pc1 {
+            sector_size,
+            batches,
+            dir,
+            skip_baseline,
+            sha_seconds,
+            cache_mib,
+            hugepages,
+            resident,
+            layers,
+        } => {
             let o = sealer::bench::BenchOptions {
                 sector_size,
                 batches,
@@ -477,9 +553,34 @@ mod tests {
         let small = serde_json::json!({"sectors": [sector]});
         assert_eq!(termination_message(&small, 1, Path::new("/out")), small.to_string());
         let large = serde_json::json!({"sectors": vec![sector; 128]});
-        let msg: serde_json::Value = serde_json::from_str(&termination_message(&large, 128, Path::new("/out"))).unwrap();
+        let msg: serde_json::Value =
+            serde_json::from_str(&termination_message(&large, 128, Path::new("/out"))).unwrap();
         let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
         assert_eq!(keys(&msg), keys(&contract["examples"][2]));
         assert_eq!(msg["results"], "/out/results.json");
+    }
+
+    /// `qualify`'s `gpu` is the device `capabilities` lists: sealer-gpu's DeviceInfo has exactly
+    /// the keys of the qualification contract's example (contracts/sealer-qualification.json).
+    #[test]
+    fn qualify_lists_the_gpu_with_the_contracts_keys() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../contracts/sealer-qualification.json");
+        let contract: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let info = sealer_gpu::DeviceInfo {
+            index: 0,
+            name: "GPU".into(),
+            vendor: "vendor".into(),
+            kind: "gpu".into(),
+            memory_bytes: 1 << 34,
+            max_alloc_bytes: 1 << 32,
+            compute_units: 1,
+            driver: "1".into(),
+        };
+        let keys = |v: &serde_json::Value| {
+            let mut k = v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+            k.sort();
+            k
+        };
+        assert_eq!(keys(&serde_json::json!(info)), keys(&contract["examples"][0]["gpu"]));
     }
 }

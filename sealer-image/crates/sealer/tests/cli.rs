@@ -264,6 +264,9 @@ fn snap_updates_sealed_cc_sectors_like_filecoin_proofs() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let sealed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     common::assert_results_contract(0, &sealed);
+    // `batch` says how long this run's PC1 and PC2 took.
+    let t = &sealed["timings"];
+    assert!(t["pc1_seconds"].as_f64().unwrap() > 0.0 && t["pc2_seconds"].as_f64().unwrap() > 0.0, "{sealed}");
 
     let piece = work.path().join("piece");
     std::fs::write(&piece, (0..1500u32).map(|i| (i * 13) as u8).collect::<Vec<_>>()).unwrap();
@@ -760,6 +763,8 @@ fn pc2_resumes_from_its_checkpoint_on_either_engine() {
     let log = String::from_utf8_lossy(&resumed.stderr);
     assert!(resumed.status.success(), "{log}");
     assert!(log.contains("PC2 resumes at base tree 1 of 1, node 131072"), "{log}");
+    let res: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap();
+    assert!(res["timings"].is_null(), "`pc2` alone reports no timings: {res}");
     assert!(!out.join("pc2-checkpoint.json").exists(), "checkpoint left after PC2 completed");
     let rel = |root: &Path| -> Vec<(PathBuf, Vec<u8>)> {
         let mut files = Vec::new();
@@ -782,5 +787,88 @@ fn pc2_resumes_from_its_checkpoint_on_either_engine() {
     assert_eq!(a.iter().map(|f| &f.0).collect::<Vec<_>>(), b.iter().map(|f| &f.0).collect::<Vec<_>>());
     for ((name, x), (_, y)) in a.iter().zip(&b) {
         assert!(x == y, "{} differs after the resume", name.display());
+    }
+}
+
+/// `qualify` on an 8 MiB file with a write range over its second MiB: the figures are there,
+/// the document is on stdout, in --out, in the termination message and on the stderr line,
+/// and every byte outside the range is as it was.
+#[test]
+fn qualify_measures_a_file_and_writes_only_inside_the_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("layer.img");
+    let before: Vec<u8> = (0..8usize << 20).map(|i| (i * 13 + i / 4096) as u8).collect();
+    std::fs::write(&dev, &before).unwrap();
+    let (out_file, term) = (dir.path().join("qualification.json"), dir.path().join("termination-log"));
+    let out = bin()
+        .arg("qualify")
+        .arg("--device")
+        .arg(&dev)
+        .args(["--write-range", "1048576:1048576", "--seconds", "0.3", "--hugepages-probe", "0", "--threads", "1"])
+        .arg("--out")
+        .arg(&out_file)
+        .env("SEALER_TERMINATION_LOG", &term)
+        .env("SEALER_GPU_DEVICE", "999")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = &doc["devices"][0];
+    assert!(d["error"].is_null() && d["write_skipped"].is_null(), "{doc}");
+    assert!(d["random_read_iops"].as_f64().unwrap() > 0.0, "{doc}");
+    assert!(d["seq_read_bytes_per_s"].as_f64().unwrap() > 0.0, "{doc}");
+    assert!(d["seq_write_bytes_per_s"].as_f64().unwrap() > 0.0, "{doc}");
+    assert_eq!(d["bytes"], 8 << 20);
+    assert!(doc["hashing"]["labels_per_s_per_thread"].as_f64().unwrap() > 0.0, "{doc}");
+    assert_eq!(doc["hugepages_1gi"]["probed"], 0);
+    assert!(doc["memory_copy_bytes_per_s"].as_f64().unwrap() > 0.0, "{doc}");
+    assert!(doc["gpu"].is_null(), "no OpenCL device 999: {doc}");
+    assert_eq!(doc["tool"], format!("sealer {}", env!("CARGO_PKG_VERSION")));
+    let line = stderr.lines().find_map(|l| l.strip_prefix("SEALER_QUALIFICATION ")).expect("the stderr line");
+    assert_eq!(serde_json::from_str::<serde_json::Value>(line).unwrap(), doc);
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&std::fs::read(&out_file).unwrap()).unwrap(), doc);
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&std::fs::read(&term).unwrap()).unwrap(), doc);
+
+    let after = std::fs::read(&dev).unwrap();
+    assert_eq!(after.len(), before.len(), "the file changed size");
+    assert!(after[..1 << 20] == before[..1 << 20], "the first MiB changed");
+    assert!(after[2 << 20..] == before[2 << 20..], "bytes after the range changed");
+    assert!(after[1 << 20..2 << 20] != before[1 << 20..2 << 20], "nothing was written in the range");
+}
+
+/// Without a range nothing is written and each device says why; a device that cannot be
+/// measured is an error in the document, not a failed command; a bad range is refused (exit
+/// 2) naming the flag, before anything is measured.
+#[test]
+fn qualify_reports_skips_and_device_errors_and_refuses_bad_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("layer.img");
+    std::fs::write(&dev, vec![7u8; 1 << 20]).unwrap();
+    let missing = dir.path().join("missing.img");
+    let out = bin()
+        .arg("qualify")
+        .arg("--device")
+        .arg(&dev)
+        .arg("--device")
+        .arg(&missing)
+        .args(["--no-write-reason", "no free slot to write in", "--seconds", "0.1", "--hugepages-probe", "0"])
+        .args(["--threads", "1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["devices"][0]["write_skipped"], "no free slot to write in", "{doc}");
+    assert!(doc["devices"][0]["seq_write_bytes_per_s"].is_null() && doc["devices"][0]["error"].is_null(), "{doc}");
+    assert!(doc["devices"][1]["error"].as_str().unwrap().contains("No such file"), "{doc}");
+    assert!(!missing.exists(), "qualify created a device");
+    assert_eq!(std::fs::read(&dev).unwrap(), vec![7u8; 1 << 20]);
+
+    for bad in ["1048576", "100:4096", "0:0", "x:4096"] {
+        let out = bin().args(["qualify", "--write-range", bad]).arg("--device").arg(&dev).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains("--write-range") && stderr.contains("OFFSET:LENGTH"), "{bad}: {stderr}");
+        assert!(out.stdout.is_empty(), "{bad}: measured anyway");
     }
 }

@@ -146,7 +146,7 @@ impl Drop for Hugepage1G {
 
 /// `got` has exactly the keys of example `i` of the operator's results contract
 /// (contracts/sealer-results.json, which the operator's tests read): at the top, in the first
-/// sector, and in `cpus` / `buffers` where the example has them.
+/// sector, and in `cpus` / `buffers` / `timings` where the example has them.
 pub fn assert_results_contract(i: usize, got: &serde_json::Value) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../contracts/sealer-results.json");
     let contract: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
@@ -161,6 +161,7 @@ pub fn assert_results_contract(i: usize, got: &serde_json::Value) {
         ("sectors[0]", &got["sectors"][0], &want["sectors"][0]),
         ("cpus", &got["cpus"], &want["cpus"]),
         ("buffers", &got["buffers"], &want["buffers"]),
+        ("timings", &got["timings"], &want["timings"]),
     ] {
         assert_eq!(keys(g), keys(w), "{what} of {got}\nagainst example {i} of {}", path.display());
     }
