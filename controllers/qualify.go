@@ -193,7 +193,7 @@ func (q *Qualifier) start(ctx context.Context, n *placement.Node, why string) er
 	if in.WriteSlot != nil {
 		rec := sealv1.DirtySlot{Slot: *in.WriteSlot, OffsetBytes: in.WriteRange.OffsetBytes, LengthBytes: in.WriteRange.LengthBytes,
 			Batch: claim.Batch, BatchUID: string(claim.UID), Since: metav1.NewTime(time.Now().Truncate(time.Second)),
-			Message: "booked for the qualification's write test; scrubbed after it"}
+			Message: qualifyBookedMessage}
 		if err := patchDirtySlots(ctx, q.Client, sn.DeepCopy(), func(d []sealv1.DirtySlot) []sealv1.DirtySlot { return addDirty(d, rec) }); err != nil {
 			q.book(sn.Name, nil, time.Time{})
 			return fmt.Errorf("booking slot %d: %w", *in.WriteSlot, err)
@@ -205,14 +205,23 @@ func (q *Qualifier) start(ctx context.Context, n *placement.Node, why string) er
 		return err
 	}
 	if err := q.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
-		// The slot stays booked as dirty: the scrub frees it (nothing was written).
+		// Nothing was written: the record is handed to the scrub, which frees the slot.
 		q.book(sn.Name, nil, time.Time{})
-		return fmt.Errorf("creating %s/%s: %w", p.Namespace, p.Name, err)
+		why := fmt.Errorf("creating %s/%s: %w", p.Namespace, p.Name, err)
+		if in.WriteSlot != nil {
+			if perr := q.record(ctx, sn, failedQualification(sn, p, why.Error()), string(claim.UID)); perr != nil {
+				return fmt.Errorf("%w; recording it: %v", why, perr)
+			}
+		}
+		return why
 	}
 	log.FromContext(ctx).Info("qualifying", "node", sn.Name, "why", why, "writeSlot", in.WriteSlot, "pod", p.Name)
 	q.Recorder.Eventf(sn, nil, corev1.EventTypeNormal, string(sealv1.NodeReasonQualifying), "Qualify", "qualifying %s: %s", sn.Name, why)
 	return nil
 }
+
+// qualifyBookedMessage marks a write slot whose qualification has not ended: the scrub waits.
+const qualifyBookedMessage = "booked for the qualification's write test; scrubbed after it"
 
 // annotationQualifyUID ties a pod to its booking (the dirty record's BatchUID).
 const annotationQualifyUID = "sealfleet.io/qualify-uid"

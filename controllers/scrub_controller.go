@@ -177,16 +177,10 @@ func (r *ScrubReconciler) step(ctx context.Context, sn *sealv1.SealerNode, d sea
 		next.Message = "waiting: " + blocked
 		return slotChange{next: next}, time.Minute, nil
 	}
-	if strings.HasPrefix(d.BatchUID, qualifyBatchPrefix) {
-		// A qualification's write test: discarded once its pod is gone, never under it.
-		var qp corev1.Pod
-		err := r.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: render.QualifyPodName(sn.Name)}, &qp)
-		if err == nil && qp.Annotations[annotationQualifyUID] == d.BatchUID {
-			return slotChange{next: d}, requeuePending, nil
-		}
-		if client.IgnoreNotFound(err) != nil {
-			return slotChange{}, 0, err
-		}
+	if strings.HasPrefix(d.BatchUID, qualifyBatchPrefix) && d.Message == qualifyBookedMessage && now.Sub(d.Since.Time) < qualifyTimeout+time.Minute {
+		// A qualification's write test: discarded once the qualifier recorded its end (or it
+		// was lost for longer than any qualification runs), never under its pod.
+		return slotChange{next: d}, requeuePending, nil
 	}
 	if d.LastAttemptTime != nil {
 		if left := d.LastAttemptTime.Add(scrubBackoff(d.Attempts)).Sub(now); left > 0 {

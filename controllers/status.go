@@ -67,7 +67,8 @@ func updateStatus(ctx context.Context, c client.Client, b *sealv1.SealBatch, mut
 	return err
 }
 
-// sealerNodeChanged ignores SealerNode updates that change nothing placement reads (e.g. a
+// sealerNodeChanged ignores SealerNode updates that change nothing placement (or the
+// qualification it runs) reads (e.g. a
 // rescan that only bumped lastScanTime). Of the dirty slots only a scrubbed one counts (it
 // frees a slot): a new record frees nothing, and a scrub's attempts and messages are many.
 var sealerNodeChanged = predicate.Funcs{
@@ -88,6 +89,9 @@ var sealerNodeChanged = predicate.Funcs{
 		}
 		for i := range ns.Conditions {
 			ns.Conditions[i].LastTransitionTime = metav1.Time{}
+		}
+		if o.Annotations[sealv1.AnnotationQualify] != n.Annotations[sealv1.AnnotationQualify] {
+			return true // a qualification request: the cycle starts it
 		}
 		return !reflect.DeepEqual(o.Spec, n.Spec) || !equality.Semantic.DeepEqual(os, ns)
 	},

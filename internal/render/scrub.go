@@ -50,7 +50,7 @@ type ScrubInput struct {
 // ScrubPodName is the pod that scrubs slot of node after the batch batchUID.
 func ScrubPodName(node string, slot int32, batchUID string) string {
 	return boundedName("scrub-" + strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace(node)) +
-		"-slot-" + strconv.Itoa(int(slot)) + "-" + batchUID[:min(8, len(batchUID))])
+		"-slot-" + strconv.Itoa(int(slot)) + "-" + strings.TrimRight(batchUID[:min(8, len(batchUID))], "-"))
 }
 
 // boundedName keeps a derived object name within the 253 characters of a DNS subdomain: a
