@@ -1,9 +1,12 @@
-//! One layer device's figures: 4 KiB random reads and 1 MiB sequential reads anywhere on it,
-//! 1 MiB sequential writes only inside the write range, all through io_uring with `O_DIRECT`
-//! (buffered I/O where the file system refuses `O_DIRECT`, and the result says so).
+//! One layer device's figures: 1 MiB sequential writes only inside the write range, then 4 KiB
+//! random reads and 1 MiB sequential reads, all through io_uring with `O_DIRECT` (buffered I/O
+//! where the file system refuses `O_DIRECT`, and the result says so).
 //!
-//! Never creates, extends or truncates a file, and opens read-only when there is nothing to
-//! write.
+//! With a write range the reads stay inside it, on the data just written: a layer file's holes
+//! (a scrub punches them) and an SSD's deallocated blocks read without touching the media and
+//! would flatter the device. Without one they go anywhere on it. A layer file shorter than the
+//! write range is created or extended to its end (the sealer grows it the same way); nothing
+//! is ever truncated, and the device is opened read-only when there is nothing to write.
 
 use crate::{Options, WriteRange};
 use io_uring::{opcode, types, IoUring};
@@ -35,9 +38,11 @@ pub struct DeviceResult {
     pub direct: Option<bool>,
     /// Requests in flight for the random reads.
     pub queue_depth: u32,
-    /// 4 KiB reads per second at uniformly random aligned offsets over the whole device.
+    /// 4 KiB reads per second at uniformly random aligned offsets over the write range (the
+    /// whole device without one).
     pub random_read_iops: Option<f64>,
-    /// Bytes per second of 1 MiB reads from offset 0 on (8 in flight, wrapping at the end).
+    /// Bytes per second of 1 MiB reads from the start of the write range (of the device
+    /// without one) on, 8 in flight, wrapping at its end.
     pub seq_read_bytes_per_s: Option<f64>,
     /// Bytes per second of 1 MiB writes inside the write range (8 in flight, wrapping inside
     /// it), the closing fdatasync included; null when skipped or failed.
@@ -69,17 +74,36 @@ pub fn measure(path: &Path, opts: &Options) -> DeviceResult {
 }
 
 fn measure_into(path: &Path, opts: &Options, r: &mut DeviceResult) -> Result<(), String> {
-    let dev = Device::open(path, opts.write_range.is_some())?;
+    let dev = Device::open(path, opts.write_range.map(|w| w.end()))?;
     r.bytes = Some(dev.bytes);
     r.direct = Some(dev.direct);
-    let blocks = dev.bytes / BLOCK;
+    // The span the reads cover: the range just written, or the whole device.
+    let (start, span) = match opts.write_range {
+        Some(range) => {
+            if range.end() > dev.bytes {
+                return Err(format!(
+                    "write range {}:{} ends at byte {}, beyond the device's {} bytes: nothing was written",
+                    range.offset,
+                    range.length,
+                    range.end(),
+                    dev.bytes
+                ));
+            }
+            log::info!("{}: sequential 1 MiB writes in [{}, {})…", path.display(), range.offset, range.end());
+            let w = dev.write_inside(range, opts.seconds)?;
+            r.seq_write_bytes_per_s = Some(w.bytes as f64 / w.seconds);
+            (range.offset, range.length)
+        }
+        None => (0, dev.bytes),
+    };
+    let blocks = span / BLOCK;
     if blocks == 0 {
-        return Err(format!("nothing to read: {} bytes, less than one 4 KiB block", dev.bytes));
+        return Err(format!("nothing to read: {span} bytes, less than one 4 KiB block"));
     }
     let readable = blocks * BLOCK;
     log::info!("{}: {} bytes, direct I/O {}: random 4 KiB reads…", path.display(), dev.bytes, dev.direct);
     let mut rng = Rng::seeded();
-    let random = dev.pump(opts.depth as usize, BLOCK, opts.seconds, false, |_| (rng.below(blocks) * BLOCK, BLOCK))?;
+    let random = dev.pump(opts.depth as usize, BLOCK, opts.seconds, false, |_| (start + rng.below(blocks) * BLOCK, BLOCK))?;
     r.random_read_iops = Some(random.requests as f64 / random.seconds);
 
     log::info!("{}: sequential 1 MiB reads…", path.display());
@@ -87,23 +111,9 @@ fn measure_into(path: &Path, opts: &Options, r: &mut DeviceResult) -> Result<(),
     let seq = dev.pump(SEQ_DEPTH, SEQ_BYTES, opts.seconds, false, |_| {
         let (off, len) = (next, SEQ_BYTES.min(readable - next));
         next = if off + len == readable { 0 } else { off + len };
-        (off, len)
+        (start + off, len)
     })?;
     r.seq_read_bytes_per_s = Some(seq.bytes as f64 / seq.seconds);
-
-    let Some(range) = opts.write_range else { return Ok(()) };
-    if range.end() > dev.bytes {
-        return Err(format!(
-            "write range {}:{} ends at byte {}, beyond the device's {} bytes: nothing was written",
-            range.offset,
-            range.length,
-            range.end(),
-            dev.bytes
-        ));
-    }
-    log::info!("{}: sequential 1 MiB writes in [{}, {})…", path.display(), range.offset, range.end());
-    let w = dev.write_inside(range, opts.seconds)?;
-    r.seq_write_bytes_per_s = Some(w.bytes as f64 / w.seconds);
     Ok(())
 }
 
@@ -123,12 +133,21 @@ struct Pumped {
 }
 
 impl Device {
-    /// Open `path` as it is (no create, extend or truncate): read-write only when `writable`;
-    /// `O_DIRECT`, or buffered where the file system refuses it (EINVAL).
-    fn open(path: &Path, writable: bool) -> Result<Device, String> {
+    /// Open `path`: read-write only when there is a write range ending at `write_end`, and then
+    /// a regular file (or a missing one, with its directories) is grown to that end, never
+    /// shrunk; `O_DIRECT`, or buffered where the file system refuses it (EINVAL).
+    fn open(path: &Path, write_end: Option<u64>) -> Result<Device, String> {
+        let writable = write_end.is_some();
+        let is_block = std::fs::metadata(path).map(|m| m.file_type().is_block_device()).unwrap_or(false);
+        let create = writable && !is_block;
+        if create {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+            }
+        }
         let open = |direct: bool| {
             let mut o = OpenOptions::new();
-            o.read(true).write(writable);
+            o.read(true).write(writable).create(create);
             if direct {
                 o.custom_flags(libc::O_DIRECT);
             }
@@ -147,7 +166,13 @@ impl Device {
         let bytes = if meta.file_type().is_block_device() {
             sealer_storage::block_device_size(&file).map_err(|e| format!("reading the block device's size: {e}"))?
         } else if meta.is_file() {
-            meta.len()
+            match write_end {
+                Some(end) if meta.len() < end => {
+                    file.set_len(end).map_err(|e| format!("growing the file to the write range's end ({end} bytes): {e}"))?;
+                    end
+                }
+                _ => meta.len(),
+            }
         } else {
             return Err("not a block device or a regular file".into());
         };
@@ -333,6 +358,25 @@ mod tests {
         assert!(after[a..b] != before[a..b], "nothing was written inside the range");
     }
 
+    /// A layer file not there yet (or shorter than the slot) is grown to the write range's
+    /// end, as the sealer grows it, and measured on the data just written; what it held stays.
+    #[test]
+    fn layer_files_grow_to_the_write_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let range = WriteRange { offset: 1 << 20, length: 1 << 20 };
+        let fresh = dir.path().join("sub/fresh.img");
+        let r = measure(&fresh, &opts(Some(range)));
+        assert!(r.error.is_none() && r.random_read_iops.unwrap() > 0.0 && r.seq_write_bytes_per_s.unwrap() > 0.0, "{r:?}");
+        assert_eq!(std::fs::metadata(&fresh).unwrap().len(), 2 << 20);
+
+        let short = dir.path().join("short.img");
+        std::fs::write(&short, pattern(1 << 20)).unwrap();
+        let r = measure(&short, &opts(Some(range)));
+        assert!(r.error.is_none(), "{r:?}");
+        assert_eq!(r.bytes, Some(2 << 20));
+        assert_eq!(std::fs::read(&short).unwrap()[..1 << 20], pattern(1 << 20)[..], "bytes before the range changed");
+    }
+
     /// Without a range nothing is written, and the file may be read-only to us.
     #[test]
     fn no_range_skips_the_write_with_the_reason_given() {
@@ -354,9 +398,9 @@ mod tests {
     fn failures_are_the_devices_error_and_touch_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("missing.img");
-        let r = measure(&missing, &opts(Some(WriteRange { offset: 0, length: 4096 })));
-        assert!(r.error.as_deref().unwrap().contains("opening read-write"), "{r:?}");
-        assert!(!missing.exists(), "a missing device was created");
+        let r = measure(&missing, &opts(None));
+        assert!(r.error.as_deref().unwrap().contains("opening read-only"), "{r:?}");
+        assert!(!missing.exists(), "a missing device was created without a write range");
         assert!(r.bytes.is_none() && r.random_read_iops.is_none());
 
         let small = dir.path().join("small.img");
@@ -364,13 +408,6 @@ mod tests {
         let r = measure(&small, &opts(None));
         assert!(r.error.as_deref().unwrap().starts_with("nothing to read"), "{r:?}");
         assert_eq!(r.bytes, Some(4000));
-
-        let short = dir.path().join("short.img");
-        std::fs::write(&short, pattern(1 << 20)).unwrap();
-        let r = measure(&short, &opts(Some(WriteRange { offset: 1 << 20, length: 4096 })));
-        assert!(r.error.as_deref().unwrap().contains("beyond the device"), "{r:?}");
-        assert!(r.random_read_iops.is_some() && r.seq_write_bytes_per_s.is_none(), "{r:?}");
-        assert_eq!(std::fs::read(&short).unwrap(), pattern(1 << 20), "the file changed");
 
         let r = measure(dir.path(), &opts(None));
         assert!(r.error.as_deref().unwrap().contains("not a block device"), "{r:?}");

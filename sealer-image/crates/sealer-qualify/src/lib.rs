@@ -2,9 +2,10 @@
 //! document the operator reads (`contracts/sealer-qualification.json`, read by the operator's
 //! `controllers/qualify.go`).
 //!
-//! * Each layer device (block device or regular file, [`device`]): 4 KiB random-read IOPS and
-//!   sequential read bandwidth anywhere on it, and sequential write bandwidth only inside the
-//!   [`WriteRange`] given (a free slot); nothing is created, extended or truncated.
+//! * Each layer device (block device or regular file, [`device`]): sequential write bandwidth
+//!   only inside the [`WriteRange`] given (a free slot), then 4 KiB random-read IOPS and
+//!   sequential read bandwidth inside that range (anywhere without one); a layer file is grown
+//!   to the range's end, never truncated.
 //! * The label hashing rate of one thread ([`sealer_hash::bound_rate`]).
 //! * 1 GiB hugepages: free in the node's pool, and a probe that maps and faults some
 //!   ([`hugepages`]).

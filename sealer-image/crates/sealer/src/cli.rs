@@ -228,9 +228,10 @@ pub enum Cmd {
         #[arg(long, default_value = "/var/tmp/sealer-oracle")]
         work: PathBuf,
     },
-    /// Measure this node without destroying data: each layer device's 4 KiB random-read IOPS
-    /// and sequential read bandwidth (reads anywhere), sequential write bandwidth only inside
-    /// --write-range, the SHA hashing rate, 1 GiB hugepages, memory bandwidth; prints JSON
+    /// Measure this node without destroying data: each layer device's sequential write bandwidth
+    /// only inside --write-range, then its 4 KiB random-read IOPS and sequential read bandwidth
+    /// (inside that range, else anywhere), the SHA hashing rate, 1 GiB hugepages, memory
+    /// bandwidth; prints JSON
     Qualify {
         #[command(flatten)]
         args: QualifyArgs,
@@ -248,7 +249,8 @@ pub enum Cmd {
 #[derive(Args)]
 pub struct QualifyArgs {
     /// A layer device: block device or regular file (repeat; none: only CPU, memory and
-    /// hugepages). Read anywhere; written only inside --write-range; never created or resized.
+    /// hugepages). Written only inside --write-range, where a layer file is created or grown to
+    /// the range's end; never truncated, never created without a range.
     #[arg(long = "device", value_name = "PATH")]
     pub devices: Vec<PathBuf>,
     /// Bytes OFFSET:LENGTH of every device where the write measurement may write (a free
