@@ -492,8 +492,8 @@ func TestMonitoringEnabled(t *testing.T) {
 			t.Errorf("alert %s has no severity", name)
 		}
 	}
-	if len(alerts) != 14 {
-		t.Errorf("want 14 alerts, got %d", len(alerts))
+	if len(alerts) != 16 {
+		t.Errorf("want 16 alerts, got %d", len(alerts))
 	}
 
 	cm := find(objs, "ConfigMap", "sf-sealfleet-dashboard")
