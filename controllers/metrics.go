@@ -206,9 +206,10 @@ func exportQualificationMetrics(fleet []*placement.Node) {
 	}
 }
 
-// exportRates sets a running batch's measured and predicted PC1 rates (PC1 only).
+// exportRates sets a running batch's measured and predicted PC1 rates (PC1 only; a stalled
+// batch reports 0, which is what the below-prediction alert must see).
 func exportRates(b *sealv1.SealBatch, rep *ProgressReport) {
-	if rep == nil || rep.Phase != "pc1" || rep.Rate <= 0 {
+	if rep == nil || rep.Phase != "pc1" || rep.Rate < 0 {
 		return
 	}
 	metricBatchRate.WithLabelValues(b.Namespace, b.Name, b.Status.Node).Set(rep.Rate)

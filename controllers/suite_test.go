@@ -253,15 +253,31 @@ func (h *harness) waitPod(ns, name string) *corev1.Pod {
 // setPod plays the kubelet: it sets a pod's phase and container state.
 func (h *harness) setPod(p *corev1.Pod, phase corev1.PodPhase, exit int32, message string) {
 	h.t.Helper()
-	p = h.pod(p.Namespace, p.Name)
+	if !h.trySetPod(p, phase, exit, message) {
+		h.t.Fatalf("pod %s/%s is gone", p.Namespace, p.Name)
+	}
+}
+
+// trySetPod is setPod for a pod the operator may delete meanwhile (as a kubelet finds a pod
+// gone): false when it is.
+func (h *harness) trySetPod(p *corev1.Pod, phase corev1.PodPhase, exit int32, message string) bool {
+	h.t.Helper()
+	if p = h.pod(p.Namespace, p.Name); p == nil {
+		return false
+	}
 	if p.Spec.NodeName == "" && phase != corev1.PodPending {
 		// Play kube-scheduler first: a kubelet runs only pods bound to its node.
 		binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
 			Target: corev1.ObjectReference{Kind: "Node", Name: render.PodNode(p)}}
 		if err := h.c.SubResource("binding").Create(context.Background(), p, binding); err != nil {
+			if apierrors.IsNotFound(err) {
+				return false
+			}
 			h.t.Fatal(err)
 		}
-		p = h.pod(p.Namespace, p.Name)
+		if p = h.pod(p.Namespace, p.Name); p == nil {
+			return false
+		}
 	}
 	p.Status.Phase = phase
 	p.Status.PodIP = "127.0.0.1"
@@ -277,8 +293,12 @@ func (h *harness) setPod(p *corev1.Pod, phase corev1.PodPhase, exit int32, messa
 	}
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
 	if err := h.c.Status().Update(context.Background(), p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false
+		}
 		h.t.Fatal(err)
 	}
+	return true
 }
 
 // reapPods plays the kubelet for deletions: pods marked for deletion go away.
@@ -305,7 +325,7 @@ func (h *harness) scrubbed(node string) (bool, string) {
 	}
 	for i := range pods.Items {
 		if p := &pods.Items[i]; render.PodNode(p) == node && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded {
-			h.setPod(p, corev1.PodSucceeded, 0, "")
+			h.trySetPod(p, corev1.PodSucceeded, 0, "") // one the operator deleted meanwhile needs nothing
 		}
 	}
 	d := h.sealerNode(node).Status.DirtySlots

@@ -80,13 +80,21 @@ func diskOf(path string) (string, error) {
 // run throttles the pods of batch (namespace ns; its pods may run elsewhere) until ctx ends or
 // lift is called.
 func (b *blkioThrottle) run(ctx context.Context, ns, batch string) {
+	b.runPods(ctx, client.MatchingLabels{render.LabelBatch: batch, render.LabelBatchNamespace: ns}, func(p *corev1.Pod) bool {
+		return p.Labels[render.LabelComponent] != render.ComponentScrub
+	})
+}
+
+// runPods throttles the first pod the selector and match find (not being deleted) until ctx
+// ends or lift is called.
+func (b *blkioThrottle) runPods(ctx context.Context, sel client.MatchingLabels, match func(*corev1.Pod) bool) {
 	var uid string
 	for ctx.Err() == nil && !b.isLifted() {
 		if uid == "" {
 			var pods corev1.PodList
-			if k8s.List(ctx, &pods, client.MatchingLabels{render.LabelBatch: batch, render.LabelBatchNamespace: ns}) == nil {
-				for _, p := range pods.Items {
-					if p.Labels[render.LabelComponent] != render.ComponentScrub && p.DeletionTimestamp == nil {
+			if k8s.List(ctx, &pods, sel) == nil {
+				for i := range pods.Items {
+					if p := &pods.Items[i]; match(p) && p.DeletionTimestamp == nil {
 						uid = string(p.UID)
 					}
 				}
