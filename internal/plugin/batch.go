@@ -111,6 +111,7 @@ func writeBatch(w io.Writer, b *sealv1.SealBatch, events []EventSummary, now tim
 	head.row("Attempts", fmt.Sprint(b.Status.Attempts))
 	head.row("Message", b.Status.Message)
 	head.row("Progress", progressText(b.Status.Progress))
+	head.row("Predicted", predictionText(b.Status.Prediction))
 	if err := head.flush(); err != nil {
 		return err
 	}

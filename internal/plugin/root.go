@@ -142,6 +142,7 @@ Exit codes:
 		a.waitCommand(),
 		a.seedsCommand(),
 		a.verifyCommand(),
+		a.qualifyCommand(),
 		a.scrapeTargetsCommand(),
 	)
 	return root
