@@ -175,7 +175,14 @@ func (q *Qualifier) start(ctx context.Context, n *placement.Node, why string) er
 		in.Seconds = 2
 	}
 	claim := ledger.Claim{UID: types.UID(qualifyBatchPrefix + randomHex()), Batch: "qualification of " + sn.Name, Node: sn.Name, Slot: ledger.NoSlot}
-	switch slot := n.Usage.FreeSlot(n.Geometry); {
+	slot := n.Usage.FreeSlot(n.Geometry)
+	if slot < 0 && len(devices) > 0 && n.Usage.Dirty() > 0 && sn.Spec.DeviceMode != sealv1.DeviceModeVFIO {
+		// A slot frees as soon as its scrub ends: wait for it rather than measure the devices
+		// without a write test (and, for files, without the data it would read).
+		log.FromContext(ctx).V(1).Info("qualification waits for a scrub to free a slot", "node", sn.Name, "why", why)
+		return nil
+	}
+	switch {
 	case len(devices) == 0:
 	case sn.Spec.DeviceMode == sealv1.DeviceModeVFIO:
 		in.NoWriteReason = "deviceMode vfio: the kernel does not see the devices"

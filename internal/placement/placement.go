@@ -206,6 +206,9 @@ func NeedOf(b *sealv1.SealBatch) Need {
 			n.OutputBytes = UpdateOutputBytesPerSector(b.Spec.SectorSize) * int64(len(b.Spec.Sectors))
 		case b.Spec.FromSlot():
 			n.OutputBytes = FromSlotOutputBytesPerSector(b.Spec.SectorSize) * int64(len(b.Spec.Sectors))
+		case n.Predict.Synthetic:
+			// Each sector also keeps its synthetic proofs (syn-porep-vanilla-proofs.dat).
+			n.OutputBytes += predict.SynthProofsFileBytes(b.Spec.SectorSize) * int64(len(b.Spec.Sectors))
 		}
 	}
 	if p := b.Spec.Placement; p != nil {
@@ -457,7 +460,9 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 func (n *Node) Predict(need *Need) predict.Prediction {
 	pn := predict.Node{Name: n.Sealer.Name, Qual: n.Sealer.Status.Qualification}
 	if l, err := n.Layout(need.BatchSize); err == nil && l != nil {
-		pn.Hashers, pn.CPUs = l.Hashers(), len(l.CPUs())
+		// The pod gets the layout's cores: hasher threads beyond its CPUs share them.
+		pn.CPUs = len(l.CoreCPUs())
+		pn.Hashers = min(l.Hashers(), pn.CPUs)
 	}
 	return predict.Predict(need.Predict, pn)
 }

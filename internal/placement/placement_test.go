@@ -215,7 +215,7 @@ func TestOutputVolumeIsBooked(t *testing.T) {
 		t.Fatalf("decisions %+v", dec)
 	}
 	want := fmt.Sprintf("0/1 nodes fit: 1 node: output volume %s: %s free after running batches, %s needed",
-		sealv1.DefaultOutputHostPath, human(2*per), human(4*per))
+		sealv1.DefaultOutputHostPath, Human(2*per), Human(4*per))
 	if failed[second] == nil || failed[second].Error() != want {
 		t.Errorf("second batch: got %v\nwant %s", failed[second], want)
 	}

@@ -73,8 +73,18 @@ func TestSyntheticProofsGrowWithSectorsAndSize(t *testing.T) {
 	if four := Predict(Batch{SectorSize: sealv1.SectorSize8MiB, Sectors: 4, Synthetic: true}, n).Proofs; four != 4*one {
 		t.Fatalf("4 sectors %v, want 4 × %v (one sector after another)", four, one)
 	}
-	if big := Predict(Batch{SectorSize: sealv1.SectorSize32GiB, Sectors: 1, Synthetic: true}, n).Proofs; big <= one {
-		t.Fatalf("32 GiB %v not above 8 MiB %v", big, one)
+	if big := Predict(Batch{SectorSize: sealv1.SectorSize32GiB, Sectors: 1, Synthetic: true}, n).Proofs; big <= one || big > 2*one {
+		t.Fatalf("32 GiB %v: the same 2^18 challenges as 8 MiB (%v), each with deeper paths", big, one)
+	}
+	if tiny := Predict(Batch{SectorSize: sealv1.SectorSize2KiB, Sectors: 1, Synthetic: true}, n).Proofs; tiny > time.Second {
+		t.Fatalf("2 KiB (64 challenges) %v", tiny)
+	}
+	// Memory: every proof of one sector at once, about 19 GB at 8 MiB (18 GB measured).
+	if m := SynthProofsMemoryBytes(sealv1.SectorSize8MiB); m < 18e9 || m > 20e9 {
+		t.Fatalf("8 MiB synthetic proofs %d bytes", m)
+	}
+	if f := SynthProofsFileBytes(sealv1.SectorSize32GiB); f < 11e9 || f > 11.5e9 {
+		t.Fatalf("32 GiB proofs file %d bytes", f)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/predict"
 )
 
 // Labels and names shared by the operator, the node agent and the monitoring rules.
@@ -224,6 +225,11 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 	mem := o.MemoryBase.DeepCopy()
 	for range b.Spec.Sectors {
 		mem.Add(o.MemoryPerSector)
+	}
+	if b.Spec.ProofTypeOrDefault() == sealv1.ProofTypeSyntheticPoRep && in.Step != StepC1 {
+		// filecoin-proofs builds every synthetic proof of a sector before writing any (one
+		// sector at a time): 19 GB at 8 MiB, 37 GB at 32 GiB.
+		mem.Add(*resource.NewQuantity(predict.SynthProofsMemoryBytes(b.Spec.SectorSize), resource.BinarySI))
 	}
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(int64(cpu), resource.DecimalSI),

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/predict"
 	"github.com/sealfleet/sealfleet/internal/layout"
 	"github.com/sealfleet/sealfleet/internal/testutil"
 )
@@ -218,9 +219,11 @@ func TestPodPrivilegeFollowsDeviceMode(t *testing.T) {
 	if len(c.SecurityContext.Capabilities.Add) != 1 || c.SecurityContext.Capabilities.Add[0] != "IPC_LOCK" {
 		t.Errorf("capabilities %+v", c.SecurityContext.Capabilities)
 	}
-	mem := c.Resources.Limits[corev1.ResourceMemory]
-	if mem.Cmp(resource.MustParse("2560Mi")) != 0 {
-		t.Errorf("memory %s", mem.String())
+	// 2 GiB + 256 MiB per sector, and one sector's synthetic proofs (a SyntheticPoRep batch).
+	mem, want := c.Resources.Limits[corev1.ResourceMemory], resource.MustParse("2560Mi")
+	want.Add(*resource.NewQuantity(predict.SynthProofsMemoryBytes(sealv1.SectorSize32GiB), resource.BinarySI))
+	if mem.Cmp(want) != 0 || want.Value() < 36e9 {
+		t.Errorf("memory %s, want %s", mem.String(), want.String())
 	}
 	gpu := c.Resources.Limits["nvidia.com/gpu"]
 	if gpu.Value() != 1 || c.Resources.Limits.Cpu().Value() != 16 {

@@ -77,8 +77,9 @@ fn measure_into(path: &Path, opts: &Options, r: &mut DeviceResult) -> Result<(),
     let dev = Device::open(path, opts.write_range.map(|w| w.end()))?;
     r.bytes = Some(dev.bytes);
     r.direct = Some(dev.direct);
-    // The span the reads cover: the range just written, or the whole device.
-    let (start, span) = match opts.write_range {
+    // What the reads cover: the range just written, or the whole device; of a layer file only
+    // the extents that hold data (a hole reads as zeros without touching the disk).
+    let span = match opts.write_range {
         Some(range) => {
             if range.end() > dev.bytes {
                 return Err(format!(
@@ -92,26 +93,31 @@ fn measure_into(path: &Path, opts: &Options, r: &mut DeviceResult) -> Result<(),
             log::info!("{}: sequential 1 MiB writes in [{}, {})…", path.display(), range.offset, range.end());
             let w = dev.write_inside(range, opts.seconds)?;
             r.seq_write_bytes_per_s = Some(w.bytes as f64 / w.seconds);
-            (range.offset, range.length)
+            Extents::one(range.offset, range.length)
         }
-        None => (0, dev.bytes),
+        None if dev.is_file => Extents::of_data(&dev.file, dev.bytes)?,
+        None => Extents::one(0, dev.bytes),
     };
-    let blocks = span / BLOCK;
+    let blocks = span.blocks();
     if blocks == 0 {
-        return Err(format!("nothing to read: {span} bytes, less than one 4 KiB block"));
+        let what = if dev.is_file && opts.write_range.is_none() {
+            "the file holds only holes (a scrubbed slot reads without touching the disk); qualify it through a free slot".to_string()
+        } else {
+            format!("{} bytes, less than one 4 KiB block", dev.bytes)
+        };
+        return Err(format!("nothing to read: {what}"));
     }
-    let readable = blocks * BLOCK;
     log::info!("{}: {} bytes, direct I/O {}: random 4 KiB reads…", path.display(), dev.bytes, dev.direct);
     let mut rng = Rng::seeded();
-    let random = dev.pump(opts.depth as usize, BLOCK, opts.seconds, false, |_| (start + rng.below(blocks) * BLOCK, BLOCK))?;
+    let random = dev.pump(opts.depth as usize, BLOCK, opts.seconds, false, |_| (span.block(rng.below(blocks)), BLOCK))?;
     r.random_read_iops = Some(random.requests as f64 / random.seconds);
 
     log::info!("{}: sequential 1 MiB reads…", path.display());
-    let mut next = 0u64;
+    let mut next = 0u64; // block index into the span
     let seq = dev.pump(SEQ_DEPTH, SEQ_BYTES, opts.seconds, false, |_| {
-        let (off, len) = (next, SEQ_BYTES.min(readable - next));
-        next = if off + len == readable { 0 } else { off + len };
-        (start + off, len)
+        let (off, len) = span.run(next, SEQ_BYTES / BLOCK);
+        next = if next + len / BLOCK >= blocks { 0 } else { next + len / BLOCK };
+        (off, len)
     })?;
     r.seq_read_bytes_per_s = Some(seq.bytes as f64 / seq.seconds);
     Ok(())
@@ -122,6 +128,70 @@ struct Device {
     file: File,
     bytes: u64,
     direct: bool,
+    is_file: bool,
+}
+
+/// The 4 KiB-aligned byte ranges the reads cover, in order.
+struct Extents {
+    /// (offset, blocks) of each range, and the blocks before it.
+    ranges: Vec<(u64, u64, u64)>,
+}
+
+impl Extents {
+    /// Extents that hold at most this many ranges (a file's data extents beyond are not read).
+    const MAX: usize = 4096;
+
+    fn one(offset: u64, bytes: u64) -> Extents {
+        Extents { ranges: vec![(offset, bytes / BLOCK, 0)] }
+    }
+
+    /// The data extents of a regular file (SEEK_DATA / SEEK_HOLE), trimmed to whole blocks.
+    fn of_data(file: &File, len: u64) -> Result<Extents, String> {
+        let fd = file.as_raw_fd();
+        let mut ranges = Vec::new();
+        let (mut pos, mut before) = (0u64, 0u64);
+        while pos < len && ranges.len() < Self::MAX {
+            // SAFETY: plain syscalls on the descriptor `file` holds open.
+            let data = unsafe { libc::lseek(fd, pos as libc::off_t, libc::SEEK_DATA) };
+            if data < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::ENXIO) {
+                    break; // no data after pos
+                }
+                return Err(format!("finding the file's data (SEEK_DATA): {e}"));
+            }
+            // SAFETY: as above.
+            let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
+            if hole < 0 {
+                return Err(format!("finding the file's holes (SEEK_HOLE): {}", std::io::Error::last_os_error()));
+            }
+            let (start, end) = ((data as u64).div_ceil(BLOCK) * BLOCK, (hole as u64).min(len) / BLOCK * BLOCK);
+            if end > start {
+                ranges.push((start, (end - start) / BLOCK, before));
+                before += (end - start) / BLOCK;
+            }
+            pos = (hole as u64).max(pos + 1);
+        }
+        Ok(Extents { ranges })
+    }
+
+    fn blocks(&self) -> u64 {
+        self.ranges.last().map_or(0, |&(_, n, before)| before + n)
+    }
+
+    /// The byte offset of the i-th block.
+    fn block(&self, i: u64) -> u64 {
+        let k = self.ranges.partition_point(|&(_, _, before)| before <= i) - 1;
+        let (offset, _, before) = self.ranges[k];
+        offset + (i - before) * BLOCK
+    }
+
+    /// Up to `max` blocks from the i-th on, within its range: (offset, bytes).
+    fn run(&self, i: u64, max: u64) -> (u64, u64) {
+        let k = self.ranges.partition_point(|&(_, _, before)| before <= i) - 1;
+        let (offset, n, before) = self.ranges[k];
+        (offset + (i - before) * BLOCK, (n - (i - before)).min(max) * BLOCK)
+    }
 }
 
 /// What one timed run of requests did.
@@ -163,6 +233,7 @@ impl Device {
             Err(e) => return Err(format!("opening {mode}: {e}")),
         };
         let meta = file.metadata().map_err(|e| format!("stat: {e}"))?;
+        let is_file = meta.is_file();
         let bytes = if meta.file_type().is_block_device() {
             sealer_storage::block_device_size(&file).map_err(|e| format!("reading the block device's size: {e}"))?
         } else if meta.is_file() {
@@ -176,7 +247,7 @@ impl Device {
         } else {
             return Err("not a block device or a regular file".into());
         };
-        Ok(Device { file, bytes, direct })
+        Ok(Device { file, bytes, direct, is_file })
     }
 
     /// Sequential writes inside `range`, wrapping there, for `seconds`, then fdatasync.
@@ -375,6 +446,27 @@ mod tests {
         assert!(r.error.is_none(), "{r:?}");
         assert_eq!(r.bytes, Some(2 << 20));
         assert_eq!(std::fs::read(&short).unwrap()[..1 << 20], pattern(1 << 20)[..], "bytes before the range changed");
+    }
+
+    /// Without a range a layer file is read where it holds data only: a scrubbed (hole-punched)
+    /// file reads without touching the disk and would flatter it.
+    #[test]
+    fn files_are_read_where_they_hold_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let sparse = dir.path().join("sparse.img");
+        let f = std::fs::File::create(&sparse).unwrap();
+        f.set_len(8 << 20).unwrap();
+        let r = measure(&sparse, &opts(None));
+        assert!(r.error.as_deref().unwrap().contains("only holes"), "{r:?}");
+        // Data in the middle: the reads go there.
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(&pattern(1 << 20), 3 << 20).unwrap();
+        f.sync_all().unwrap();
+        let e = Extents::of_data(&f, 8 << 20).unwrap();
+        assert_eq!((e.blocks(), e.block(0), e.block(255)), (256, 3 << 20, (4 << 20) - 4096));
+        assert_eq!(e.run(250, 256), ((3 << 20) + 250 * 4096, 6 * 4096));
+        let r = measure(&sparse, &opts(None));
+        assert!(r.error.is_none() && r.random_read_iops.unwrap() > 0.0, "{r:?}");
     }
 
     /// Without a range nothing is written, and the file may be read-only to us.
