@@ -798,8 +798,14 @@ func requalifyRun(t *testing.T, first *sealv1.Qualification) {
 	}
 	slow := ask(fmt.Sprintf("throttled-%d", time.Now().Unix()))
 	th.lift()
-	// 4 KiB reads at 4 MiB/s: about 1,000 a second, far below the disk's own rate.
-	if got, was := slow.LayerDevices[0].RandomReadIOPS, first.LayerDevices[0].RandomReadIOPS; got > 2*bps/4096 || got*4 > was {
+	// Bandwidth follows the limit; random 4 KiB reads fall far below the disk's own rate
+	// (cgroup v1 blk-throttle lets io_uring's small reads past its byte limit a few times over
+	// here, so only their fall is checked).
+	d := slow.LayerDevices[0]
+	if d.SeqReadBytesPerSecond > 2*bps || d.SeqWriteBytesPerSecond > 2*bps {
+		t.Errorf("throttled to %d B/s, the layer file measured sequential read %d B/s, write %d B/s", bps, d.SeqReadBytesPerSecond, d.SeqWriteBytesPerSecond)
+	}
+	if got, was := d.RandomReadIOPS, first.LayerDevices[0].RandomReadIOPS; got*4 > was {
 		t.Errorf("throttled to %d B/s, the layer file measured %d reads/s (unthrottled %d)", bps, got, was)
 	}
 	again := ask(fmt.Sprintf("lifted-%d", time.Now().Unix()))
