@@ -401,7 +401,7 @@ func (r *SealerReconciler) track(ctx context.Context, b *sealv1.SealBatch, pod *
 			log.FromContext(ctx).V(1).Info("progress not readable yet", "error", err.Error())
 		}
 		phase = sealv1.PhasePC1
-		if rep != nil && rep.Phase == "pc2" {
+		if rep != nil && (rep.Phase == "pc2" || rep.Phase == "proofs") { // proofs: SyntheticPoRep's, after PC2
 			phase = sealv1.PhasePC2
 		}
 		if !b.Status.Phase.CanMoveTo(phase) {

@@ -75,7 +75,7 @@ func TestWatchNamespacesRefusesOtherNamespaces(t *testing.T) {
 // a real API server and acts as the agent's ServiceAccount (impersonated, with the node name a
 // pod-bound token carries): it may create and write its own SealerNode's status; it may not
 // write another node's, change spec, create a SealerNode with layer devices, clear the
-// operator's dirty slots, or delete; a token naming no node may write nothing. The operator
+// operator's dirty slots, fake the operator's qualification, or delete; a token naming no node may write nothing. The operator
 // (here the admin) is not bound by the policy.
 func TestNodeAgentWritesOnlyItsOwnNode(t *testing.T) {
 	objs := render(t)
@@ -182,6 +182,10 @@ func TestNodeAgentWritesOnlyItsOwnNode(t *testing.T) {
 	cleared := own.DeepCopy()
 	cleared.Status.DirtySlots = nil
 	refused("the operator's dirty slots", n1.Status().Patch(ctx, cleared, client.MergeFrom(&own)), "never changes it")
+	faked := own.DeepCopy()
+	faked.Status.Qualification = &sealv1.Qualification{Request: "x", LabelsPerSecondPerThread: 9_000_000,
+		LayerDevices: []sealv1.DeviceQualification{{Path: "/var/lib/sealfleet/layers.img", RandomReadIOPS: 9_000_000}}}
+	refused("the operator's qualification", n1.Status().Patch(ctx, faked, client.MergeFrom(&own)), "status.qualification is what the operator's qualification pod measured")
 	refused("deleting its SealerNode", n1.Delete(ctx, &own), "forbidden") // RBAC grants no delete; the policy refuses it too
 	touched := own.DeepCopy()
 	touched.Status.FreeCores = 3
