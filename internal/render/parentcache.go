@@ -38,34 +38,23 @@ func ParentCacheBuilderName(node, proof string) string {
 // the manifest the node agent reports. It tolerates every taint, like the node agent: the
 // cache belongs to the node, whoever's batches it serves.
 func ParentCacheBuilder(in ParentCacheInput, o PodOptions) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: ParentCacheBuilderName(in.Node, in.Proof), Namespace: in.Namespace,
-			Labels:      map[string]string{LabelName: "sealfleet", LabelComponent: ComponentParentCache},
-			Annotations: map[string]string{AnnotationCacheNode: in.Node, AnnotationCacheProof: in.Proof},
-		},
-		Spec: corev1.PodSpec{
-			Affinity: OnNode(in.Node), RestartPolicy: corev1.RestartPolicyNever,
-			Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			HostNetwork:                  in.HostNetwork,
-			PriorityClassName:            o.PriorityClassName,
-			ImagePullSecrets:             pullSecrets(o.PullSecrets),
-			AutomountServiceAccountToken: ptr.To(false), EnableServiceLinks: ptr.To(false),
-			Volumes: []corev1.Volume{{Name: "parent-cache", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-				Path: in.HostPath, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}}},
-			Containers: []corev1.Container{{
-				Name: "build", Image: o.Image, ImagePullPolicy: o.ImagePullPolicy,
-				Command:      []string{"/sealer", "parent-cache", "--proof", in.Proof, "--dir", ParentCacheMount},
-				VolumeMounts: []corev1.VolumeMount{{Name: "parent-cache", MountPath: ParentCacheMount}},
-				SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0), AllowPrivilegeEscalation: ptr.To(false),
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-				// Building is CPU-bound and parallel; it takes what is free and yields to sealers.
-				Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resourceMilli(100), corev1.ResourceMemory: resourceMi(256)},
-					Limits:   corev1.ResourceList{corev1.ResourceMemory: resourceMi(1024)},
-				},
-				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			}},
-		},
+	meta := metav1.ObjectMeta{
+		Name: ParentCacheBuilderName(in.Node, in.Proof), Namespace: in.Namespace,
+		Labels:      map[string]string{LabelName: "sealfleet", LabelComponent: ComponentParentCache},
+		Annotations: map[string]string{AnnotationCacheNode: in.Node, AnnotationCacheProof: in.Proof},
 	}
+	volumes := []corev1.Volume{{Name: "parent-cache", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+		Path: in.HostPath, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}}}
+	return nodePod(meta, in.Node, in.HostNetwork, o.PriorityClassName, o.PullSecrets, volumes, corev1.Container{
+		Name: "build", Image: o.Image, ImagePullPolicy: o.ImagePullPolicy,
+		Command:         []string{"/sealer", "parent-cache", "--proof", in.Proof, "--dir", ParentCacheMount},
+		VolumeMounts:    []corev1.VolumeMount{{Name: "parent-cache", MountPath: ParentCacheMount}},
+		SecurityContext: nodePodSecurity(false),
+		// Building is CPU-bound and parallel; it takes what is free and yields to sealers.
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resourceMilli(100), corev1.ResourceMemory: resourceMi(256)},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resourceMi(1024)},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	})
 }

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 )
@@ -82,70 +81,35 @@ func QualifyPod(in QualifyInput, o PodOptions) *corev1.Pod {
 	}
 	res := corev1.ResourceList{corev1.ResourceMemory: resourceMi(512)}
 	var volumes []corev1.Volume
-	var mounts []corev1.VolumeMount
+	var hugeMounts []corev1.VolumeMount
 	if in.Hugepage {
 		args = append(args, "--hugepages-probe", "1")
 		res[corev1.ResourceName("hugepages-1Gi")] = *resource.NewQuantity(1<<30, resource.BinarySI)
 		volumes = append(volumes, corev1.Volume{Name: "hugepages", VolumeSource: corev1.VolumeSource{
 			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: "HugePages-1Gi"}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: "hugepages", MountPath: HugepagesMount})
+		hugeMounts = append(hugeMounts, corev1.VolumeMount{Name: "hugepages", MountPath: HugepagesMount})
 	} else {
 		args = append(args, "--hugepages-probe", "0")
 	}
-	mounted := map[string]bool{}
-	privileged := false
-	for i, d := range in.Devices {
-		if !d.Ready || d.Path == "" {
-			continue
-		}
-		mount, t := d.Path, corev1.HostPathBlockDev
-		if isDevPath(d.Path) {
-			privileged = true
-		} else {
-			if mount, t = rootOf(in.Roots, d.Path), corev1.HostPathDirectory; mount == "" {
-				continue // outside every root: never mounted
-			}
-		}
-		args = append(args, "--device", d.Path)
-		if mounted[mount] {
-			continue
-		}
-		mounted[mount] = true
-		name := "layer-" + strconv.Itoa(i)
-		volumes = append(volumes, hostPathVolume(name, mount, t))
-		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: mount})
+	devVolumes, mounts, paths, privileged := layerMounts(in.Devices, in.Roots)
+	for _, p := range paths {
+		args = append(args, "--device", p)
 	}
-	sc := &corev1.SecurityContext{RunAsUser: ptr.To[int64](0), Privileged: ptr.To(privileged)}
-	if !privileged { // block devices need a privileged container; files and hugepages do not
-		sc.AllowPrivilegeEscalation = ptr.To(false)
-		sc.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
+	meta := metav1.ObjectMeta{
+		Name: QualifyPodName(in.Node), Namespace: in.Namespace,
+		Labels:      map[string]string{LabelName: "sealfleet", LabelComponent: ComponentQualify},
+		Annotations: ann,
 	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: QualifyPodName(in.Node), Namespace: in.Namespace,
-			Labels:      map[string]string{LabelName: "sealfleet", LabelComponent: ComponentQualify},
-			Annotations: ann,
+	return nodePod(meta, in.Node, in.HostNetwork, o.PriorityClassName, o.PullSecrets, append(volumes, devVolumes...), corev1.Container{
+		Name: "qualify", Image: o.Image, ImagePullPolicy: o.ImagePullPolicy,
+		Command: []string{"/sealer"}, Args: args, VolumeMounts: append(hugeMounts, mounts...),
+		SecurityContext: nodePodSecurity(privileged),
+		Resources: corev1.ResourceRequirements{
+			Requests: mergeResources(corev1.ResourceList{corev1.ResourceCPU: resourceMilli(1000)}, res),
+			Limits:   res,
 		},
-		Spec: corev1.PodSpec{
-			Affinity: OnNode(in.Node), RestartPolicy: corev1.RestartPolicyNever,
-			Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			HostNetwork:                  in.HostNetwork,
-			PriorityClassName:            o.PriorityClassName,
-			ImagePullSecrets:             pullSecrets(o.PullSecrets),
-			AutomountServiceAccountToken: ptr.To(false), EnableServiceLinks: ptr.To(false),
-			Volumes: volumes,
-			Containers: []corev1.Container{{
-				Name: "qualify", Image: o.Image, ImagePullPolicy: o.ImagePullPolicy,
-				Command: []string{"/sealer"}, Args: args, VolumeMounts: mounts,
-				SecurityContext: sc,
-				Resources: corev1.ResourceRequirements{
-					Requests: mergeResources(corev1.ResourceList{corev1.ResourceCPU: resourceMilli(1000)}, res),
-					Limits:   res,
-				},
-				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			}},
-		},
-	}
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	})
 }
 
 func mergeResources(a, b corev1.ResourceList) corev1.ResourceList {

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
-	"github.com/sealfleet/sealfleet/internal/predict"
 	"github.com/sealfleet/sealfleet/internal/layout"
+	"github.com/sealfleet/sealfleet/internal/predict"
 	"github.com/sealfleet/sealfleet/internal/testutil"
 )
 

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 )
@@ -74,60 +73,23 @@ func ScrubPod(in ScrubInput, image string, pull corev1.PullPolicy) *corev1.Pod {
 	for _, r := range in.Roots {
 		args = append(args, "--root", r)
 	}
-	var volumes []corev1.Volume
-	var mounts []corev1.VolumeMount
-	privileged := false
-	mounted := map[string]bool{}
-	for i, d := range in.Devices {
-		if !d.Ready || d.Path == "" {
-			continue
-		}
-		mount, t := d.Path, corev1.HostPathBlockDev
-		if isDevPath(d.Path) {
-			privileged = true
-		} else if mount, t = rootOf(in.Roots, d.Path), corev1.HostPathDirectory; mount == "" {
-			continue // outside every root: never mounted (the scrub would refuse it too)
-		}
-		if mounted[mount] {
-			args = append(args, d.Path)
-			continue
-		}
-		mounted[mount] = true
-		name := "layer-" + strconv.Itoa(i)
-		volumes = append(volumes, hostPathVolume(name, mount, t))
-		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: mount})
-		args = append(args, d.Path)
+	volumes, mounts, paths, privileged := layerMounts(in.Devices, in.Roots)
+	args = append(args, paths...)
+	meta := metav1.ObjectMeta{
+		Name: ScrubPodName(in.Node, in.Slot, in.BatchUID), Namespace: in.Namespace,
+		Labels: map[string]string{LabelName: "sealfleet", LabelComponent: ComponentScrub},
+		Annotations: map[string]string{AnnotationScrubNode: in.Node, AnnotationScrubSlot: strconv.Itoa(int(in.Slot)),
+			AnnotationScrubBatchUID: in.BatchUID},
 	}
-	sc := &corev1.SecurityContext{RunAsUser: ptr.To[int64](0), Privileged: ptr.To(privileged)}
-	if !privileged {
-		sc.AllowPrivilegeEscalation = ptr.To(false)
-		sc.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: ScrubPodName(in.Node, in.Slot, in.BatchUID), Namespace: in.Namespace,
-			Labels: map[string]string{LabelName: "sealfleet", LabelComponent: ComponentScrub},
-			Annotations: map[string]string{AnnotationScrubNode: in.Node, AnnotationScrubSlot: strconv.Itoa(int(in.Slot)),
-				AnnotationScrubBatchUID: in.BatchUID},
+	return nodePod(meta, in.Node, in.HostNetwork, "", in.PullSecrets, volumes, corev1.Container{
+		Name: "scrub", Image: image, ImagePullPolicy: pull,
+		Command: []string{"/node-agent"}, Args: args, VolumeMounts: mounts, SecurityContext: nodePodSecurity(privileged),
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resourceMilli(100), corev1.ResourceMemory: resourceMi(64)},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resourceMi(64)},
 		},
-		Spec: corev1.PodSpec{
-			Affinity: OnNode(in.Node), RestartPolicy: corev1.RestartPolicyNever,
-			Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			HostNetwork:                  in.HostNetwork,
-			ImagePullSecrets:             pullSecrets(in.PullSecrets),
-			AutomountServiceAccountToken: ptr.To(false), EnableServiceLinks: ptr.To(false),
-			Volumes: volumes,
-			Containers: []corev1.Container{{
-				Name: "scrub", Image: image, ImagePullPolicy: pull,
-				Command: []string{"/node-agent"}, Args: args, VolumeMounts: mounts, SecurityContext: sc,
-				Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resourceMilli(100), corev1.ResourceMemory: resourceMi(64)},
-					Limits:   corev1.ResourceList{corev1.ResourceMemory: resourceMi(64)},
-				},
-				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			}},
-		},
-	}
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	})
 }
 
 // rootOf is the root p lies under, or "".
