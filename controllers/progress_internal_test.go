@@ -18,8 +18,8 @@ import (
 // every key it reads is in them: a key renamed on either side fails one of the two tests.
 func TestProgressContract(t *testing.T) {
 	ex := contracts.SealerProgressExamples()
-	if len(ex) != 3 {
-		t.Fatalf("%d examples, want 3 (PC1 running, PC2 running, PC2 failed)", len(ex))
+	if len(ex) != 4 {
+		t.Fatalf("%d examples, want 4 (PC1 running, PC2 running, PC2 failed, synthetic proofs running)", len(ex))
 	}
 	var got []ProgressReport
 	for _, e := range ex {
@@ -37,6 +37,10 @@ func TestProgressContract(t *testing.T) {
 	// No rate yet: eta_seconds is null, read as 0.
 	if pc2 := (ProgressReport{Phase: "pc2", Layer: 1, Layers: 1, Percent: 25}); !reflect.DeepEqual(got[1], pc2) {
 		t.Errorf("PC2 running read as %+v, want %+v", got[1], pc2)
+	}
+	// SyntheticPoRep's proofs after PC2: one sector after another, the batch stays in PC2.
+	if proofs := (ProgressReport{Phase: "proofs", Layer: 2, Layers: 8, Percent: 12.5, ETASeconds: 5950}); !reflect.DeepEqual(got[3], proofs) {
+		t.Errorf("synthetic proofs running read as %+v, want %+v", got[3], proofs)
 	}
 	if moves := got[0].CPUs.toStatus().Moves; !reflect.DeepEqual(moves, []sealv1.CPUMove{{Layout: 5, Granted: 1}}) {
 		t.Errorf("cpus.moved became %+v", moves)

@@ -82,7 +82,10 @@ func progressText(p *sealv1.Progress) string {
 	if p.Phase != "" {
 		parts = append(parts, "sealer "+p.Phase)
 	}
-	if p.Layer != 0 {
+	switch {
+	case p.Layer != 0 && p.Phase == "proofs": // SyntheticPoRep's proofs count sectors
+		parts = append(parts, fmt.Sprintf("sector %d/%d", p.Layer, p.Layers))
+	case p.Layer != 0:
 		parts = append(parts, fmt.Sprintf("layer %d/%d", p.Layer, p.Layers))
 	}
 	if p.Percent != "" {
