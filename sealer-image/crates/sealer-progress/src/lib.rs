@@ -12,15 +12,17 @@
 //! When the threads are pinned, `cpus` says where (see [`sealer_config::CpuFit`]):
 //! `{"granted": "0,1", "l3_groups": ["1"], "moved": {"3": 1}}`.
 //! During PC2 `phase` is `pc2` and `layer`/`layers` count base trees (1 for sizes up to
-//! 512 MiB). `state` is `running`, `done` or `failed`; `rate_labels_per_s` counts sector-labels (one
-//! label of one sector) per second over this run.
-
+//! 512 MiB). While a SyntheticPoRep batch's synthetic proofs are made after PC2, `phase` is
+//! `proofs`, `layer`/`layers` count sectors (proven one after another), `layer_percent` is 0
+//! (filecoin-proofs reports nothing finer), `rate_labels_per_s` is 0 and `eta_seconds` comes
+//! from the cost model ([`Progress::for_proofs`]). `state` is `running`, `done` or `failed`;
+//! `rate_labels_per_s` counts sector-labels (one label of one sector) per second over this run.
 
 #![warn(missing_docs)]
 
-use sealer_error::SealerError;
 use prometheus::{CounterVec, Gauge, GaugeVec, IntCounter, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 use sealer_config::BatchConfig;
+use sealer_error::SealerError;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,6 +87,8 @@ pub struct Progress {
     state: &'static str,
     error: Option<String>,
     start: Instant,
+    /// Estimated seconds per unit ("layer") of a phase without a rate of its own (proofs).
+    unit_seconds: Option<f64>,
 }
 
 impl Progress {
@@ -102,6 +106,7 @@ impl Progress {
             state: "running",
             error: None,
             start: Instant::now(),
+            unit_seconds: None,
         }
     }
     /// Progress of PC2: `units` base trees of `nodes` nodes each ("layer" k of L is base tree
@@ -110,6 +115,17 @@ impl Progress {
         let mut p = Progress::new(cfg, units, 0);
         p.phase = "pc2";
         p.nodes = nodes;
+        p
+    }
+    /// Progress of the synthetic proofs after PC2: the batch's sectors one after another
+    /// ("layer" k of L is sector k of the batch in the JSON), each estimated at
+    /// `seconds_per_sector` (None: no estimate, `eta_seconds` null). No rate, and no progress
+    /// within a sector.
+    pub fn for_proofs(cfg: &BatchConfig, seconds_per_sector: Option<f64>) -> Self {
+        let mut p = Progress::new(cfg, cfg.sectors.len(), 0);
+        p.phase = "proofs";
+        p.nodes = 1;
+        p.unit_seconds = seconds_per_sector;
         p
     }
     /// A layer starts.
@@ -145,10 +161,13 @@ impl Progress {
         let done_nodes = (self.layer.saturating_sub(1)) as f64 * self.nodes as f64 + self.layer_nodes_done as f64;
         let run_nodes = done_nodes - self.layers_done_at_start as f64 * self.nodes as f64;
         let el = self.start.elapsed().as_secs_f64();
-        let rate = if el > 0.0 && run_nodes > 0.0 { run_nodes * self.sectors as f64 / el } else { 0.0 };
+        let modelled = self.phase == "proofs";
+        let rate = if el > 0.0 && run_nodes > 0.0 && !modelled { run_nodes * self.sectors as f64 / el } else { 0.0 };
         let remaining = (total - done_nodes) * self.sectors as f64;
         let eta = if self.state == "done" {
             Some(0.0)
+        } else if modelled {
+            self.unit_seconds.map(|s| s * (total - done_nodes) / self.nodes as f64)
         } else if rate > 0.0 {
             Some(remaining / rate)
         } else {
@@ -268,7 +287,11 @@ impl ProgressSink {
             let eta = doc["eta_seconds"].as_f64().map(|e| format!("{:.0}s", e)).unwrap_or_else(|| "?".into());
             eprint!(
                 "\r{} {}/{} [{}{}] {:5.1}%  {:.2} M labels/s  ETA {}   ",
-                if doc["phase"] == "pc2" { "pc2 tree" } else { "pc1 layer" },
+                match doc["phase"].as_str() {
+                    Some("pc2") => "pc2 tree",
+                    Some("proofs") => "proofs sector",
+                    _ => "pc1 layer",
+                },
                 doc["layer"],
                 doc["layers"],
                 "#".repeat(fill.min(w)),
@@ -334,9 +357,15 @@ impl Metrics {
             ),
             layer: reg(
                 r,
-                IntGauge::new("sealer_layer", "Layer being labelled in PC1 (base tree being built in PC2), 1-based."),
+                IntGauge::new(
+                    "sealer_layer",
+                    "Layer being labelled in PC1 (base tree being built in PC2, sector being proven in proofs), 1-based.",
+                ),
             ),
-            layers: reg(r, IntGauge::new("sealer_layers", "Layers of the batch in PC1 (base trees in PC2).")),
+            layers: reg(
+                r,
+                IntGauge::new("sealer_layers", "Layers of the batch in PC1 (base trees in PC2, sectors in proofs)."),
+            ),
             progress: reg(r, Gauge::new("sealer_progress_ratio", "Fraction of the current phase done, 0 to 1.")),
             labels: reg(
                 r,
@@ -492,41 +521,49 @@ mod tests {
             state: "running",
             error: None,
             start: Instant::now() - std::time::Duration::from_secs(1),
+            unit_seconds: None,
         }
     }
 
     /// The documents have exactly the keys of the operator's contract examples
     /// (contracts/sealer-progress.json, which the operator's tests read): PC1 running, pinned,
-    /// with buffers; PC2 before a rate; PC2 failed. eta_seconds is null exactly when theirs is.
+    /// with buffers; PC2 before a rate; PC2 failed; synthetic proofs running (sector 2 of 8).
+    /// eta_seconds is null exactly when theirs is.
     #[test]
     fn documents_are_the_operators_contract() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../contracts/sealer-progress.json");
         let contract: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        let sink = |pinned: bool| ProgressSink {
-            file: None,
-            bar: false,
-            shared: Arc::new(Mutex::new(Shared {
-                doc: serde_json::Value::Null,
-                metrics: Metrics::new(),
-                stats: None,
-                labels_total: 0,
-                cpus: None,
-                buffers: None,
-            })),
-        }
-        .pinned(pinned);
+        let sink = |pinned: bool| {
+            ProgressSink {
+                file: None,
+                bar: false,
+                shared: Arc::new(Mutex::new(Shared {
+                    doc: serde_json::Value::Null,
+                    metrics: Metrics::new(),
+                    stats: None,
+                    labels_total: 0,
+                    cpus: None,
+                    buffers: None,
+                })),
+            }
+            .pinned(pinned)
+        };
         let mut failed = progress("pc2", 50);
         failed.fail("storage error: reading layer pages: Input/output error");
+        let mut proofs = Progress::for_proofs(&config(8), Some(850.0));
+        proofs.start_layer(2);
         let docs = [
             sink(true).document(&progress("pc1", 40)),
             sink(false).document(&progress("pc2", 0)),
             sink(false).document(&failed),
+            sink(false).document(&proofs),
         ];
         let keys = |v: &serde_json::Value| -> Vec<String> {
             let mut k: Vec<String> = v.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
             k.sort();
             k
         };
+        assert_eq!(contract["examples"].as_array().unwrap().len(), docs.len(), "an example per case");
         for (i, got) in docs.iter().enumerate() {
             let want = &contract["examples"][i];
             assert_eq!(keys(got), keys(want), "document {got}\nagainst the contract's example {i}: {want}");
@@ -536,6 +573,42 @@ mod tests {
             assert_eq!(got["eta_seconds"].is_null(), want["eta_seconds"].is_null(), "eta_seconds of example {i}");
             assert_eq!((&got["phase"], &got["state"]), (&want["phase"], &want["state"]), "example {i}");
         }
+        // The proofs example's figures are the model's: sector 2 of 8 at 850 s each.
+        for k in ["layer", "layers", "layer_percent", "percent", "rate_labels_per_s", "eta_seconds"] {
+            assert_eq!(docs[3][k].as_f64(), contract["examples"][3][k].as_f64(), "{k} of the proofs example");
+        }
+    }
+
+    /// A config of `n` 8 MiB sectors.
+    fn config(n: usize) -> BatchConfig {
+        let v = serde_json::json!({
+            "registered_proof": "StackedDrg8MiBV1_1_Feat_SyntheticPoRep",
+            "sectors": (0..n).map(|i| serde_json::json!({"prover_id": "00".repeat(32), "sector_id": i, "ticket": "11".repeat(32)})).collect::<Vec<_>>(),
+            "layers": {"paths": ["/dev/null"], "slot_offset": 0}, "output_dir": "/out"
+        });
+        BatchConfig::from_json(&v.to_string()).unwrap()
+    }
+
+    /// The proofs phase counts sectors: none done within one, the share of sectors done, no
+    /// rate, the remaining sectors (this one included) at the model's seconds each.
+    #[test]
+    fn proofs_count_sectors() {
+        let mut p = Progress::for_proofs(&config(4), Some(850.0));
+        p.start_layer(3);
+        let d = p.to_json();
+        assert_eq!(
+            (d["phase"].as_str(), d["layer"].as_u64(), d["layers"].as_u64()),
+            (Some("proofs"), Some(3), Some(4))
+        );
+        assert_eq!((d["layer_percent"].as_f64(), d["percent"].as_f64()), (Some(0.0), Some(50.0)));
+        assert_eq!((d["rate_labels_per_s"].as_f64(), d["eta_seconds"].as_f64()), (Some(0.0), Some(2.0 * 850.0)));
+        assert!(Progress::for_proofs(&config(4), None).to_json()["eta_seconds"].is_null());
+        p.finish();
+        let d = p.to_json();
+        assert_eq!(
+            (d["state"].as_str(), d["percent"].as_f64(), d["eta_seconds"].as_f64()),
+            (Some("done"), Some(100.0), Some(0.0))
+        );
     }
 
     impl ProgressSink {
@@ -568,6 +641,7 @@ mod tests {
             state: "running",
             error: None,
             start: Instant::now(),
+            unit_seconds: None,
         };
         assert_eq!(p.labels_this_run(), 40 * 8);
         p.start_layer(4);

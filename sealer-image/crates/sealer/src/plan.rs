@@ -4,12 +4,16 @@
 //! Every check is read-only: layer devices and files are inspected, never created or resized;
 //! the parent cache is checked against its manifest by size (its digest is checked when the
 //! batch runs); data files are checked by size only.
+//!
+//! A SyntheticPoRep batch also makes its synthetic proofs after PC2, one sector after another
+//! ([`sealer_proofs::synth::cost`]): their memory is checked against what this process may use,
+//! their files are counted in the outputs.
 
 use sealer_config::BatchConfig;
 use sealer_pc1::engine::Buffers;
 use sealer_slot::{Geometry, Tuning};
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One check of the plan.
 #[derive(Clone, Debug, Serialize)]
@@ -43,7 +47,9 @@ pub struct Resources {
     pub hugepages_1gi_needed: u64,
     /// Bytes of the node's parent cache for this graph.
     pub parent_cache_bytes: u64,
-    /// Output bytes per sector (replica, trees, layer files unless dropped, p_aux/t_aux).
+    /// Output bytes per sector (replica, trees, layer files unless dropped, p_aux/t_aux; a
+    /// SyntheticPoRep sector's proofs file too, counted beside its layer files: a bound on the
+    /// peak, as the layer files go once the proofs are written).
     pub output_bytes_per_sector: u64,
     /// Output bytes of the batch.
     pub output_bytes: u64,
@@ -62,6 +68,24 @@ pub struct Resources {
     pub read_iops: f64,
     /// 4 KiB page writes per second PC1 needs at that rate.
     pub write_iops: f64,
+    /// The synthetic proofs after PC2 of a SyntheticPoRep batch (None for other proofs).
+    pub synthetic_proofs: Option<SynthPlan>,
+}
+
+/// SyntheticPoRep's synthetic proofs after PC2, from [`sealer_proofs::synth::cost`]: the
+/// sectors are proven one after another, each on every CPU of the layout.
+#[derive(Clone, Debug, Serialize)]
+pub struct SynthPlan {
+    /// Synthetic challenges per sector: min(nodes, 2^18).
+    pub challenges: u64,
+    /// Peak memory of the proofs, bytes: one sector's (it does not grow with the batch).
+    pub peak_memory_bytes: u64,
+    /// Bytes of each sector's proofs file (counted in the outputs).
+    pub file_bytes_per_sector: u64,
+    /// Distinct CPUs of the layout, at least 1: what the proofs are assumed to run on.
+    pub cpus: usize,
+    /// Wall seconds of the batch's proofs: CPU-seconds per sector × sectors / CPUs.
+    pub seconds: f64,
 }
 
 /// The plan: checks and resources.
@@ -126,6 +150,46 @@ fn free_hugepages_1g() -> Option<u64> {
     std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages").ok()?.trim().parse().ok()
 }
 
+/// Memory this process may use, bytes, and where that figure comes from: its cgroup's limit
+/// (v2 `memory.max`, v1 `memory.limit_in_bytes`) when one is set, else `MemAvailable` of
+/// /proc/meminfo.
+pub fn available_memory() -> Option<(u64, String)> {
+    let read = |p: &Path| std::fs::read_to_string(p).ok();
+    let cgroup = read(Path::new("/proc/self/cgroup")).unwrap_or_default();
+    cgroup_memory_limit(&cgroup, &read).or_else(|| {
+        let meminfo = read(Path::new("/proc/meminfo"))?;
+        let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some((kib << 10, "MemAvailable in /proc/meminfo".into()))
+    })
+}
+
+/// The memory limit of the cgroup that `/proc/self/cgroup` (`cgroup`) names, read through
+/// `read`: the v2 `memory.max` or the v1 memory controller's `memory.limit_in_bytes`, under the
+/// process's cgroup path or at the mount's root (a container's own cgroup). None when no limit
+/// is set (`max`, or v1's page-rounded i64::MAX).
+fn cgroup_memory_limit(cgroup: &str, read: &dyn Fn(&Path) -> Option<String>) -> Option<(u64, String)> {
+    for line in cgroup.lines() {
+        let mut f = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else { continue };
+        let (root, file) = match controllers {
+            "" => ("/sys/fs/cgroup", "memory.max"),
+            c if c.split(',').any(|c| c == "memory") => ("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
+            _ => continue,
+        };
+        let own = Path::new(root).join(path.trim_start_matches('/')).join(file);
+        for p in [own, PathBuf::from(root).join(file)] {
+            if let Some(text) = read(&p) {
+                match text.trim().parse::<u64>() {
+                    Ok(b) if b < 1 << 60 => return Some((b, format!("cgroup limit {}", p.display()))),
+                    _ => break,
+                }
+            }
+        }
+    }
+    None
+}
+
 /// Random page reads per node step (one node of every sector) for the expander parents when
 /// `resident` (0..=1) of the previous layer is in memory. At 32/64 GiB a page holds at most 32
 /// rows and a chunk's parents almost never share one, so each of the 8 expanders is a read;
@@ -147,7 +211,19 @@ pub fn resources(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool
     let labels = n as u64 * cfg.nodes() * layers as u64;
     let labels_per_s = rate * hashers.max(1) as f64;
     let node_steps = labels_per_s / n as f64;
-    let per_sector = sealer_pc2::output_bytes_per_sector(cfg.sector_size, layers, layer_files);
+    let synthetic_proofs =
+        sealer_proofs::synth::enabled(cfg).then(|| sealer_proofs::synth::cost(cfg.sector_size)).flatten().map(|c| {
+            let cpus = sealer_proofs::synth::cpus(cfg);
+            SynthPlan {
+                challenges: c.challenges,
+                peak_memory_bytes: c.peak_memory_bytes,
+                file_bytes_per_sector: c.file_bytes,
+                cpus,
+                seconds: c.cpu_seconds * n as f64 / cpus as f64,
+            }
+        });
+    let per_sector = sealer_pc2::output_bytes_per_sector(cfg.sector_size, layers, layer_files)
+        + synthetic_proofs.as_ref().map_or(0, |s| s.file_bytes_per_sector);
     let r = Resources {
         sectors: n,
         sector_size: cfg.sector_size,
@@ -171,6 +247,7 @@ pub fn resources(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool
             node_steps * expander_reads_per_node(g.resident as f64 / g.nodes as f64)
         },
         write_iops: node_steps / g.npp as f64,
+        synthetic_proofs,
     };
     (r, g)
 }
@@ -318,6 +395,31 @@ pub fn plan(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool) -> 
         None => check("output space", false, format!("no file system holds {}", cfg.output_dir.display())),
     });
 
+    // Synthetic proofs: one sector's in memory at a time.
+    if let Some(s) = &r.synthetic_proofs {
+        let what = "memory for synthetic proofs";
+        let need = s.peak_memory_bytes;
+        checks.push(match available_memory() {
+            Some((have, from)) if have >= need => check(
+                what,
+                true,
+                format!("{} per sector (one sector at a time), {} available ({from})", gib(need), gib(have)),
+            ),
+            Some((have, from)) => check(
+                what,
+                false,
+                format!(
+                    "the synthetic proofs of one sector need {} but {} is available ({from}): raise the memory limit \
+                     or free memory to {}, or run the batch on a node with more memory",
+                    gib(need),
+                    gib(have),
+                    gib(need)
+                ),
+            ),
+            None => check(what, true, format!("{} per sector; the memory available here is unknown", gib(need))),
+        });
+    }
+
     // Data sectors' files (by size; their content is checked when the batch runs).
     for s in cfg.sectors.iter().filter(|s| s.data.is_some()) {
         let d = s.data.as_ref().expect("data sector");
@@ -369,6 +471,17 @@ pub fn render(p: &Plan) -> String {
         r.read_iops,
         r.write_iops,
     );
+    if let Some(s) = &r.synthetic_proofs {
+        out += &format!(
+            "synthetic proofs: {} challenges per sector, one sector at a time: {} of memory, {} file per sector (in the outputs); {:.0} s on {} CPU{}\n",
+            s.challenges,
+            gib(s.peak_memory_bytes),
+            gib(s.file_bytes_per_sector),
+            s.seconds,
+            s.cpus,
+            if s.cpus == 1 { "" } else { "s" },
+        );
+    }
     out
 }
 
@@ -398,5 +511,57 @@ mod tests {
         let (h, _) = resources(&cfg, Tuning { resident_bytes: 512 << 30, ..Tuning::default() }, 1e6, true);
         assert_eq!((h.previous_layer_resident, h.read_iops), (0.5, 4.0 * steps));
         assert_eq!(h.buffer_bytes, r.buffer_bytes + (512 << 30));
+        assert!(r.synthetic_proofs.is_none());
+    }
+
+    /// A SyntheticPoRep batch of 4 × 8 MiB on a layout of 2 CPUs: 2^18 challenges per sector,
+    /// one sector's 19 GB in memory, its 6.2 GB proofs file in the outputs, 1700 CPU-seconds
+    /// per sector (the operator's internal/predict model).
+    #[test]
+    fn an_8mib_synthetic_batch_plans_its_proofs() {
+        let v = serde_json::json!({
+            "registered_proof": "StackedDrg8MiBV1_1_Feat_SyntheticPoRep",
+            "sectors": (0..4).map(|i| serde_json::json!({"prover_id": "00".repeat(32), "sector_id": i, "ticket": "11".repeat(32)})).collect::<Vec<_>>(),
+            "layers": {"paths": ["/dev/nvme0n1"], "slot_offset": 0}, "output_dir": "/out",
+            "layout": {"batch_size": 4, "supported": true, "coordinators": [{"cpu": 0, "hashers": [{"cpu": 1, "sectors": 4}]}],
+                "roles": {"writer": 0, "reader": 0, "orchestrator": 0, "pc2_reader": 0, "pc2_hasher": 0,
+                    "pc2_hasher_cpu": 0, "pc2_writer": 0, "c1_reader": 0}}
+        });
+        let cfg = BatchConfig::from_json(&v.to_string()).unwrap();
+        let (r, _) = resources(&cfg, Tuning::default(), 1e6, true);
+        let s = r.synthetic_proofs.as_ref().expect("synthetic proofs planned");
+        assert_eq!(s.challenges, 1 << 18);
+        assert_eq!(s.peak_memory_bytes, (1 << 18) * 72_600, "one sector's, not the batch's");
+        assert_eq!(s.file_bytes_per_sector, 96 + (1 << 18) * 23_704);
+        assert_eq!((s.cpus, s.seconds), (2, 1700.0 * 4.0 / 2.0));
+        let pc2 = sealer_pc2::output_bytes_per_sector(8 << 20, 2, true);
+        assert_eq!(r.output_bytes_per_sector, pc2 + s.file_bytes_per_sector);
+        assert_eq!(r.output_bytes, 4 * r.output_bytes_per_sector);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["synthetic_proofs"]["peak_memory_bytes"], 19_031_654_400u64);
+        let p = plan(&cfg, Tuning::default(), 1e6, true);
+        let c = p.checks.iter().find(|c| c.what == "memory for synthetic proofs").expect("the memory check");
+        assert!(c.ok || c.detail.contains("need 17.7 GiB"), "{c:?}");
+        assert!(render(&p).contains("synthetic proofs: 262144 challenges per sector"), "{}", render(&p));
+    }
+
+    /// The cgroup's memory limit: v2 and v1, under the process's cgroup or the mount's root;
+    /// none set is no limit.
+    #[test]
+    fn memory_limit_comes_from_the_cgroup() {
+        let files = |fs: &'static [(&'static str, &'static str)]| {
+            move |p: &Path| fs.iter().find(|f| Path::new(f.0) == p).map(|f| f.1.to_string())
+        };
+        let v2 = files(&[("/sys/fs/cgroup/memory.max", "34359738368\n")]);
+        assert_eq!(cgroup_memory_limit("0::/\n", &v2).map(|l| l.0), Some(32 << 30));
+        let unlimited = files(&[("/sys/fs/cgroup/memory.max", "max\n")]);
+        assert_eq!(cgroup_memory_limit("0::/\n", &unlimited), None);
+        let v1 = files(&[
+            ("/sys/fs/cgroup/memory/kubepods/pod1/memory.limit_in_bytes", "1073741824\n"),
+            ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n"),
+        ]);
+        let hybrid = "4:memory:/kubepods/pod1\n3:cpuset:/\n0::/\n";
+        assert_eq!(cgroup_memory_limit(hybrid, &v1).map(|l| l.0), Some(1 << 30));
+        assert_eq!(cgroup_memory_limit("4:memory:/elsewhere\n", &v1), None);
     }
 }

@@ -7,7 +7,7 @@ use crate::cli::{BenchCmd, Cmd, Pc1Flags, QualifyArgs};
 use sealer_config::{BatchConfig, Layout, RegisteredProof};
 use sealer_error::SealerError;
 use sealer_pc1::{Pc1Options, Pc1Report};
-use sealer_progress::ProgressSink;
+use sealer_progress::{Progress, ProgressSink};
 use std::path::{Path, PathBuf};
 
 /// Run one parsed command.
@@ -26,7 +26,8 @@ pub fn run(cmd: Cmd) -> Result<(), SealerError> {
         }
         Cmd::Pc2 { config, layer_files, term } => {
             let cfg = load_for_proofs(&config.config, !layer_files.no_layer_files)?;
-            pc2_and_report(&cfg, !layer_files.no_layer_files, term.termination_log, None, None)
+            let sink = ProgressSink::new(&cfg, false)?;
+            pc2_and_report(&cfg, !layer_files.no_layer_files, term.termination_log, None, &sink)
         }
         Cmd::Batch { config, flags, layer_files, term } => {
             let cfg = load_for_proofs(&config.config, !layer_files.no_layer_files)?;
@@ -36,7 +37,7 @@ pub fn run(cmd: Cmd) -> Result<(), SealerError> {
             let t = std::time::Instant::now();
             let pc1 = sealer_pc1::run_pc1_with(&cfg, &opts, Some(&sink))?;
             let pc1 = (pc1, t.elapsed().as_secs_f64());
-            pc2_and_report(&cfg, !layer_files.no_layer_files, term.termination_log, Some(&pc1), Some(&sink))
+            pc2_and_report(&cfg, !layer_files.no_layer_files, term.termination_log, Some(&pc1), &sink)
         }
         Cmd::VerifyPc1 { config, nodes, seed } => verify_pc1(&load(&config.config)?, nodes, seed),
         Cmd::LayerExport { config, out } => {
@@ -200,19 +201,20 @@ fn pc1(cfg: &BatchConfig, opts: &Pc1Options) -> Result<(), SealerError> {
 /// results. After PC1 in the same run (`sealer batch`: its report and wall seconds), the
 /// results also say where PC1 ran (`cpus`, `buffers`) and how long each phase took
 /// (`timings`: PC1's wall seconds around the whole PC1 call, PC2's around PC2 alone, without
-/// the proofs after it). `sealer pc2` alone reports no `timings`.
+/// the proofs after it). `sealer pc2` alone reports no `timings`. Progress goes to `sink`
+/// (phase `pc2`, then `proofs` for SyntheticPoRep's synthetic proofs).
 fn pc2_and_report(
     cfg: &BatchConfig,
     layer_files: bool,
     term: Option<PathBuf>,
     pc1: Option<&(Pc1Report, f64)>,
-    sink: Option<&ProgressSink>,
+    sink: &ProgressSink,
 ) -> Result<(), SealerError> {
     let t = std::time::Instant::now();
-    let res = sealer_pc2::run_pc2_with(cfg, layer_files, sink)?;
+    let res = sealer_pc2::run_pc2_with(cfg, layer_files, Some(sink))?;
     let pc2_seconds = t.elapsed().as_secs_f64();
     if proofs_after_pc2(cfg) {
-        write_proofs(cfg, &res)?;
+        write_proofs(cfg, &res, sink)?;
     }
     let mut v = serde_json::json!({ "sectors": res });
     if let Some(cpus) = pc1.and_then(|(r, _)| r.cpus.as_ref()) {
@@ -255,9 +257,11 @@ fn proofs_after_pc2(cfg: &BatchConfig) -> bool {
     sealer_proofs::synth::enabled(cfg) || sealer_proofs::c1::enabled(cfg)
 }
 
-/// SyntheticPoRep: every sector's vanilla proofs from its PC2 outputs; NI-PoRep: every
-/// sector's C1 output. Then its layers go.
-fn write_proofs(cfg: &BatchConfig, res: &[sealer_pc2::SectorResult]) -> Result<(), SealerError> {
+/// SyntheticPoRep: every sector's vanilla proofs from its PC2 outputs, one sector after
+/// another, published to `sink` as phase `proofs` (sector k of the batch, the ETA from
+/// [`sealer_proofs::synth::seconds_per_sector`]); NI-PoRep: every sector's C1 output. Then
+/// its layers go.
+fn write_proofs(cfg: &BatchConfig, res: &[sealer_pc2::SectorResult], sink: &ProgressSink) -> Result<(), SealerError> {
     let hex32 = |s: &str| -> [u8; 32] {
         let mut out = [0u8; 32];
         out.copy_from_slice(&hex::decode(s).expect("PC2 wrote hex"));
@@ -269,10 +273,26 @@ fn write_proofs(cfg: &BatchConfig, res: &[sealer_pc2::SectorResult]) -> Result<(
     } else {
         ("synthetic proofs", sealer_proofs::synth::write_sector)
     };
+    let mut prog = sealer_proofs::synth::enabled(cfg)
+        .then(|| Progress::for_proofs(cfg, sealer_proofs::synth::seconds_per_sector(cfg)));
     for (i, r) in res.iter().enumerate() {
+        if let Some(prog) = &mut prog {
+            prog.start_layer(i + 1);
+            sink.publish(prog);
+        }
         let p = sealer_config::sector_paths(cfg, r.sector_id);
-        write(cfg, i, &p.cache, &p.sealed, hex32(&r.comm_r), hex32(&r.comm_d))
-            .map_err(|e| SealerError::Io(format!("{what}: {e:#}")))?;
+        if let Err(e) = write(cfg, i, &p.cache, &p.sealed, hex32(&r.comm_r), hex32(&r.comm_d)) {
+            let e = SealerError::Io(format!("{what}: {e:#}"));
+            if let Some(prog) = &mut prog {
+                prog.fail(&e.to_string());
+                sink.publish(prog);
+            }
+            return Err(e);
+        }
+    }
+    if let Some(prog) = &mut prog {
+        prog.finish();
+        sink.publish(prog);
     }
     log::info!("{what} written for {} sectors; their layer files removed", res.len());
     Ok(())

@@ -548,7 +548,8 @@ fn node_parent_cache_is_built_once_verified_and_never_used_corrupt() {
 }
 
 /// `batch` of SyntheticPoRep sectors ends with each sector's synthetic proofs and no layer
-/// files; told to keep no layer files it refuses before any work.
+/// files, its progress at the last sector of phase `proofs`; told to keep no layer files it
+/// refuses before any work.
 #[test]
 fn synthetic_and_ni_porep_batches_write_their_proofs_and_drop_the_layers() {
     // SyntheticPoRep (proof id 10) writes its vanilla proofs, NI-PoRep (15) its C1 output.
@@ -565,6 +566,13 @@ fn synthetic_and_ni_porep_batches_write_their_proofs_and_drop_the_layers() {
             let cache = sealer_config::sector_paths(&cfg, s.sector_id).cache;
             assert!(cache.join(file_name).metadata().unwrap().len() > 0, "proof {proof}: no {file_name}");
             assert!(!cache.join("sc-02-data-layer-1.dat").exists() && cache.join("p_aux").exists());
+        }
+        let progress: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(work.path().join("out/progress.json")).unwrap()).unwrap();
+        let phase = if proof == 10 { "proofs" } else { "pc2" };
+        assert_eq!((progress["phase"].as_str(), progress["state"].as_str()), (Some(phase), Some("done")), "{progress}");
+        if proof == 10 {
+            assert_eq!((progress["layer"].as_u64(), progress["layers"].as_u64()), (Some(2), Some(2)), "{progress}");
         }
     }
 }
