@@ -192,7 +192,7 @@ func (q *Qualifier) start(ctx context.Context, n *placement.Node, why string) er
 		in.WriteSlot, in.WriteRange = &slot, n.Geometry.Range(slot)
 		claim.Slot, claim.Range, claim.Dirty = slot, in.WriteRange, true
 	}
-	if avail, _ := placement.HugepagesAvailable(n); avail >= 1 {
+	if avail, _ := placement.HugepagesAvailable(n); avail >= 1 && q.kubeletGrantsHugepages(ctx, sn.Name) {
 		in.Hugepage, claim.Running, claim.Hugepages = true, true, 1
 	}
 	// Booked before any write goes out: the next cycles count it whatever the cache shows.
@@ -229,6 +229,18 @@ func (q *Qualifier) start(ctx context.Context, n *placement.Node, why string) er
 
 // qualifyBookedMessage marks a write slot whose qualification has not ended: the scrub waits.
 const qualifyBookedMessage = "booked for the qualification's write test; scrubbed after it"
+
+// kubeletGrantsHugepages reports whether the node's kubelet offers 1 GiB hugepages to pods
+// (pages reserved after it started are not allocatable until it restarts: a probe asking for
+// one would never be scheduled).
+func (q *Qualifier) kubeletGrantsHugepages(ctx context.Context, node string) bool {
+	var n corev1.Node
+	if err := q.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
+		return false
+	}
+	hp, ok := n.Status.Allocatable["hugepages-1Gi"]
+	return ok && hp.Value() >= 1<<30
+}
 
 // annotationQualifyUID ties a pod to its booking (the dirty record's BatchUID).
 const annotationQualifyUID = "sealfleet.io/qualify-uid"

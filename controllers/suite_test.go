@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -173,6 +174,12 @@ func (h *harness) addNode(name string, slots int32, hugepages int64, labels map[
 	// Play the node-lifecycle controller: admission taints new nodes not-ready.
 	node.Spec.Taints = nil
 	if err := h.c.Update(ctx, node); err != nil {
+		h.t.Fatal(err)
+	}
+	// Play the kubelet: it offers the node's 1 GiB hugepages to pods.
+	node.Status.Capacity = corev1.ResourceList{"hugepages-1Gi": *resource.NewQuantity(hugepages<<30, resource.BinarySI)}
+	node.Status.Allocatable = node.Status.Capacity
+	if err := h.c.Status().Update(ctx, node); err != nil {
 		h.t.Fatal(err)
 	}
 	sn := &sealv1.SealerNode{ObjectMeta: metav1.ObjectMeta{Name: name},
