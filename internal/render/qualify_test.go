@@ -12,7 +12,7 @@ import (
 func TestQualifyPod(t *testing.T) {
 	slot := int32(1)
 	in := QualifyInput{Namespace: "ops", Node: "n1.example", Roots: []string{"/var/lib/sealfleet"}, Seconds: 2,
-		Devices: []sealv1.LayerDeviceStatus{{Path: "/var/lib/sealfleet/a.img", Ready: true}, {Path: "/srv/b.img", Ready: true}, {Path: "/var/lib/sealfleet/c.img"}},
+		Devices:   []sealv1.LayerDeviceStatus{{Path: "/var/lib/sealfleet/a.img", Ready: true}, {Path: "/srv/b.img", Ready: true}, {Path: "/var/lib/sealfleet/c.img"}},
 		WriteSlot: &slot, WriteRange: sealv1.SlotRange{OffsetBytes: 1 << 30, LengthBytes: 1 << 30}, Hugepage: true, Request: "r", DevicesKey: "k"}
 	p := QualifyPod(in, podOpts())
 	c := p.Spec.Containers[0]
@@ -41,4 +41,3 @@ func TestQualifyPod(t *testing.T) {
 		t.Fatal("a pod that probes no hugepage holds one")
 	}
 }
-
