@@ -798,18 +798,19 @@ func requalifyRun(t *testing.T, first *sealv1.Qualification) {
 	}
 	slow := ask(fmt.Sprintf("throttled-%d", time.Now().Unix()))
 	th.lift()
-	// Bandwidth follows the limit; random 4 KiB reads fall far below the disk's own rate
+	// Bandwidth follows the limit; random 4 KiB reads fall well below the disk's own rate
 	// (cgroup v1 blk-throttle lets io_uring's small reads past its byte limit a few times over
-	// here, so only their fall is checked).
+	// here, and this shared disk's own rate varies 50-90k reads/s, so only a halving is
+	// checked).
 	d := slow.LayerDevices[0]
 	if d.SeqReadBytesPerSecond > 2*bps || d.SeqWriteBytesPerSecond > 2*bps {
 		t.Errorf("throttled to %d B/s, the layer file measured sequential read %d B/s, write %d B/s", bps, d.SeqReadBytesPerSecond, d.SeqWriteBytesPerSecond)
 	}
-	if got, was := d.RandomReadIOPS, first.LayerDevices[0].RandomReadIOPS; got*4 > was {
+	if got, was := d.RandomReadIOPS, first.LayerDevices[0].RandomReadIOPS; got*2 > was {
 		t.Errorf("throttled to %d B/s, the layer file measured %d reads/s (unthrottled %d)", bps, got, was)
 	}
 	again := ask(fmt.Sprintf("lifted-%d", time.Now().Unix()))
-	if again.LayerDevices[0].RandomReadIOPS < 4*slow.LayerDevices[0].RandomReadIOPS {
-		t.Errorf("unthrottled again, the layer file measured %d reads/s (throttled %d)", again.LayerDevices[0].RandomReadIOPS, slow.LayerDevices[0].RandomReadIOPS)
+	if a := again.LayerDevices[0]; a.RandomReadIOPS < 2*d.RandomReadIOPS || a.SeqReadBytesPerSecond < 8*bps {
+		t.Errorf("unthrottled again, the layer file measured %d reads/s, %d B/s (throttled %d, %d)", a.RandomReadIOPS, a.SeqReadBytesPerSecond, d.RandomReadIOPS, d.SeqReadBytesPerSecond)
 	}
 }
