@@ -47,8 +47,9 @@ sealer: ## Build the native sealer (Rust) into sealer-image/target/release/seale
 test: test-repo test-go test-sealer test-chart test-e2e ## Run every test suite: repository checks, Go unit + envtest, Rust sealer (oracle), Helm chart + alert rules, e2e on the local cluster (the demo's steps included).
 
 .PHONY: test-repo
-test-repo: ## Repository hygiene: no tracked file over 1 MiB (exceptions in hack/large-files.allow), Go sources gofmt-clean.
+test-repo: ## Repository hygiene: no tracked file over 1 MiB (exceptions in hack/large-files.allow), Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod.
 	hack/check-tracked-sizes.sh
+	hack/tools/k8s/regen.sh check
 	@unformatted=$$(git ls-files -z '*.go' | xargs -0 gofmt -l); [ -z "$$unformatted" ] || { echo "not gofmt-clean (run gofmt -w): $$unformatted" >&2; exit 1; }
 
 .PHONY: test-go

@@ -6,8 +6,7 @@
 #   hack/tools.sh k8s              kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd
 #   hack/tools.sh kubectl          kubectl (same module and version as k8s)
 #   hack/tools.sh controller-gen
-#   hack/tools.sh helm             (same module as k8s: one build for all that are missing)
-#   hack/tools.sh kwok
+#   hack/tools.sh kwok | helm      (same module as k8s: one build for all that are missing)
 #   hack/tools.sh envtest-assets   k8s + the KUBEBUILDER_ASSETS folder (bin/envtest)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,16 +41,16 @@ k8s_ldflags() {
   echo "$ld"
 }
 
-# The Kubernetes binaries, kubectl and helm come from one module (hack/tools/k8s) and build in
-# one `go build`: the k8s.io libraries they share compile once, and their links run side by
-# side. Each wanted tool that does not report its pinned version is queued here. (kwok builds
-# on its own: v0.7 does not compile against the 1.37 libraries, and v0.8 dropped the built-in
-# node stages the local cluster relies on.)
+# The Kubernetes binaries, kubectl, helm and kwok come from one module (hack/tools/k8s) and
+# build in one `go build`: the k8s.io libraries they share compile once, and their links run
+# side by side. That module selects the same version of every module it shares with the
+# project's own go.mod (hack/tools/k8s/regen.sh keeps them so), so `make build` reuses those
+# compiled packages too. Each wanted tool that does not report its pinned version is queued here.
 k8s_module_pkgs=()
 
 check_k8s_module_pins() {
   local mod="$root/hack/tools/k8s/go.mod" m v
-  for m in "helm.sh/helm/v3 $HELM_VERSION"; do
+  for m in "helm.sh/helm/v3 $HELM_VERSION" "sigs.k8s.io/kwok $KWOK_VERSION"; do
     v=$(awk -v m="${m% *}" '$1==m{print $2}' "$mod")
     [ "$v" = "${m#* }" ] || { echo "hack/tools.sh: hack/versions.env pins ${m% *} ${m#* }, hack/tools/k8s/go.mod has '$v': run hack/tools/k8s/regen.sh" >&2; exit 1; }
   done
@@ -77,12 +76,8 @@ want_kubectl() {
     k8s_module_pkgs+=(k8s.io/kubernetes/cmd/kubectl)
 }
 
-build_kwok() {
-  has_version "$bin/kwok" --version "$KWOK_VERSION" && return 0
-  log "building kwok $KWOK_VERSION"
-  GOBIN="$bin" go install -trimpath \
-    -ldflags "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
-    "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+want_kwok() {
+  has_version "$bin/kwok" --version "$KWOK_VERSION" || k8s_module_pkgs+=(sigs.k8s.io/kwok/cmd/kwok)
 }
 
 want_helm() {
@@ -92,9 +87,9 @@ want_helm() {
 build_k8s_module() {
   [ ${#k8s_module_pkgs[@]} -gt 0 ] || return 0
   check_k8s_module_pins
-  log "building ${k8s_module_pkgs[*]##*/} (Kubernetes $KUBERNETES_VERSION, helm $HELM_VERSION; several minutes when cold)"
+  log "building ${k8s_module_pkgs[*]##*/} (Kubernetes $KUBERNETES_VERSION, helm $HELM_VERSION, kwok $KWOK_VERSION; several minutes when cold)"
   local ld
-  ld="$(k8s_ldflags) -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  ld="$(k8s_ldflags) -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
   (cd "$root/hack/tools/k8s" && go build -trimpath -o "$bin/" -ldflags "$ld" "${k8s_module_pkgs[@]}")
   k8s_module_pkgs=()
 }
@@ -119,7 +114,7 @@ for t in "$@"; do
     k8s) want_k8s ;;
     kubectl) want_kubectl ;;
     controller-gen) build_controller_gen ;;
-    kwok) build_kwok ;;
+    kwok) want_kwok ;;
     helm) want_helm ;;
     envtest-assets) want_k8s; envtest_assets_wanted=1 ;;
     *) echo "hack/tools.sh: unknown tool '$t' (k8s, kubectl, controller-gen, kwok, helm, envtest-assets)" >&2; exit 2 ;;
