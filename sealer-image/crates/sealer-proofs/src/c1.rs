@@ -1,7 +1,10 @@
 //! C1 (seal commit phase 1) on the sealer's outputs, written as `commit-phase1-output` in the
 //! sector's cache directory: the serde JSON of filecoin-proofs-api's `SealCommitPhase1Output`,
 //! the bytes filecoin-ffi returns from C1 and lotus and Curio hand to C2. Its vanilla proofs are
-//! checked by filecoin-proofs while it is made.
+//! made and checked by filecoin-proofs' own `seal_commit_phase1`; the JSON around them is
+//! written here in the api crate's layout (`ApiC1Output`: that crate compiles every proof of
+//! every sector size, a seventh of a cold build of the sealer), and the tests hold it byte-equal
+//! to filecoin-proofs-api's.
 //!
 //! - NI-PoRep: no interactive seed (its challenges come from comm_r), so C1 runs right after
 //!   PC2 on the layer files PC2 wrote, which are removed afterwards ([`write_sector`]).
@@ -12,12 +15,13 @@
 
 use anyhow::Context;
 use filecoin_hashers::{poseidon::PoseidonDomain, Domain};
-use filecoin_proofs_api::seal::{seal_commit_phase1, SealPreCommitPhase2Output};
-use filecoin_proofs_api::{RegisteredSealProof, SectorId};
+use filecoin_proofs::{with_shape, PoRepConfig, SealPreCommitOutput};
 use sealer_config::{BatchConfig, Feature};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_core::sector::SectorId;
 use storage_proofs_porep::stacked::Challenges;
 
 /// The seeds file `sealer c1 --seeds` reads, as the operator writes it (the contract
@@ -61,11 +65,61 @@ pub fn enabled(cfg: &BatchConfig) -> bool {
     cfg.features.contains(&Feature::NonInteractivePoRep)
 }
 
-/// filecoin-proofs-api's name for the config's proof.
-pub fn registered_proof(cfg: &BatchConfig) -> anyhow::Result<RegisteredSealProof> {
-    let name = cfg.proof_name();
-    serde_json::from_value(serde_json::Value::String(name.clone()))
-        .with_context(|| format!("{name} is not a filecoin-proofs-api RegisteredSealProof"))
+/// filecoin-proofs-api's `SealCommitPhase1Output` as serde writes it: the registered proof's
+/// name, the vanilla proofs under the variant of its `VanillaSealProof` enum (one per sector
+/// size, `StackedDrg<size>V1` for every version and feature), then filecoin-proofs' own output
+/// fields in their order.
+#[derive(serde::Serialize)]
+struct ApiC1Output<'a, Proofs: serde::Serialize, Domain: serde::Serialize> {
+    registered_proof: &'a str,
+    vanilla_proofs: BTreeMap<String, &'a Proofs>,
+    comm_r: [u8; 32],
+    comm_d: [u8; 32],
+    replica_id: Domain,
+    seed: [u8; 32],
+    ticket: [u8; 32],
+}
+
+/// The api's `VanillaSealProof` variant of a sector size.
+fn vanilla_variant(sector_size: u64) -> anyhow::Result<String> {
+    let (_, name, _, _) = sealer_config::SECTOR_SIZES
+        .iter()
+        .find(|s| s.0 == sector_size)
+        .with_context(|| format!("no C1 for sector size {sector_size}"))?;
+    Ok(format!("StackedDrg{name}V1"))
+}
+
+/// What C1 of one sector takes, besides the tree shape.
+struct C1Input<'a> {
+    pc: &'a PoRepConfig,
+    proof_name: &'a str,
+    cache: &'a Path,
+    sealed: &'a Path,
+    prover_id: [u8; 32],
+    id: SectorId,
+    ticket: [u8; 32],
+    seed: [u8; 32],
+    pre: SealPreCommitOutput,
+    pieces: &'a [filecoin_proofs::PieceInfo],
+}
+
+/// filecoin-proofs' C1 of one sector with the tree shape of its size, as the api's JSON (the api
+/// checks the cache for the layers and trees first, as here).
+fn commit_phase1_json<Tree: 'static + MerkleTreeTrait>(i: &C1Input) -> anyhow::Result<Vec<u8>> {
+    filecoin_proofs::validate_cache_for_commit::<_, _, Tree>(i.cache, i.sealed)?;
+    let out = filecoin_proofs::seal_commit_phase1::<_, Tree>(
+        i.pc, i.cache, i.sealed, i.prover_id, i.id, i.ticket, i.seed, i.pre.clone(), i.pieces,
+    )?;
+    let json = ApiC1Output {
+        registered_proof: i.proof_name,
+        vanilla_proofs: BTreeMap::from([(vanilla_variant(u64::from(i.pc.sector_size))?, &out.vanilla_proofs)]),
+        comm_r: out.comm_r,
+        comm_d: out.comm_d,
+        replica_id: out.replica_id,
+        seed: out.seed,
+        ticket: out.ticket,
+    };
+    Ok(serde_json::to_vec(&json)?)
 }
 
 /// Write one sector's C1 output into `cache` (its layers must be there) and remove its layer
@@ -111,11 +165,23 @@ fn commit_and_clear(
         Some(d) => sealer_data::piece_infos(cfg.sector_size, &d.pieces).map_err(anyhow::Error::msg)?,
         None => vec![],
     };
-    let pre = SealPreCommitPhase2Output { registered_proof: registered_proof(cfg)?, comm_r, comm_d };
-    let c1 = seal_commit_phase1(cache, sealed, s.prover_id, SectorId::from(s.sector_id), s.ticket, seed, pre, &pieces)
+    let pc = crate::porep::porep_config(cfg)?;
+    let input = C1Input {
+        pc: &pc,
+        proof_name: &cfg.proof_name(),
+        cache,
+        sealed,
+        prover_id: s.prover_id,
+        id: SectorId::from(s.sector_id),
+        ticket: s.ticket,
+        seed,
+        pre: SealPreCommitOutput { comm_r, comm_d },
+        pieces: &pieces,
+    };
+    let c1 = with_shape!(cfg.sector_size, commit_phase1_json, &input)
         .with_context(|| format!("sector {}: seal_commit_phase1", s.sector_id))?;
     let tmp = cache.join(format!("{C1_OUTPUT_FILE}.tmp"));
-    std::fs::write(&tmp, serde_json::to_vec(&c1)?).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::write(&tmp, c1).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &out).with_context(|| format!("renaming {}", tmp.display()))?;
     for l in layers {
         std::fs::remove_file(l).with_context(|| format!("removing {}", l.display()))?;

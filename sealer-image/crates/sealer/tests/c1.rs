@@ -42,7 +42,7 @@ fn c1_from_slot_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, seede
         let o = oracle::precommit_sector(&cfg, spec, work.path()).expect("oracle");
         assert_eq!((o.comm_r, o.comm_d), (s.comm_r, s.comm_d));
         let pre = SealPreCommitPhase2Output {
-            registered_proof: c1::registered_proof(&cfg).unwrap(),
+            registered_proof: serde_json::from_value(cfg.proof_name().into()).unwrap(),
             comm_r: o.comm_r,
             comm_d: o.comm_d,
         };

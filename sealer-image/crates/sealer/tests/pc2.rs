@@ -153,18 +153,29 @@ fn pc2_case_with(
             sealer_proofs::synth::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).unwrap();
         }
         if c1 && sealer_proofs::c1::enabled(&cfg) {
-            // NI-PoRep: our C1 output (made on our files) equals filecoin-proofs-api's on its
-            // own, parses as its SealCommitPhase1Output, and the layers are gone.
+            // NI-PoRep: our C1 output (made on our files) equals filecoin-proofs-api's
+            // seal_commit_phase1 on its own files, byte for byte, and the layers are gone.
             let hex32 = |h: &str| -> [u8; 32] { hex::decode(h).unwrap().try_into().unwrap() };
             let (cr, cd) = (hex32(&res[i].comm_r), hex32(&res[i].comm_d));
+            let pieces = match &s.data {
+                Some(d) => sealer_data::piece_infos(cfg.sector_size, &d.pieces).unwrap(),
+                None => vec![],
+            };
+            let registered_proof = serde_json::from_value(cfg.proof_name().into()).unwrap();
+            let pre = filecoin_proofs_api::seal::SealPreCommitPhase2Output { registered_proof, comm_r: cr, comm_d: cd };
+            let api = filecoin_proofs_api::seal::seal_commit_phase1(
+                oc, &o.sealed, s.prover_id, s.sector_id.into(), s.ticket, [0; 32], pre, &pieces,
+            )
+            .expect("filecoin-proofs-api C1 on its own outputs");
             sealer_proofs::c1::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).expect("C1 on our outputs");
-            sealer_proofs::c1::write_sector(&cfg, i, oc, &o.sealed, cr, cd).expect("C1 on filecoin-proofs' outputs");
             let f = sealer_proofs::c1::C1_OUTPUT_FILE;
+            assert!(std::fs::read(ours.cache.join(f)).unwrap() == serde_json::to_vec(&api).unwrap(), "{f} of sector {i} differs from filecoin-proofs-api's");
+            sealer_proofs::c1::write_sector(&cfg, i, oc, &o.sealed, cr, cd).expect("C1 on filecoin-proofs' outputs");
             let (a, b) = (std::fs::read(ours.cache.join(f)).unwrap(), std::fs::read(oc.join(f)).unwrap());
             assert!(!a.is_empty() && a == b, "{f} of sector {i} differs ({} vs {} bytes)", a.len(), b.len());
             let parsed: filecoin_proofs_api::seal::SealCommitPhase1Output = serde_json::from_slice(&a).unwrap();
             assert_eq!((parsed.comm_r, parsed.comm_d), (cr, cd));
-            assert_eq!(parsed.registered_proof, sealer_proofs::c1::registered_proof(&cfg).unwrap());
+            assert_eq!(serde_json::to_value(parsed.registered_proof).unwrap(), cfg.proof_name());
             assert!(!ours.cache.join("sc-02-data-layer-1.dat").exists(), "layer files left after C1");
             sealer_proofs::c1::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).unwrap();
         }
