@@ -108,7 +108,15 @@ struct C1Input<'a> {
 fn commit_phase1_json<Tree: 'static + MerkleTreeTrait>(i: &C1Input) -> anyhow::Result<Vec<u8>> {
     filecoin_proofs::validate_cache_for_commit::<_, _, Tree>(i.cache, i.sealed)?;
     let out = filecoin_proofs::seal_commit_phase1::<_, Tree>(
-        i.pc, i.cache, i.sealed, i.prover_id, i.id, i.ticket, i.seed, i.pre.clone(), i.pieces,
+        i.pc,
+        i.cache,
+        i.sealed,
+        i.prover_id,
+        i.id,
+        i.ticket,
+        i.seed,
+        i.pre.clone(),
+        i.pieces,
     )?;
     let json = ApiC1Output {
         registered_proof: i.proof_name,

@@ -2,9 +2,10 @@
 //! sector from its staged file and pieces) through crates.io `filecoin-proofs`.
 
 use anyhow::Context;
-use sealer_proofs::porep::{porep_config, proof_config};
 use filecoin_proofs::{seal_pre_commit_phase1, PoRepConfig, SealPreCommitPhase1Output, SectorShapeBase};
+use rayon::prelude::*;
 use sealer_config::{BatchConfig, SectorSpec, SnapConfig};
+use sealer_proofs::porep::{porep_config, proof_config};
 use std::path::Path;
 use storage_proofs_core::sector::SectorId;
 
@@ -154,8 +155,10 @@ pub fn commit_phase1(
 
 /// filecoin-proofs PC1 + PC2 for every sector of a batch config (CC and data sectors,
 /// base-shape test sizes), as `{"sectors": [{"sector_id", "comm_d", "comm_r"}]}` with hex commitments in the
-/// byte order rust-fil-proofs returns them, like `results.json`. Each sector's files are
-/// removed once it is sealed; the parent cache under `work` is kept for the next run.
+/// byte order rust-fil-proofs returns them, like `results.json`. Sectors seal side by side on
+/// rayon's threads (filecoin-proofs labels one sector on one thread; its parent cache is built
+/// once, under its own lock). Each sector's files are removed once it is sealed; the parent
+/// cache under `work` is kept for the next run.
 pub fn precommit_batch(cfg: &BatchConfig, work: &Path) -> anyhow::Result<serde_json::Value> {
     if cfg.sector_size > 512 << 20 {
         anyhow::bail!(
@@ -164,18 +167,21 @@ pub fn precommit_batch(cfg: &BatchConfig, work: &Path) -> anyhow::Result<serde_j
         );
     }
     set_cache_env(&work.join("fil-proofs"));
-    let mut out = Vec::with_capacity(cfg.sectors.len());
-    for s in &cfg.sectors {
-        let dir = work.join(format!("sector-{}", s.sector_id));
-        std::fs::create_dir_all(&dir)?;
-        let r = precommit_sector(cfg, s, &dir)?;
-        out.push(serde_json::json!({
-            "sector_id": s.sector_id,
-            "comm_d": hex::encode(r.comm_d),
-            "comm_r": hex::encode(r.comm_r),
-        }));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+    let out = cfg
+        .sectors
+        .par_iter()
+        .map(|s| {
+            let dir = work.join(format!("sector-{}", s.sector_id));
+            std::fs::create_dir_all(&dir)?;
+            let r = precommit_sector(cfg, s, &dir)?;
+            let _ = std::fs::remove_dir_all(&dir);
+            Ok(serde_json::json!({
+                "sector_id": s.sector_id,
+                "comm_d": hex::encode(r.comm_d),
+                "comm_r": hex::encode(r.comm_r),
+            }))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(serde_json::json!({ "sectors": out }))
 }
 
