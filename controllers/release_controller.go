@@ -37,6 +37,8 @@ type ReleaseReconciler struct {
 	Timeout  time.Duration
 	// Home is where the batches' pods and ConfigMaps live.
 	Home render.Home
+	// Pods reads the batches' pods, there or where a batch's status recorded them.
+	Pods podReads
 }
 
 // Reconcile releases when due.
@@ -227,16 +229,20 @@ func (r *ReleaseReconciler) waiting(ctx context.Context, b *sealv1.SealBatch, re
 // shut down: the pod is then deleted at once, as the kubelet will never confirm it).
 func (r *ReleaseReconciler) stopSealer(ctx context.Context, b *sealv1.SealBatch) (string, error) {
 	// Where Home puts them, and where they were before a move of the sealer namespace (the
-	// batch's own namespace, or the one its status recorded).
+	// one its status recorded; the batch's own for a pod recorded before namespaces were).
 	var pods corev1.PodList
-	namespaces := []string{r.Home.NamespaceOf(b), b.Namespace, b.Status.PodNamespace}
+	recorded := b.Status.PodNamespace
+	if recorded == "" && b.Status.PodName != "" {
+		recorded = b.Namespace
+	}
+	namespaces := []string{r.Home.NamespaceOf(b), recorded}
 	slices.Sort(namespaces)
 	for _, ns := range slices.Compact(namespaces) {
 		if ns == "" {
 			continue
 		}
 		var in corev1.PodList
-		if err := r.List(ctx, &in, client.InNamespace(ns), client.MatchingLabels(render.SealerPods(b))); err != nil {
+		if err := r.Pods.List(ctx, ns, &in, client.MatchingLabels(render.SealerPods(b))); err != nil {
 			return "", err
 		}
 		pods.Items = append(pods.Items, in.Items...)

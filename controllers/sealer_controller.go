@@ -42,6 +42,8 @@ type SealerReconciler struct {
 	// Caches has nodes' parent caches built; sealer pods read the verified one read-only
 	// (nil: the sealer builds its own in the pod, the standalone behaviour).
 	Caches *ParentCaches
+	// Pods reads the batch's pods, in the sealer namespace or where its status recorded them.
+	Pods podReads
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
@@ -637,7 +639,7 @@ func batchOfObject(_ context.Context, o client.Object) []reconcile.Request {
 // recorded it: a pod an operator with another --sealer-namespace created (before an upgrade)
 // must be followed to its end, never taken for gone while it may still write the slot.
 func (r *SealerReconciler) getPod(ctx context.Context, b *sealv1.SealBatch, name string, pod *corev1.Pod) error {
-	err := r.Get(ctx, client.ObjectKey{Namespace: r.Pod.Home.NamespaceOf(b), Name: name}, pod)
+	err := r.Pods.Get(ctx, client.ObjectKey{Namespace: r.Pod.Home.NamespaceOf(b), Name: name}, pod)
 	if !apierrors.IsNotFound(err) || b.Status.PodName == "" {
 		return err
 	}
@@ -648,8 +650,12 @@ func (r *SealerReconciler) getPod(ctx context.Context, b *sealv1.SealBatch, name
 	if ns == r.Pod.Home.NamespaceOf(b) && b.Status.PodName == name {
 		return err
 	}
-	if err2 := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: b.Status.PodName}, pod); err2 == nil && pod.Labels[render.LabelBatchUID] == string(b.UID) {
+	err2 := r.Pods.Get(ctx, client.ObjectKey{Namespace: ns, Name: b.Status.PodName}, pod)
+	if err2 == nil && pod.Labels[render.LabelBatchUID] == string(b.UID) {
 		return nil
+	}
+	if apierrors.IsForbidden(err2) {
+		return err2 // unknown is not gone: the pod there may still write the slot
 	}
 	return err
 }

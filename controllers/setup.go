@@ -5,6 +5,7 @@
 package controllers
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net"
@@ -13,9 +14,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sealfleet/sealfleet/internal/render"
 )
@@ -51,8 +54,12 @@ type Options struct {
 	// QualifySeconds is how long each measurement of a node qualification runs.
 	QualifySeconds float64
 	// SealerNamespace holds every batch's sealer and C1 pods, their ConfigMaps and disruption
-	// budgets; "" puts them in each batch's own namespace.
+	// budgets; "" puts them in each batch's own namespace (and needs pod rights in every
+	// namespace served).
 	SealerNamespace string
+	// PodsRoleName names, in the refusal at start, the Role that should grant the operator
+	// its pod rights in each node-pod namespace (the chart's); "" describes it instead.
+	PodsRoleName string
 
 	// Progress reads a running sealer's progress; nil uses HTTP to the pod's /progress.
 	Progress ProgressSource
@@ -77,6 +84,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ProgressInterval, "progress-interval", 10*time.Second, "how often a running sealer's progress is read")
 	fs.StringVar(&o.ParentCacheNamespace, "parent-cache-namespace", "sealfleet-batches", "namespace of the pods that build each node's parent caches (it must be served: see --watch-namespaces); empty: every sealer pod builds its own cache")
 	fs.StringVar(&o.SealerNamespace, "sealer-namespace", "", "namespace of every batch's sealer and C1 pods, ConfigMaps and disruption budgets (the operator's: tenants with pods/exec in their own namespaces never reach a privileged sealer; it must be served, see --watch-namespaces, and allow privileged hostPath pods); empty: each batch's own namespace")
+	fs.StringVar(&o.PodsRoleName, "pods-role", "", "name of the Role that grants this operator its pod, ConfigMap and disruption-budget rights in each node-pod namespace (the chart sets it): named in the refusal at start when a namespace lacks them")
 	fs.StringVar(&o.ScrubNamespace, "scrub-namespace", "sealfleet-batches", "namespace of the pods that scrub released slots (it must be served: see --watch-namespaces, and allow privileged hostPath pods); keep tenants out of it")
 	fs.Float64Var(&o.QualifySeconds, "qualify-seconds", 2, "seconds each measurement of a node qualification runs (random reads, sequential read and write per layer device, hashing, memory)")
 	fs.DurationVar(&o.ReleaseTimeout, "release-timeout", 10*time.Minute, "after this long a release waiting for its sealer pod to end is reported stuck")
@@ -156,19 +164,28 @@ func (o *Options) checkNodePodNamespaces() error {
 // pullSecrets parses --image-pull-secrets.
 func (o *Options) pullSecrets() []string { return commaList(o.ImagePullSecrets) }
 
-// CacheOptions confines the manager's cache of namespaced objects (SealBatches, pods,
-// ConfigMaps, disruption budgets) to --watch-namespaces; SealerNodes and Nodes are
-// cluster-scoped and always seen.
+// CacheOptions confines the manager's cache of SealBatches to --watch-namespaces, and of pods,
+// ConfigMaps and disruption budgets to the namespaces the operator keeps them in (the only
+// ones it has rights on them in); SealerNodes and Nodes are cluster-scoped and always seen.
 func (o *Options) CacheOptions() cache.Options {
-	nss := commaList(o.WatchNamespaces)
-	if len(nss) == 0 {
-		return cache.Options{}
+	o.defaults()
+	var opts cache.Options
+	if nss := commaList(o.WatchNamespaces); len(nss) > 0 {
+		opts.DefaultNamespaces = namespaceConfigs(nss)
 	}
+	if nss := o.podNamespaces(); nss != nil {
+		only := cache.ByObject{Namespaces: namespaceConfigs(nss)}
+		opts.ByObject = map[client.Object]cache.ByObject{&corev1.Pod{}: only, &corev1.ConfigMap{}: only, &policyv1.PodDisruptionBudget{}: only}
+	}
+	return opts
+}
+
+func namespaceConfigs(nss []string) map[string]cache.Config {
 	m := make(map[string]cache.Config, len(nss))
 	for _, ns := range nss {
 		m[ns] = cache.Config{}
 	}
-	return cache.Options{DefaultNamespaces: m}
+	return m
 }
 
 // commaList splits a comma-separated flag, dropping blanks.
@@ -210,6 +227,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := o.checkNodePodNamespaces(); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := o.checkPodRights(ctx, mgr.GetClient()); err != nil {
+		return err
+	}
+	pods := podReads{cached: mgr.GetClient(), direct: mgr.GetAPIReader(), namespaces: o.podNamespaces()}
 	var caches *ParentCaches
 	if o.ParentCacheNamespace != "" {
 		caches = &ParentCaches{Client: mgr.GetClient(), Namespace: o.ParentCacheNamespace, Pod: po}
@@ -223,10 +246,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := (&SealerReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-sealer"), Pod: po,
-		Progress: o.Progress, Results: o.Results, ProgressInterval: o.ProgressInterval, Caches: caches}).SetupWithManager(mgr); err != nil {
+		Progress: o.Progress, Results: o.Results, ProgressInterval: o.ProgressInterval, Caches: caches, Pods: pods}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&ReleaseReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-release"), Timeout: o.ReleaseTimeout, Home: po.Home}).SetupWithManager(mgr); err != nil {
+	if err := (&ReleaseReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-release"), Timeout: o.ReleaseTimeout, Home: po.Home, Pods: pods}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&ScrubReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-scrub"), Namespace: o.ScrubNamespace,

@@ -164,6 +164,14 @@ install() {
   kc -n "$NS" rollout status deploy -l app.kubernetes.io/component=operator --timeout 120s >/dev/null 2>&1 ||
     kc -n "$NS" get pods -o wide
   say "chart installed: $(kc -n "$NS" get pods --no-headers | awk '{printf "%s %s; ", $1, $3}')"
+  # Least privilege: the operator's ServiceAccount creates pods only where it runs them.
+  local sa=system:serviceaccount:$NS:sealfleet-operator ns
+  [ "$(kc auth can-i create pods --as="$sa" -n "$NS")" = yes ] || die "the operator may not create pods in $NS, where its sealer pods run"
+  for ns in default "$BATCH_NS" kube-system; do
+    [ "$(kc auth can-i create pods --as="$sa" -n "$ns")" = no ] ||
+      die "the operator may create pods in namespace $ns: the chart must grant pod rights only in its node-pod namespaces"
+  done
+  say "the operator may create pods in $NS only (kubectl auth can-i create pods --as=$sa -n default: no)"
 }
 
 # ---- the real node --------------------------------------------------------------------------

@@ -87,12 +87,56 @@ it, else the first namespace it serves.
 {{- include "sealfleet.nodePodNamespace" (dict "ctx" . "ns" .Values.operator.parentCacheNamespace "preferred" .Release.Namespace) -}}
 {{- end }}
 
-{{/* Namespace of the sealer and C1 pods, their ConfigMaps and budgets (operator.sealerNamespace; preferred: the operator's own). */}}
+{{/* Namespace of the sealer and C1 pods, their ConfigMaps and budgets (operator.sealerNamespace; preferred: the operator's own); empty in the legacy mode operator.podRightsInBatchNamespaces, where they live in each batch's own namespace. */}}
 {{- define "sealfleet.sealerNamespace" -}}
+{{- if .Values.operator.podRightsInBatchNamespaces -}}
+{{- if .Values.operator.sealerNamespace -}}
+{{- fail (printf "operator.sealerNamespace %q and operator.podRightsInBatchNamespaces=true contradict each other: the latter runs sealer pods in each SealBatch's own namespace; unset one" .Values.operator.sealerNamespace) -}}
+{{- end -}}
+{{- else -}}
 {{- include "sealfleet.nodePodNamespace" (dict "ctx" . "ns" .Values.operator.sealerNamespace "preferred" .Release.Namespace) -}}
+{{- end -}}
+{{- end }}
+
+{{/* Name of the Role that grants the operator its pod rights in each node-pod namespace. */}}
+{{- define "sealfleet.operatorPodsRole" -}}
+{{- printf "%s-operator-pods" (include "sealfleet.fullname" .) -}}
 {{- end }}
 
 {{/* Namespace of the scrub pods (operator.scrubNamespace; preferred: the operator's own, out of tenants' reach). */}}
 {{- define "sealfleet.scrubNamespace" -}}
 {{- include "sealfleet.nodePodNamespace" (dict "ctx" . "ns" .Values.operator.scrubNamespace "preferred" .Release.Namespace) -}}
+{{- end }}
+
+{{/* A Role of the operator's in one namespace, bound to its ServiceAccount: dict ctx, namespace, name, rules. */}}
+{{- define "sealfleet.operatorRole" -}}
+{{- $ctx := .ctx }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "sealfleet.labels" $ctx | nindent 4 }}
+    app.kubernetes.io/component: operator
+rules:
+  {{- toYaml .rules | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "sealfleet.labels" $ctx | nindent 4 }}
+    app.kubernetes.io/component: operator
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ .name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ include "sealfleet.operatorServiceAccount" $ctx }}
+    namespace: {{ $ctx.Release.Namespace }}
 {{- end }}

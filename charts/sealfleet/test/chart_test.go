@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -279,8 +280,9 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-// The chart's operator ClusterRole must carry exactly the rules controller-gen generated.
-func TestOperatorClusterRoleMatchesGenerated(t *testing.T) {
+// The operator's Roles and ClusterRole together carry exactly the rules controller-gen
+// generated; the ClusterRole alone never lets it create a pod, a ConfigMap or a budget.
+func TestOperatorRBACMatchesGenerated(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -289,17 +291,33 @@ func TestOperatorClusterRoleMatchesGenerated(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &gen); err != nil {
 		t.Fatal(err)
 	}
-	cr := find(render(t), "ClusterRole", "sf-sealfleet-operator")
+	want := grants(gen["rules"])
+	nodePodGrants := func(g string) bool {
+		return strings.HasPrefix(g, "/pods") || strings.HasPrefix(g, "/configmaps") || strings.HasPrefix(g, "policy/poddisruptionbudgets")
+	}
+
+	objs := render(t)
+	cr := find(objs, "ClusterRole", "sf-sealfleet-operator")
 	if cr == nil {
 		t.Fatal("no operator ClusterRole")
 	}
-	if got, want := grants(cr["rules"]), grants(gen["rules"]); !reflect.DeepEqual(got, want) {
-		t.Errorf("chart ClusterRole rules differ from config/rbac/role.yaml: run `make manifests` (hack/sync-chart-crds.sh)\nchart: %v\ngenerated: %v", got, want)
+	for _, g := range grants(cr["rules"]) {
+		if nodePodGrants(g) {
+			t.Errorf("default operator ClusterRole grants %s in every namespace", g)
+		}
+	}
+	all := append(grants(cr["rules"]), grants(roleIn(t, objs, "sealfleet-system", "sf-sealfleet-operator-pods")["rules"])...)
+	sort.Strings(all)
+	if !reflect.DeepEqual(all, want) {
+		t.Errorf("ClusterRole + pods Role grant\n%v\nwant (config/rbac/role.yaml; run `make manifests`)\n%v", all, want)
+	}
+	if args := strs(container(t, find(objs, "Deployment", ""))["args"]); !hasArg(args, "--pods-role=sf-sealfleet-operator-pods") {
+		t.Errorf("operator args %v lack --pods-role (named in its refusal to start)", args)
 	}
 
 	// Namespace-scoped: the ClusterRole keeps the cluster-scoped resources, a Role in each
-	// watched namespace the rest; together they grant exactly what the markers ask for.
-	objs := render(t, "--set", "operator.watchNamespaces={team-a,team-b}", "--set", "batchNamespace.create=false")
+	// watched namespace the batches' rights, the pods Role the node pods'.
+	objs = render(t, "--set", "operator.watchNamespaces={team-a,team-b}", "--set", "batchNamespace.create=false")
 	// The parent-cache builders go to a served namespace (the batch namespace is not one here).
 	if args := strs(container(t, find(objs, "Deployment", ""))["args"]); !hasArg(args, "--parent-cache-namespace=team-a") || !hasArg(args, "--scrub-namespace=team-a") {
 		t.Errorf("operator args %v: want the builders and scrubs in the first served namespace", args)
@@ -311,30 +329,126 @@ func TestOperatorClusterRoleMatchesGenerated(t *testing.T) {
 			t.Errorf("namespace-scoped operator keeps a cluster-wide grant: %s", g)
 		}
 	}
+	pods := grants(roleIn(t, objs, "team-a", "sf-sealfleet-operator-pods")["rules"])
 	for _, ns := range []string{"team-a", "team-b"} {
-		var role, binding obj
-		for _, o := range objs {
-			if get(o, "metadata", "namespace") == ns && get(o, "metadata", "name") == "sf-sealfleet-operator" {
-				switch o["kind"] {
-				case "Role":
-					role = o
-				case "RoleBinding":
-					binding = o
-				}
-			}
-		}
-		if role == nil || binding == nil || get(binding, "roleRef", "kind") != "Role" || get(binding, "subjects", "0", "name") != "sf-sealfleet-operator" {
-			t.Fatalf("namespace %s: Role %v, RoleBinding %v", ns, role != nil, binding)
-		}
-		all := append(grants(cr["rules"]), grants(role["rules"])...)
+		all := append(grants(cr["rules"]), grants(roleIn(t, objs, ns, "sf-sealfleet-operator")["rules"])...)
+		all = append(all, pods...)
 		sort.Strings(all)
-		if want := grants(gen["rules"]); !reflect.DeepEqual(all, want) {
-			t.Errorf("namespace %s: ClusterRole + Role grant\n%v\nwant\n%v", ns, all, want)
+		if !reflect.DeepEqual(all, want) {
+			t.Errorf("namespace %s: ClusterRole + Roles grant\n%v\nwant\n%v", ns, all, want)
 		}
 	}
 	if args := strs(container(t, find(objs, "Deployment", ""))["args"]); !hasArg(args, "--watch-namespaces=team-a,team-b") {
 		t.Errorf("operator args %v lack --watch-namespaces", args)
 	}
+}
+
+// roleIn finds the Role name in namespace ns and checks that a RoleBinding of the same name
+// binds it to the operator's ServiceAccount.
+func roleIn(t *testing.T, objs []obj, ns, name string) obj {
+	t.Helper()
+	var role, binding obj
+	for _, o := range objs {
+		if get(o, "metadata", "namespace") == ns && get(o, "metadata", "name") == name {
+			switch o["kind"] {
+			case "Role":
+				role = o
+			case "RoleBinding":
+				binding = o
+			}
+		}
+	}
+	if role == nil || binding == nil || get(binding, "roleRef", "kind") != "Role" || get(binding, "roleRef", "name") != name ||
+		get(binding, "subjects", "0", "name") != "sf-sealfleet-operator" || get(binding, "subjects", "0", "namespace") != "sealfleet-system" {
+		t.Fatalf("namespace %s: Role %s %v, RoleBinding %v", ns, name, role != nil, binding)
+	}
+	return role
+}
+
+// TestOperatorPodRights: for the default values and each documented combination, exactly
+// which verbs on pods the operator's ServiceAccount holds in which namespaces ("*": every
+// namespace), worked out from every binding the chart renders.
+func TestOperatorPodRights(t *testing.T) {
+	podVerbs := []string{"create", "delete", "get", "list", "watch"}
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want map[string][]string
+	}{
+		{"defaults", nil, map[string][]string{"sealfleet-system": podVerbs}},
+		{"sealer namespace", []string{"operator.sealerNamespace=sealers"}, map[string][]string{"sealers": podVerbs, "sealfleet-system": podVerbs}},
+		{"node pods apart", []string{"operator.sealerNamespace=sealers", "operator.scrubNamespace=scrubs", "operator.parentCacheNamespace=caches"},
+			map[string][]string{"sealers": podVerbs, "scrubs": podVerbs, "caches": podVerbs}},
+		{"watch namespaces", []string{"operator.watchNamespaces={team-a,team-b}", "batchNamespace.create=false"}, map[string][]string{"team-a": podVerbs}},
+		{"watch namespaces, sealers in one", []string{"operator.watchNamespaces={team-a,team-b,sealfleet-system}", "batchNamespace.create=false", "operator.sealerNamespace=team-b"},
+			map[string][]string{"team-b": podVerbs, "sealfleet-system": podVerbs}},
+		{"legacy", []string{"operator.podRightsInBatchNamespaces=true"}, map[string][]string{"*": podVerbs}},
+		{"legacy, watch namespaces", []string{"operator.podRightsInBatchNamespaces=true", "operator.watchNamespaces={team-a,team-b}", "batchNamespace.create=false"},
+			map[string][]string{"team-a": podVerbs, "team-b": podVerbs}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var args []string
+			for _, s := range tc.set {
+				args = append(args, "--set", s)
+			}
+			objs := render(t, args...)
+			if got := verbsOn(objs, "", "pods", "system:serviceaccount:sealfleet-system:sf-sealfleet-operator"); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("operator's verbs on pods by namespace: %v, want %v", got, tc.want)
+			}
+			legacy := slices.Contains(tc.set, "operator.podRightsInBatchNamespaces=true")
+			if args := strs(container(t, find(objs, "Deployment", ""))["args"]); hasArg(args, "--sealer-namespace=") != legacy {
+				t.Errorf("operator args %v: sealer pods in the batch's namespace %v, want %v", args, !legacy, legacy)
+			}
+		})
+	}
+}
+
+// verbsOn resolves every ClusterRoleBinding and RoleBinding of the rendered objects naming
+// user (a ServiceAccount as "system:serviceaccount:NS:NAME") and returns its verbs on
+// group/resource by namespace, "*" for the cluster-wide ones.
+func verbsOn(objs []obj, group, resource, user string) map[string][]string {
+	parts := strings.Split(user, ":")
+	saNS, saName := parts[2], parts[3]
+	rulesOf := func(kind, ns, name string) []any {
+		for _, o := range objs {
+			if o["kind"] == kind && get(o, "metadata", "name") == name && (kind == "ClusterRole" || get(o, "metadata", "namespace") == ns) {
+				r, _ := o["rules"].([]any)
+				return r
+			}
+		}
+		return nil
+	}
+	out := map[string][]string{}
+	for _, b := range objs {
+		kind := b["kind"]
+		if kind != "ClusterRoleBinding" && kind != "RoleBinding" {
+			continue
+		}
+		bound := false
+		for _, s := range b["subjects"].([]any) {
+			s := s.(obj)
+			bound = bound || (s["kind"] == "ServiceAccount" && s["name"] == saName && s["namespace"] == saNS)
+		}
+		if !bound {
+			continue
+		}
+		ns := "*"
+		if kind == "RoleBinding" {
+			ns = get(b, "metadata", "namespace").(string)
+		}
+		for _, r := range rulesOf(get(b, "roleRef", "kind").(string), ns, get(b, "roleRef", "name").(string)) {
+			r := r.(obj)
+			if !slices.Contains(strs(r["apiGroups"]), group) || !slices.Contains(strs(r["resources"]), resource) {
+				continue
+			}
+			out[ns] = append(out[ns], strs(r["verbs"])...)
+		}
+	}
+	for ns, vs := range out {
+		sort.Strings(vs)
+		out[ns] = slices.Compact(vs)
+	}
+	return out
 }
 
 // grants flattens RBAC rules to sorted "group/resource:verb,verb" entries, one per resource.
@@ -552,7 +666,7 @@ func TestOverrides(t *testing.T) {
 			t.Errorf("operator args %v lack %s", args, want)
 		}
 	}
-	if find(objs, "Role", "") != nil {
+	if find(objs, "Role", "sf-sealfleet-leader-election") != nil {
 		t.Errorf("leader election Role rendered with leaderElect=false")
 	}
 	if n := count(objs, "CustomResourceDefinition"); n != 0 {
@@ -655,6 +769,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"operator.watchNamespaces={team-a}", "leaves out the chart's batch namespace sealfleet-batches"},
 		{"operator.watchNamespaces={sealfleet-batches},operator.parentCacheNamespace=builders", "leaves out the parent-cache builders' namespace builders"},
 		{"operator.watchNamespaces={sealfleet-batches},operator.scrubNamespace=scrubs", "leaves out the scrub pods' namespace scrubs"},
+		{"operator.podRightsInBatchNamespaces=true,operator.sealerNamespace=sealers", "operator.sealerNamespace \"sealers\" and operator.podRightsInBatchNamespaces=true contradict"},
+		{"operator.podRightsInBatchNamespaces=yes", "podRightsInBatchNamespaces"},
 		{"sealerImage.pc2Engines={cpu,gpu}", "pc2Engines"}, // engines come from the image (sealer capabilities), not a value
 		{"operator.sealerHostNetwork=maybe", "sealerHostNetwork"},
 		{"operator.sealerHostNetwrk=true", "sealerHostNetwrk"},
