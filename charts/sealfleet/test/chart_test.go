@@ -150,8 +150,8 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("monitoring is off by default, but %d %s rendered", n, kind)
 		}
 	}
-	if n := count(objs, "CustomResourceDefinition"); n != 2 {
-		t.Fatalf("want 2 CRDs, got %d", n)
+	if n := count(objs, "CustomResourceDefinition"); n != 3 {
+		t.Fatalf("want 3 CRDs (SealBatch, SealerNode, SealOrder), got %d", n)
 	}
 	for _, o := range objs {
 		if o["kind"] == "CustomResourceDefinition" && get(o, "metadata", "annotations", "helm.sh/resource-policy") != "keep" {
