@@ -88,3 +88,22 @@ func older(a, b *sealv1.SealBatch) bool {
 	}
 	return a.Name < b.Name
 }
+
+// SealingBatch returns the live batch among all that seals sector number of minerID (f0… and
+// t0… are one miner), or nil: what a new order for that sector would duplicate.
+func SealingBatch(all []sealv1.SealBatch, minerID string, number int64) *sealv1.SealBatch {
+	probe := sealv1.SealBatch{Spec: sealv1.SealBatchSpec{MinerID: minerID, Sectors: []sealv1.SectorSpec{{Number: number}}}}
+	want := sectorKeys(&probe)[0]
+	for i := range all {
+		b := &all[i]
+		if b.DeletionTimestamp != nil || b.Status.Phase == sealv1.PhaseFailed {
+			continue
+		}
+		for _, k := range sectorKeys(b) {
+			if k == want {
+				return b
+			}
+		}
+	}
+	return nil
+}

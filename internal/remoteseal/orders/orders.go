@@ -105,10 +105,10 @@ func BatchName(group []*sealv1.SealOrder) string {
 }
 
 // Batch is the SealBatch that seals a group of orders, each with its ticket: CC sectors under
-// the partner's miner, the lotus/Curio output layout (the cache directories the protocol
-// serves), C1 from the slot for interactive proofs (no layer copies: the seeds come with
-// commit1), and the slot held until the partner finalizes.
-func Batch(namespace string, group []*sealv1.SealOrder) (*sealv1.SealBatch, error) {
+// the partner's miner, written to output in the lotus/Curio layout (the cache directories the
+// protocol serves), C1 from the slot for interactive proofs (no layer copies: the seeds come
+// with commit1), and the slot held until the partner finalizes.
+func Batch(namespace string, output sealv1.OutputSpec, group []*sealv1.SealOrder) (*sealv1.SealBatch, error) {
 	if len(group) == 0 || !sealv1.BatchSizeSupported(len(group)) {
 		return nil, fmt.Errorf("a batch of %d orders is not a size the sealer runs", len(group))
 	}
@@ -117,10 +117,11 @@ func Batch(namespace string, group []*sealv1.SealOrder) (*sealv1.SealBatch, erro
 		ObjectMeta: metav1.ObjectMeta{Name: BatchName(group), Namespace: namespace, Labels: map[string]string{LabelPartner: k.Partner}},
 		Spec: sealv1.SealBatchSpec{
 			SectorSize: k.Size, ProofType: k.Proof, MinerID: k.MinerID,
-			Output:        &sealv1.OutputSpec{Layout: sealv1.OutputLayoutLotus},
+			Output:        &output,
 			ReleasePolicy: sealv1.ReleaseOnOutputsTaken,
 		},
 	}
+	b.Spec.Output.Layout = sealv1.OutputLayoutLotus
 	if k.Proof == sealv1.ProofTypeV1_1 {
 		b.Spec.Commit1 = sealv1.Commit1FromSlot
 	}

@@ -12,7 +12,10 @@ import (
 	"github.com/sealfleet/sealfleet/internal/remoteseal/orders"
 )
 
-var t0 = time.Unix(1_800_000_000, 0)
+var (
+	t0  = time.Unix(1_800_000_000, 0)
+	out = sealv1.OutputSpec{HostPath: &sealv1.HostPathOutput{Path: "/var/lib/sealfleet/output"}}
+)
 
 func order(partner, miner string, sector int64, proof sealv1.ProofType, age time.Duration) *sealv1.SealOrder {
 	return &sealv1.SealOrder{
@@ -65,16 +68,16 @@ func TestFormBatches(t *testing.T) {
 
 func TestBatchOfOrders(t *testing.T) {
 	g := []*sealv1.SealOrder{order("alpha", "f01000", 7, sealv1.ProofTypeV1_1, 0), order("alpha", "f01000", 8, sealv1.ProofTypeV1_1, 0)}
-	b, err := orders.Batch("sealfleet-batches", g)
+	b, err := orders.Batch("sealfleet-batches", out, g)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Name != "rs-f01000-7-x2" || b.Namespace != "sealfleet-batches" || b.Labels[orders.LabelPartner] != "alpha" || b.Spec.MinerID != "f01000" ||
-		b.Spec.Commit1 != sealv1.Commit1FromSlot || b.Spec.ReleasePolicy != sealv1.ReleaseOnOutputsTaken || b.Spec.Output.Layout != sealv1.OutputLayoutLotus ||
+		b.Spec.Commit1 != sealv1.Commit1FromSlot || b.Spec.ReleasePolicy != sealv1.ReleaseOnOutputsTaken || b.Spec.Output.Layout != sealv1.OutputLayoutLotus || b.Spec.Output.HostPath.Path != "/var/lib/sealfleet/output" ||
 		len(b.Spec.Sectors) != 2 || b.Spec.Sectors[1].Number != 8 || b.Spec.Sectors[1].Ticket != strings.Repeat("0a", 32) {
 		t.Errorf("batch %+v", b)
 	}
-	syn, _ := orders.Batch("ns", []*sealv1.SealOrder{order("alpha", "f01000", 9, sealv1.ProofTypeSyntheticPoRep, 0)})
+	syn, _ := orders.Batch("ns", out, []*sealv1.SealOrder{order("alpha", "f01000", 9, sealv1.ProofTypeSyntheticPoRep, 0)})
 	if syn.Spec.Commit1 != "" || syn.Spec.ProofType != sealv1.ProofTypeSyntheticPoRep {
 		t.Errorf("synthetic batch: commit1 %q proof %s", syn.Spec.Commit1, syn.Spec.ProofType)
 	}
@@ -85,7 +88,7 @@ func TestBatchOfOrders(t *testing.T) {
 		"no ticket": {noTicket},
 		"mixed":     {g[0], order("beta", "f01000", 11, sealv1.ProofTypeV1_1, 0)},
 	} {
-		if _, err := orders.Batch("ns", bad); err == nil {
+		if _, err := orders.Batch("ns", out, bad); err == nil {
 			t.Errorf("%s: formed", name)
 		}
 	}
