@@ -48,6 +48,8 @@ var (
 	nodePodRights = rights("", "pods", "", "create", "delete", "get", "list", "watch")
 	// logRights: the sealer's results and the qualification figures come from pod logs.
 	logRights = rights("", "pods", "log", "get")
+	// partnerRights: the remote-seal provider reads partner Secrets and creates its signing key.
+	partnerRights = rights("", "secrets", "", "create", "get", "list", "watch")
 	// sealerHomeRights: the sealer namespace also holds each batch's config, seeds and budget.
 	sealerHomeRights = slices.Concat(
 		rights("", "configmaps", "", "create", "delete", "get", "list", "update", "watch"),
@@ -61,6 +63,8 @@ type namespaceRights struct {
 	namespace string
 	why       []string
 	rights    []podRight
+	// grant says what grants them, for the refusal ("" = the pods Role).
+	grant string
 }
 
 // requiredPodRights says which rights the operator needs where, from its settings alone.
@@ -96,9 +100,13 @@ func (o *Options) requiredPodRights() []namespaceRights {
 	if o.ParentCacheNamespace != "" {
 		add(o.ParentCacheNamespace, "--parent-cache-namespace", nodePodRights)
 	}
-	out := make([]namespaceRights, 0, len(order))
+	out := make([]namespaceRights, 0, len(order)+1)
 	for _, ns := range order {
 		out = append(out, *byNS[ns])
+	}
+	if o.RemoteSeal.Listen != "" {
+		out = append(out, namespaceRights{namespace: o.RemoteSeal.PartnerNamespace, why: []string{"--remote-seal-partner-namespace"}, rights: partnerRights,
+			grant: "a Role there granting create, get, list and watch on secrets (chart: remoteSeal.enabled makes <fullname>-operator-secrets)"})
 	}
 	return out
 }
@@ -157,7 +165,10 @@ func (o *Options) checkPodRights(ctx context.Context, c accessReviewer) error {
 func (o *Options) describeMissing(nr namespaceRights, missing []string) string {
 	where := fmt.Sprintf("in namespace %q", nr.namespace)
 	grant := "a Role there bound to the operator's ServiceAccount"
-	if o.PodsRoleName != "" {
+	switch {
+	case nr.grant != "":
+		grant = nr.grant
+	case o.PodsRoleName != "":
 		grant = fmt.Sprintf("the Role %s there (with its RoleBinding to the operator's ServiceAccount)", o.PodsRoleName)
 	}
 	if nr.namespace == "" {

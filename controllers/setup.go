@@ -60,6 +60,8 @@ type Options struct {
 	// PodsRoleName names, in the refusal at start, the Role that should grant the operator
 	// its pod rights in each node-pod namespace (the chart's); "" describes it instead.
 	PodsRoleName string
+	// RemoteSeal runs the remote-seal provider (off unless RemoteSeal.Listen is set).
+	RemoteSeal RemoteSealOptions
 
 	// Progress reads a running sealer's progress; nil uses HTTP to the pod's /progress.
 	Progress ProgressSource
@@ -86,6 +88,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SealerNamespace, "sealer-namespace", "", "namespace of every batch's sealer and C1 pods, ConfigMaps and disruption budgets (the operator's: tenants with pods/exec in their own namespaces never reach a privileged sealer; it must be served, see --watch-namespaces, and allow privileged hostPath pods); empty: each batch's own namespace")
 	fs.StringVar(&o.PodsRoleName, "pods-role", "", "name of the Role that grants this operator its pod, ConfigMap and disruption-budget rights in each node-pod namespace (the chart sets it): named in the refusal at start when a namespace lacks them")
 	fs.StringVar(&o.ScrubNamespace, "scrub-namespace", "sealfleet-batches", "namespace of the pods that scrub released slots (it must be served: see --watch-namespaces, and allow privileged hostPath pods); keep tenants out of it")
+	o.RemoteSeal.bindFlags(fs)
 	fs.Float64Var(&o.QualifySeconds, "qualify-seconds", 2, "seconds each measurement of a node qualification runs (random reads, sequential read and write per layer device, hashing, memory)")
 	fs.DurationVar(&o.ReleaseTimeout, "release-timeout", 10*time.Minute, "after this long a release waiting for its sealer pod to end is reported stuck")
 }
@@ -177,6 +180,13 @@ func (o *Options) CacheOptions() cache.Options {
 		only := cache.ByObject{Namespaces: namespaceConfigs(nss)}
 		opts.ByObject = map[client.Object]cache.ByObject{&corev1.Pod{}: only, &corev1.ConfigMap{}: only, &policyv1.PodDisruptionBudget{}: only}
 	}
+	if o.RemoteSeal.Listen != "" {
+		// Partner Secrets: the operator may read Secrets in the partner namespace only.
+		if opts.ByObject == nil {
+			opts.ByObject = map[client.Object]cache.ByObject{}
+		}
+		opts.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: namespaceConfigs([]string{o.RemoteSeal.PartnerNamespace})}
+	}
 	return opts
 }
 
@@ -227,6 +237,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := o.checkNodePodNamespaces(); err != nil {
 		return err
 	}
+	if err := o.RemoteSeal.check(); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := o.checkPodRights(ctx, mgr.GetClient()); err != nil {
@@ -255,6 +268,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := (&ScrubReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-scrub"), Namespace: o.ScrubNamespace,
 		Image: o.ScrubImage, PullPolicy: corev1.PullPolicy(o.ImagePullPolicy), PullSecrets: o.pullSecrets(), HostNetwork: o.SealerHostNetwork}).SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if o.RemoteSeal.Listen != "" {
+		return setupRemoteSeal(mgr, o.RemoteSeal, rec("sealfleet-remote-seal"))
 	}
 	return nil
 }

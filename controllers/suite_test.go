@@ -64,6 +64,8 @@ type harness struct {
 	cacheNS string
 	// sealerNS is the operator's --sealer-namespace ("" = each batch's own).
 	sealerNS string
+	// remote is the operator's remote-seal provider (Listen "" = off).
+	remote controllers.RemoteSealOptions
 }
 
 // scrubNS is the operator's --scrub-namespace in every harness.
@@ -94,6 +96,7 @@ func (h *harness) startOperator() {
 	opts := controllers.Options{
 		Progress: h.progress, Results: noResults{}, ProgressInterval: 200 * time.Millisecond,
 		ReleaseTimeout: time.Hour, WatchNamespaces: h.watch, ParentCacheNamespace: h.cacheNS, ScrubNamespace: scrubNS, SealerNamespace: h.sealerNS,
+		RemoteSeal: h.remote,
 	}
 	mgr, err := ctrl.NewManager(h.env.Config, ctrl.Options{
 		Scheme: h.env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},

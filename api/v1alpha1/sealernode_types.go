@@ -236,6 +236,12 @@ type SealerNodeStatus struct {
 	// +optional
 	OutputVolumes []OutputVolume `json:"outputVolumes,omitempty"`
 
+	// sectorDataURL is where this node's agent serves sealed sector data to remote-seal
+	// partners (signed, short-lived URLs the operator hands out); empty: not served.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	SectorDataURL string `json:"sectorDataURL,omitempty"`
+
 	// lastScanTime is when the agent last read the machine.
 	// +optional
 	LastScanTime *metav1.Time `json:"lastScanTime,omitempty"`

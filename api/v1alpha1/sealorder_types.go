@@ -37,8 +37,9 @@ type SealOrderSpec struct {
 	// +optional
 	Seed *OrderSeed `json:"seed,omitempty"`
 
-	// finalized says the partner needs the layers no more (finalize): the batch's slot may be
-	// released once every order of it is finalized (or timed out); the outputs stay.
+	// finalized records the partner's finalize (it needs the layers no more). The batch's slot
+	// is released when the batch completes (after C1 from the slot, or the synthetic proofs),
+	// finalized or not; the outputs stay until cleanup.
 	// +optional
 	Finalized bool `json:"finalized,omitempty"`
 
@@ -100,12 +101,18 @@ type SealOrderStatus struct {
 	// failReason says why the order failed, for the partner.
 	// +optional
 	FailReason string `json:"failReason,omitempty"`
+	// completeTime is when the order became complete (the cleanup timeout counts from it).
+	// +optional
+	CompleteTime *metav1.Time `json:"completeTime,omitempty"`
 	// notifiedTime is when the partner accepted the complete notice (unset until then).
 	// +optional
 	NotifiedTime *metav1.Time `json:"notifiedTime,omitempty"`
-	// notifyAttempts counts complete notices the partner did not accept.
+	// notifyAttempts counts complete notices the partner did not accept; lastNotifyTime is
+	// the last one (the next waits a back-off after it).
 	// +optional
 	NotifyAttempts int32 `json:"notifyAttempts,omitempty"`
+	// +optional
+	LastNotifyTime *metav1.Time `json:"lastNotifyTime,omitempty"`
 	// conditions are the order's conditions.
 	// +listType=map
 	// +listMapKey=type

@@ -950,8 +950,16 @@ func (in *SealOrderStatus) DeepCopyInto(out *SealOrderStatus) {
 		*out = new(OrderTicket)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.CompleteTime != nil {
+		in, out := &in.CompleteTime, &out.CompleteTime
+		*out = (*in).DeepCopy()
+	}
 	if in.NotifiedTime != nil {
 		in, out := &in.NotifiedTime, &out.NotifiedTime
+		*out = (*in).DeepCopy()
+	}
+	if in.LastNotifyTime != nil {
+		in, out := &in.LastNotifyTime, &out.LastNotifyTime
 		*out = (*in).DeepCopy()
 	}
 	if in.Conditions != nil {

@@ -139,6 +139,7 @@ var errUnsupported = errors.New("batch size not supported on this machine")
 func newRun() *cobra.Command {
 	a := &nodeagent.Agent{}
 	var metricsAddr string
+	var sd sectorDataFlags
 	metricsSecure := true
 	zapOpts := zap.Options{}
 	c := &cobra.Command{
@@ -173,6 +174,16 @@ func newRun() *cobra.Command {
 				}
 				defer srv.Close()
 			}
+			if sd.addr != "" {
+				if a.SectorDataURL, err = sd.publicURL(); err != nil {
+					return err
+				}
+				srv, err := serveSectorData(ctx, sd, a.Metrics)
+				if err != nil {
+					return err
+				}
+				defer srv.Close()
+			}
 			return a.Run(ctx)
 		},
 	}
@@ -185,6 +196,12 @@ func newRun() *cobra.Command {
 	c.Flags().StringVar(&a.SealerCapabilities, "sealer-capabilities", "", "file the sealer image's `sealer capabilities --out` wrote on this node (the chart's init container): its PC2 engines go into status.capabilities")
 	c.Flags().StringVar(&metricsAddr, "metrics-bind-address", ":8090", "address of /metrics and /healthz (0 disables)")
 	c.Flags().BoolVar(&metricsSecure, "metrics-secure", true, "serve over HTTPS (self-signed) and answer /metrics only to callers whose token may GET /metrics (TokenReview + SubjectAccessReview); /healthz stays open")
+	c.Flags().StringVar(&sd.addr, "sector-data-bind-address", "", "serve sealed sector data to remote-seal partners here, e.g. :9470 (empty: not served)")
+	c.Flags().StringVar(&sd.url, "sector-data-url", "", "the URL partners reach that server at, published in status.sectorDataURL (default http(s)://$HOST_IP:<port>)")
+	c.Flags().StringVar(&sd.keyFile, "sector-data-key-file", "", "file holding the key the operator signs sector data URLs with (the chart mounts its Secret)")
+	c.Flags().StringVar(&sd.root, "sector-data-root", "/host/var/lib/sealfleet/output", "the output root (as mounted here) signed paths are relative to: the host path remote-seal batches write to")
+	c.Flags().StringVar(&sd.certFile, "sector-data-tls-cert", "", "serve HTTPS with this certificate (PEM; with --sector-data-tls-key); empty: HTTP, the signed URL being the credential")
+	c.Flags().StringVar(&sd.keyPEM, "sector-data-tls-key", "", "the certificate's private key (PEM)")
 	// The operator's logging flags (--zap-log-level, --zap-devel, --zap-encoder, …).
 	logFlags := flag.NewFlagSet("log", flag.ContinueOnError)
 	zapOpts.BindFlags(logFlags)

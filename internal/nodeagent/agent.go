@@ -59,6 +59,8 @@ type Agent struct {
 	// SealerCapabilities is the file the sealer image's `sealer capabilities --out` wrote on
 	// this node ("" = none: the node reports no PC2 engines).
 	SealerCapabilities string
+	// SectorDataURL is where this node serves sealed sector data ("" = not served).
+	SectorDataURL string
 	// Metrics, optional.
 	Metrics *Metrics
 	// Now is the clock (tests).
@@ -261,6 +263,7 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, node *corev1.Node, topo *topo
 	}
 	st.FreeCores = int32(freeCores(lt, opts.ReservedCPUs, batches))
 	st.OutputVolumes = outputVolumes(a.Root, sn.Spec.OutputPaths)
+	st.SectorDataURL = a.SectorDataURL
 	st.ParentCaches = parentCaches(a.Root, sn.Spec.CachePath())
 	cacheDirHidden := parentCacheDirHidden(a.Root, sn.Spec.CachePath())
 	kubeletShort := ""

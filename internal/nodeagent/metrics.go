@@ -22,6 +22,7 @@ type Metrics struct {
 	mu        sync.Mutex
 	prev      map[int]CPUTimes
 	scanTotal *prometheus.CounterVec
+	dataBytes *prometheus.CounterVec
 }
 
 // NewMetrics registers the agent's metrics in a fresh registry.
@@ -45,9 +46,18 @@ func NewMetrics(node string) *Metrics {
 			Name: "sealfleet_node_agent_scans_total",
 			Help: "Node agent scans by result (ok, error).",
 		}, []string{"node", "result"}),
+		dataBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sealfleet_node_sector_data_bytes_total",
+			Help: "Bytes of sealed sector data this node served to remote-seal partners, by kind (sealed, cache, commit1).",
+		}, []string{"node", "kind"}),
 	}
-	m.Registry.MustRegister(m.cpuBusy, m.hugeFree, m.devReady, m.scanTotal)
+	m.Registry.MustRegister(m.cpuBusy, m.hugeFree, m.devReady, m.scanTotal, m.dataBytes)
 	return m
+}
+
+// SectorDataServed counts bytes the sector data server wrote.
+func (m *Metrics) SectorDataServed(kind string, n int64) {
+	m.dataBytes.WithLabelValues(m.node, kind).Add(float64(n))
 }
 
 // RunningBatch is a batch placed on this node in PC1 or PC2 with its layout.

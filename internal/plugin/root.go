@@ -143,6 +143,8 @@ Exit codes:
 		a.seedsCommand(),
 		a.verifyCommand(),
 		a.qualifyCommand(),
+		a.ordersCommand(),
+		a.connectStringCommand(),
 		a.scrapeTargetsCommand(),
 	)
 	return root

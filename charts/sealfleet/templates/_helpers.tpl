@@ -140,3 +140,13 @@ subjects:
     name: {{ include "sealfleet.operatorServiceAccount" $ctx }}
     namespace: {{ $ctx.Release.Namespace }}
 {{- end }}
+
+{{/* Namespace of the SealOrders and the batches formed from them. */}}
+{{- define "sealfleet.remoteSealNamespace" -}}
+{{- default .Values.batchNamespace.name .Values.remoteSeal.namespace -}}
+{{- end }}
+
+{{/* The Secret holding the key that signs sector data URLs (operator and node agents). */}}
+{{- define "sealfleet.sectorDataKeySecret" -}}
+{{- printf "%s-sector-data-key" (include "sealfleet.fullname" .) -}}
+{{- end }}

@@ -291,7 +291,14 @@ func TestOperatorRBACMatchesGenerated(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &gen); err != nil {
 		t.Fatal(err)
 	}
-	want := grants(gen["rules"])
+	all := grants(gen["rules"])
+	// Secrets are granted only with the remote-seal provider on (TestRemoteSeal).
+	var want []string
+	for _, g := range all {
+		if !strings.HasPrefix(g, "/secrets:") {
+			want = append(want, g)
+		}
+	}
 	nodePodGrants := func(g string) bool {
 		return strings.HasPrefix(g, "/pods") || strings.HasPrefix(g, "/configmaps") || strings.HasPrefix(g, "policy/poddisruptionbudgets")
 	}
@@ -306,10 +313,17 @@ func TestOperatorRBACMatchesGenerated(t *testing.T) {
 			t.Errorf("default operator ClusterRole grants %s in every namespace", g)
 		}
 	}
-	all := append(grants(cr["rules"]), grants(roleIn(t, objs, "sealfleet-system", "sf-sealfleet-operator-pods")["rules"])...)
-	sort.Strings(all)
-	if !reflect.DeepEqual(all, want) {
-		t.Errorf("ClusterRole + pods Role grant\n%v\nwant (config/rbac/role.yaml; run `make manifests`)\n%v", all, want)
+	got := append(grants(cr["rules"]), grants(roleIn(t, objs, "sealfleet-system", "sf-sealfleet-operator-pods")["rules"])...)
+	sort.Strings(got)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ClusterRole + pods Role grant\n%v\nwant (config/rbac/role.yaml; run `make manifests`)\n%v", got, want)
+	}
+	objs = render(t, "--set", "remoteSeal.enabled=true", "--set", "remoteSeal.tlsSecret=tls")
+	got = append(grants(find(objs, "ClusterRole", "sf-sealfleet-operator")["rules"]), grants(roleIn(t, objs, "sealfleet-system", "sf-sealfleet-operator-pods")["rules"])...)
+	got = append(got, grants(roleIn(t, objs, "sealfleet-system", "sf-sealfleet-operator-secrets")["rules"])...)
+	sort.Strings(got)
+	if !reflect.DeepEqual(got, all) {
+		t.Errorf("with remoteSeal: ClusterRole + Roles grant\n%v\nwant\n%v", got, all)
 	}
 	if args := strs(container(t, find(objs, "Deployment", ""))["args"]); !hasArg(args, "--pods-role=sf-sealfleet-operator-pods") {
 		t.Errorf("operator args %v lack --pods-role (named in its refusal to start)", args)
@@ -331,11 +345,11 @@ func TestOperatorRBACMatchesGenerated(t *testing.T) {
 	}
 	pods := grants(roleIn(t, objs, "team-a", "sf-sealfleet-operator-pods")["rules"])
 	for _, ns := range []string{"team-a", "team-b"} {
-		all := append(grants(cr["rules"]), grants(roleIn(t, objs, ns, "sf-sealfleet-operator")["rules"])...)
-		all = append(all, pods...)
-		sort.Strings(all)
-		if !reflect.DeepEqual(all, want) {
-			t.Errorf("namespace %s: ClusterRole + Roles grant\n%v\nwant\n%v", ns, all, want)
+		got := append(grants(cr["rules"]), grants(roleIn(t, objs, ns, "sf-sealfleet-operator")["rules"])...)
+		got = append(got, pods...)
+		sort.Strings(got)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("namespace %s: ClusterRole + Roles grant\n%v\nwant\n%v", ns, got, want)
 		}
 	}
 	if args := strs(container(t, find(objs, "Deployment", ""))["args"]); !hasArg(args, "--watch-namespaces=team-a,team-b") {
@@ -400,6 +414,62 @@ func TestOperatorPodRights(t *testing.T) {
 				t.Errorf("operator args %v: sealer pods in the batch's namespace %v, want %v", args, !legacy, legacy)
 			}
 		})
+	}
+}
+
+// TestRemoteSeal: the provider is off by default; on, the operator serves it behind its
+// Service with the TLS Secret, may read Secrets in the release namespace only, and every
+// node agent serves sector data on a host port with the signing key; settings it could not
+// honour are refused.
+func TestRemoteSeal(t *testing.T) {
+	sa := "system:serviceaccount:sealfleet-system:sf-sealfleet-operator"
+	objs := render(t)
+	if find(objs, "Service", "sf-sealfleet-remote-seal") != nil || len(verbsOn(objs, "", "secrets", sa)) != 0 {
+		t.Errorf("remote seal is on by default, or the operator reads Secrets: %v", verbsOn(objs, "", "secrets", sa))
+	}
+	objs = render(t, "--set", "remoteSeal.enabled=true", "--set", "remoteSeal.tlsSecret=provider-tls", "--set", "remoteSeal.service.type=LoadBalancer")
+	if got := verbsOn(objs, "", "secrets", sa); !reflect.DeepEqual(got, map[string][]string{"sealfleet-system": {"create", "get", "list", "watch"}}) {
+		t.Errorf("operator's verbs on Secrets: %v", got)
+	}
+	svc := find(objs, "Service", "sf-sealfleet-remote-seal")
+	if svc == nil || get(svc, "spec", "type") != "LoadBalancer" || get(svc, "spec", "ports", "0", "port") != float64(443) ||
+		get(svc, "spec", "selector", "app.kubernetes.io/component") != "operator" {
+		t.Errorf("remote-seal Service: %v", svc)
+	}
+	dep := find(objs, "Deployment", "sf-sealfleet-operator")
+	args := strs(container(t, dep)["args"])
+	for _, want := range []string{"--remote-seal-listen=:8443", "--remote-seal-tls-cert=/etc/sealfleet/remote-seal-tls/tls.crt",
+		"--remote-seal-partner-namespace=sealfleet-system", "--remote-seal-namespace=sealfleet-batches", "--remote-seal-data-key-secret=sf-sealfleet-sector-data-key"} {
+		if !hasArg(args, want) {
+			t.Errorf("operator args %v lack %s", args, want)
+		}
+	}
+	if get(dep, "spec", "template", "spec", "volumes", "0", "secret", "secretName") != "provider-tls" {
+		t.Errorf("TLS Secret not mounted: %v", get(dep, "spec", "template", "spec", "volumes"))
+	}
+	if key := find(objs, "Secret", "sf-sealfleet-sector-data-key"); key == nil || len(get(key, "data", "key").(string)) < 44 {
+		t.Errorf("sector data key Secret: %v", key)
+	}
+	ds := find(objs, "DaemonSet", "")
+	ac := container(t, ds)
+	aargs := strs(ac["args"])
+	for _, want := range []string{"--sector-data-bind-address=:9470", "--sector-data-key-file=/etc/sealfleet/sector-data-key/key", "--sector-data-root=/host/var/lib/sealfleet/output"} {
+		if !hasArg(aargs, want) {
+			t.Errorf("agent args %v lack %s", aargs, want)
+		}
+	}
+	if get(ac, "ports", "1", "hostPort") != float64(9470) {
+		t.Errorf("agent sector data port: %v", ac["ports"])
+	}
+	for _, tc := range []struct{ set, want string }{
+		{"remoteSeal.enabled=true", "remoteSeal.tlsSecret: name the kubernetes.io/tls Secret"},
+		{"remoteSeal.enabled=true,remoteSeal.insecureHTTP=true,remoteSeal.outputPath=/data/out", "remoteSeal.outputPath /data/out is not one of nodeAgent.outputPaths"},
+		{"remoteSeal.maxBatch=3", "maxBatch"},
+		{"remoteSeal.minerPrefix=x0", "minerPrefix"},
+	} {
+		if _, stderr, err := template(t, "--set", tc.set); err == nil || !strings.Contains(stderr, tc.want) {
+			t.Errorf("--set %s: %v %s", tc.set, err, stderr)
+		}
 	}
 }
 

@@ -107,7 +107,9 @@ func BatchName(group []*sealv1.SealOrder) string {
 // Batch is the SealBatch that seals a group of orders, each with its ticket: CC sectors under
 // the partner's miner, written to output in the lotus/Curio layout (the cache directories the
 // protocol serves), C1 from the slot for interactive proofs (no layer copies: the seeds come
-// with commit1), and the slot held until the partner finalizes.
+// with commit1). The slot goes back once the batch completes: after C1 (whose seeds the
+// partner sends with commit1, or seedTimeout) or after the synthetic proofs are written, so a
+// partner that never finalizes holds no layers beyond that.
 func Batch(namespace string, output sealv1.OutputSpec, group []*sealv1.SealOrder) (*sealv1.SealBatch, error) {
 	if len(group) == 0 || !sealv1.BatchSizeSupported(len(group)) {
 		return nil, fmt.Errorf("a batch of %d orders is not a size the sealer runs", len(group))
@@ -118,7 +120,7 @@ func Batch(namespace string, output sealv1.OutputSpec, group []*sealv1.SealOrder
 		Spec: sealv1.SealBatchSpec{
 			SectorSize: k.Size, ProofType: k.Proof, MinerID: k.MinerID,
 			Output:        &output,
-			ReleasePolicy: sealv1.ReleaseOnOutputsTaken,
+			ReleasePolicy: sealv1.ReleaseOnCompletion,
 		},
 	}
 	b.Spec.Output.Layout = sealv1.OutputLayoutLotus

@@ -73,7 +73,7 @@ func TestBatchOfOrders(t *testing.T) {
 		t.Fatal(err)
 	}
 	if b.Name != "rs-f01000-7-x2" || b.Namespace != "sealfleet-batches" || b.Labels[orders.LabelPartner] != "alpha" || b.Spec.MinerID != "f01000" ||
-		b.Spec.Commit1 != sealv1.Commit1FromSlot || b.Spec.ReleasePolicy != sealv1.ReleaseOnOutputsTaken || b.Spec.Output.Layout != sealv1.OutputLayoutLotus || b.Spec.Output.HostPath.Path != "/var/lib/sealfleet/output" ||
+		b.Spec.Commit1 != sealv1.Commit1FromSlot || b.Spec.ReleasePolicy != sealv1.ReleaseOnCompletion || b.Spec.Output.Layout != sealv1.OutputLayoutLotus || b.Spec.Output.HostPath.Path != "/var/lib/sealfleet/output" ||
 		len(b.Spec.Sectors) != 2 || b.Spec.Sectors[1].Number != 8 || b.Spec.Sectors[1].Ticket != strings.Repeat("0a", 32) {
 		t.Errorf("batch %+v", b)
 	}

@@ -28,6 +28,9 @@ import (
 const (
 	KindSealed = "sealed"
 	KindCache  = "cache"
+	// KindCommit1 is a sector's commit-phase1-output; it is also served to a POST (the
+	// provider's commit1 answer redirects the client's POST here with 307).
+	KindCommit1 = "commit1"
 )
 
 // RoutePrefix is where a node serves sector data.
@@ -106,10 +109,12 @@ type Server struct {
 	Served func(kind string, n int64)
 }
 
-// Handler serves GET RoutePrefix+"sealed" and RoutePrefix+"cache".
+// Handler serves GET RoutePrefix+"sealed" and "cache", and GET or POST "commit1".
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+RoutePrefix+KindSealed, s.sealed)
+	mux.HandleFunc("GET "+RoutePrefix+KindSealed, s.file(KindSealed))
+	mux.HandleFunc("GET "+RoutePrefix+KindCommit1, s.file(KindCommit1))
+	mux.HandleFunc("POST "+RoutePrefix+KindCommit1, s.file(KindCommit1))
 	mux.HandleFunc("GET "+RoutePrefix+KindCache, s.cache)
 	return mux
 }
@@ -135,27 +140,30 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, kind string) (*os.
 	return root, rel, true
 }
 
-func (s *Server) sealed(w http.ResponseWriter, r *http.Request) {
-	root, rel, ok := s.open(w, r, KindSealed)
-	if !ok {
-		return
+// file serves one regular file with Range support.
+func (s *Server) file(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		root, rel, ok := s.open(w, r, kind)
+		if !ok {
+			return
+		}
+		defer root.Close()
+		f, err := root.Open(rel)
+		if err != nil {
+			notFound(w, err)
+			return
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil || !st.Mode().IsRegular() {
+			http.Error(w, "sector data not found in storage", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		// No modification time: a resumed download is not refused for a touched file, and the
+		// bytes of a sealed replica never change.
+		http.ServeContent(&countingWriter{ResponseWriter: w, kind: kind, served: s.Served}, r, "", time.Time{}, f)
 	}
-	defer root.Close()
-	f, err := root.Open(rel)
-	if err != nil {
-		notFound(w, err)
-		return
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		http.Error(w, "sector data not found in storage", http.StatusNotFound)
-		return
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	// No modification time: a resumed download is not refused for a touched file, and the
-	// bytes of a sealed replica never change.
-	http.ServeContent(&countingWriter{ResponseWriter: w, kind: KindSealed, served: s.Served}, r, "", time.Time{}, f)
 }
 
 // cache writes a tar of the allowed files of one cache directory, in name order, with bare

@@ -118,6 +118,27 @@ func TestSealedServesRangesUnderASignature(t *testing.T) {
 	}
 }
 
+// TestCommit1FollowsAPost: the C1 output is served to the client's POST that the provider
+// redirected with 307, and only under a commit1 signature.
+func TestCommit1FollowsAPost(t *testing.T) {
+	n := newNode(t)
+	n.write("ns/b/cache/s-t01000-4/commit-phase1-output", []byte(`{"c1":"bytes"}`))
+	u := n.signed(sectordata.KindCommit1, "ns/b/cache/s-t01000-4/commit-phase1-output", time.Hour)
+	resp, err := http.Post(u, "application/json", strings.NewReader(`{"seed_value":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != `{"c1":"bytes"}` {
+		t.Errorf("POST commit1: %d %s", resp.StatusCode, body)
+	}
+	asSealed := strings.Replace(u, sectordata.RoutePrefix+sectordata.KindCommit1, sectordata.RoutePrefix+sectordata.KindSealed, 1)
+	if resp, _ := get(t, asSealed, ""); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a commit1 signature served as sealed: %d", resp.StatusCode)
+	}
+}
+
 // TestPathsStayBeneathTheRoot: a signature does not make ".." or a symlink out of the root
 // servable.
 func TestPathsStayBeneathTheRoot(t *testing.T) {

@@ -1,0 +1,356 @@
+package controllers
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	v0 "github.com/sealfleet/sealfleet/internal/remoteseal/delegatedv0"
+	"github.com/sealfleet/sealfleet/internal/remoteseal/orders"
+	"github.com/sealfleet/sealfleet/internal/remoteseal/provider"
+)
+
+// OrderReconciler runs remote-seal orders (SealOrders): it forms batches of queued orders with
+// tickets drawn from each partner's chain, mirrors each order's batch into the order's status,
+// hands the partner's seeds to the batch's C1, and tells the partner when a sector is
+// complete (retrying with back-off: the partner also polls). What to form and which state an
+// order is in are decided by internal/remoteseal/orders.
+type OrderReconciler struct {
+	client.Client
+	Recorder Recorder
+	// PartnerNamespace holds the partner Secrets.
+	PartnerNamespace string
+	// OrderNamespace holds the orders and the batches formed from them.
+	OrderNamespace string
+	Policy         orders.Policy
+	// Output is where the formed batches write (the layout is always Lotus).
+	Output sealv1.OutputSpec
+	// HTTP calls the partners (ticket, complete).
+	HTTP *http.Client
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=sealfleet.io,resources=sealorders,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=sealfleet.io,resources=sealorders/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=sealfleet.io,resources=sealbatches,verbs=create
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
+
+func (r *OrderReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// notifyBackoff is the wait before the next complete notice: 30 s doubling, at most 30 min.
+func notifyBackoff(attempts int32) time.Duration {
+	d := 30 * time.Second
+	for i := int32(1); i < attempts && d < 30*time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, 30*time.Minute)
+}
+
+// Reconcile moves one order on.
+func (r *OrderReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var o sealv1.SealOrder
+	if err := r.Get(ctx, req.NamespacedName, &o); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if o.Status.Batch == "" && o.Status.State != sealv1.OrderFailed {
+		return r.queue(ctx, &o)
+	}
+	var b *sealv1.SealBatch
+	if o.Status.Batch != "" {
+		var sb sealv1.SealBatch
+		err := r.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Status.Batch}, &sb)
+		switch {
+		case err == nil:
+			b = &sb
+		case !apierrors.IsNotFound(err):
+			return reconcile.Result{}, err
+		}
+	}
+	if err := r.mirror(ctx, &o, b); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.handSeed(ctx, &o, b); err != nil {
+		return reconcile.Result{}, err
+	}
+	return r.notify(ctx, &o, b)
+}
+
+// queue adopts the order into a batch that already holds its sector (one created before a
+// restart could record it), or forms batches of the queued orders; an order left queued is
+// looked at again when its group's wait ends.
+func (r *OrderReconciler) queue(ctx context.Context, o *sealv1.SealOrder) (reconcile.Result, error) {
+	if v := orders.StateOf(o, nil); v.State == sealv1.OrderFailed {
+		return reconcile.Result{}, r.setState(ctx, o, v)
+	}
+	var all sealv1.SealOrderList
+	if err := r.List(ctx, &all, client.InNamespace(o.Namespace)); err != nil {
+		return reconcile.Result{}, err
+	}
+	var batches sealv1.SealBatchList
+	if err := r.List(ctx, &batches, client.InNamespace(o.Namespace), client.HasLabels{orders.LabelPartner}); err != nil {
+		return reconcile.Result{}, err
+	}
+	var queued []*sealv1.SealOrder
+	for i := range all.Items {
+		q := &all.Items[i]
+		if q.Status.Batch != "" || q.Status.State == sealv1.OrderFailed || orders.StateOf(q, nil).State == sealv1.OrderFailed {
+			continue
+		}
+		if b := holding(batches.Items, q); b != nil {
+			if err := r.claim(ctx, []*sealv1.SealOrder{q}, b.Name); err != nil {
+				return reconcile.Result{}, err
+			}
+			continue
+		}
+		queued = append(queued, q)
+	}
+	for _, group := range orders.Form(queued, r.now(), r.Policy) {
+		if err := r.form(ctx, group); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{RequeueAfter: max(time.Second, r.Policy.MaxWait-r.now().Sub(o.CreationTimestamp.Time))}, nil
+}
+
+// holding is the live batch of o's partner that seals o's sector, if any.
+func holding(batches []sealv1.SealBatch, o *sealv1.SealOrder) *sealv1.SealBatch {
+	for i := range batches {
+		b := &batches[i]
+		if b.DeletionTimestamp != nil || b.Labels[orders.LabelPartner] != o.Spec.Partner || b.Spec.MinerID != o.Spec.MinerID {
+			continue
+		}
+		if slices.ContainsFunc(b.Spec.Sectors, func(s sealv1.SectorSpec) bool { return s.Number == o.Spec.SectorNumber }) {
+			return b
+		}
+	}
+	return nil
+}
+
+// form draws the group's tickets from the partner, creates the batch, then records it on each
+// order (a restart in between adopts the batch: see queue).
+func (r *OrderReconciler) form(ctx context.Context, group []*sealv1.SealOrder) error {
+	for _, o := range group {
+		if o.Status.Ticket != nil {
+			continue
+		}
+		if err := r.fetchTicket(ctx, o); err != nil {
+			r.Recorder.Eventf(o, nil, corev1.EventTypeWarning, "TicketFailed", "Form", "partner %s: %v", o.Spec.Partner, err)
+			return nil // the group waits; the next pass asks again
+		}
+	}
+	b, err := orders.Batch(r.OrderNamespace, r.Output, group)
+	if err != nil {
+		return err
+	}
+	if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating batch %s for partner %s: %w", b.Name, group[0].Spec.Partner, err)
+	}
+	var numbers []string
+	for _, o := range group {
+		numbers = append(numbers, fmt.Sprint(o.Spec.SectorNumber))
+	}
+	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "FormedFromOrders", "Form", "partner %s ordered sectors %s of %s", group[0].Spec.Partner, strings.Join(numbers, ","), b.Spec.MinerID)
+	return r.claim(ctx, group, b.Name)
+}
+
+func (r *OrderReconciler) fetchTicket(ctx context.Context, o *sealv1.SealOrder) error {
+	p, err := r.partner(ctx, o.Spec.Partner)
+	if err != nil {
+		return err
+	}
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	t, err := v0.FetchTicket(tctx, r.HTTP, p.URL, o.Spec.MinerID)
+	if err != nil {
+		return err
+	}
+	return updateOrderStatus(ctx, r.Client, o, func(o *sealv1.SealOrder) {
+		o.Status.Ticket = &sealv1.OrderTicket{Randomness: hex.EncodeToString(t.Ticket), Epoch: t.Epoch, FetchTime: metav1.NewTime(r.now())}
+	})
+}
+
+func (r *OrderReconciler) partner(ctx context.Context, name string) (provider.Partner, error) {
+	var s corev1.Secret
+	if err := r.Get(ctx, client.ObjectKey{Namespace: r.PartnerNamespace, Name: name}, &s); err != nil {
+		return provider.Partner{}, fmt.Errorf("partner Secret %s/%s: %w", r.PartnerNamespace, name, err)
+	}
+	return provider.ParsePartner(&s)
+}
+
+// claim records the batch on each order.
+func (r *OrderReconciler) claim(ctx context.Context, group []*sealv1.SealOrder, batch string) error {
+	for _, o := range group {
+		if err := updateOrderStatus(ctx, r.Client, o, func(o *sealv1.SealOrder) {
+			o.Status.Batch = batch
+			o.Status.State = sealv1.OrderPending
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mirror writes the order's protocol state from its batch.
+func (r *OrderReconciler) mirror(ctx context.Context, o *sealv1.SealOrder, b *sealv1.SealBatch) error {
+	v := orders.StateOf(o, b)
+	if v.State == o.Status.State && v.CommRCID == o.Status.CommRCID && v.Reason == o.Status.FailReason {
+		return nil
+	}
+	if b != nil {
+		switch v.State {
+		case sealv1.OrderComplete:
+			r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "OrderComplete", "Seal", "partner %s: sector %d of %s sealed (%s)", o.Spec.Partner, o.Spec.SectorNumber, o.Spec.MinerID, v.CommRCID)
+		case sealv1.OrderFailed:
+			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "OrderFailed", "Seal", "partner %s: sector %d of %s: %s", o.Spec.Partner, o.Spec.SectorNumber, o.Spec.MinerID, v.Reason)
+		}
+	}
+	return r.setState(ctx, o, v)
+}
+
+func (r *OrderReconciler) setState(ctx context.Context, o *sealv1.SealOrder, v orders.View) error {
+	return updateOrderStatus(ctx, r.Client, o, func(o *sealv1.SealOrder) {
+		if v.State == sealv1.OrderComplete && o.Status.CompleteTime == nil {
+			t := metav1.NewTime(r.now())
+			o.Status.CompleteTime = &t
+		}
+		o.Status.State, o.Status.FailReason = v.State, v.Reason
+		if v.CommRCID != "" {
+			o.Status.CommDCID, o.Status.CommRCID = v.CommDCID, v.CommRCID
+		}
+	})
+}
+
+// handSeed copies the seed the partner sent with commit1 into the batch's spec.seeds (C1
+// from the slot runs once every sector has one, or at seedTimeout).
+func (r *OrderReconciler) handSeed(ctx context.Context, o *sealv1.SealOrder, b *sealv1.SealBatch) error {
+	if o.Spec.Seed == nil || b == nil || !b.Spec.FromSlot() || b.DeletionTimestamp != nil ||
+		slices.ContainsFunc(b.Spec.Seeds, func(s sealv1.SectorSeed) bool { return s.Number == o.Spec.SectorNumber }) {
+		return nil
+	}
+	switch b.Status.Phase {
+	case sealv1.PhaseC1, sealv1.PhaseCompleted, sealv1.PhaseFailed:
+		return nil // too late: C1 ran (or runs) without it
+	}
+	patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	// Curio's client sends no seed epoch; C1 does not read it.
+	b.Spec.Seeds = append(b.Spec.Seeds, sealv1.SectorSeed{Number: o.Spec.SectorNumber, Randomness: o.Spec.Seed.Randomness})
+	if err := r.Patch(ctx, b, patch); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "SeedReceived", "Seal", "partner %s sent the seed of sector %d (commit1): %d/%d seeds", o.Spec.Partner, o.Spec.SectorNumber, len(b.Spec.Seeds), len(b.Spec.Sectors))
+	return nil
+}
+
+// notify tells the partner the sector is complete, until it accepts; each refusal waits a
+// longer back-off (the partner's status polling finds the sector meanwhile).
+func (r *OrderReconciler) notify(ctx context.Context, o *sealv1.SealOrder, b *sealv1.SealBatch) (reconcile.Result, error) {
+	if o.Status.State != sealv1.OrderComplete || o.Status.NotifiedTime != nil || o.Status.Ticket == nil {
+		return reconcile.Result{}, nil
+	}
+	if o.Status.LastNotifyTime != nil {
+		if wait := o.Status.LastNotifyTime.Add(notifyBackoff(o.Status.NotifyAttempts)).Sub(r.now()); wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
+	}
+	p, err := r.partner(ctx, o.Spec.Partner)
+	if err == nil {
+		var n v0.CompleteNotification
+		if n, err = completeNotice(o, p); err == nil {
+			nctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			err = v0.NotifyComplete(nctx, r.HTTP, p.URL, n)
+			cancel()
+		}
+	}
+	now := metav1.NewTime(r.now())
+	if err != nil {
+		if b != nil {
+			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "PartnerNotifyFailed", "Notify", "partner %s: complete notice for sector %d: %v (retrying; the partner's status polling also finds it)", o.Spec.Partner, o.Spec.SectorNumber, err)
+		}
+		if uerr := updateOrderStatus(ctx, r.Client, o, func(o *sealv1.SealOrder) {
+			o.Status.NotifyAttempts++
+			o.Status.LastNotifyTime = &now
+		}); uerr != nil {
+			return reconcile.Result{}, uerr
+		}
+		return reconcile.Result{RequeueAfter: notifyBackoff(o.Status.NotifyAttempts)}, nil
+	}
+	return reconcile.Result{}, updateOrderStatus(ctx, r.Client, o, func(o *sealv1.SealOrder) {
+		o.Status.NotifiedTime = &now
+		o.Status.LastNotifyTime = &now
+	})
+}
+
+// completeNotice is the complete notice of o, with the partner's own token.
+func completeNotice(o *sealv1.SealOrder, p provider.Partner) (v0.CompleteNotification, error) {
+	sp, err := strconv.ParseInt(o.Spec.MinerID[2:], 10, 64)
+	if err != nil {
+		return v0.CompleteNotification{}, fmt.Errorf("miner %s: %w", o.Spec.MinerID, err)
+	}
+	ticket, err := hex.DecodeString(o.Status.Ticket.Randomness)
+	if err != nil {
+		return v0.CompleteNotification{}, fmt.Errorf("ticket of order %s: %w", o.Name, err)
+	}
+	return v0.CompleteNotification{PartnerToken: p.Token(), SpID: sp, SectorNumber: o.Spec.SectorNumber,
+		TreeDCid: o.Status.CommDCID, TreeRCid: o.Status.CommRCID, TicketEpoch: o.Status.Ticket.Epoch, TicketValue: ticket}, nil
+}
+
+// updateOrderStatus applies change to the order's status, reading it again on a conflict.
+func updateOrderStatus(ctx context.Context, c client.Client, o *sealv1.SealOrder, change func(*sealv1.SealOrder)) error {
+	for range 5 {
+		change(o)
+		err := c.Status().Update(ctx, o)
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("order %s/%s: status kept changing under the update", o.Namespace, o.Name)
+}
+
+// SetupWithManager watches orders and the batches formed from them.
+func (r *OrderReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("sealorder").
+		For(&sealv1.SealOrder{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == r.OrderNamespace }))).
+		Watches(&sealv1.SealBatch{}, handler.EnqueueRequestsFromMapFunc(ordersOfBatch),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[orders.LabelPartner] != "" }))).
+		Complete(r)
+}
+
+// ordersOfBatch maps a batch formed from orders to its sectors' orders.
+func ordersOfBatch(_ context.Context, o client.Object) []reconcile.Request {
+	b, ok := o.(*sealv1.SealBatch)
+	if !ok {
+		return nil
+	}
+	out := make([]reconcile.Request, len(b.Spec.Sectors))
+	for i, s := range b.Spec.Sectors {
+		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: orders.Name(b.Spec.MinerID, s.Number)}}
+	}
+	return out
+}

@@ -1,0 +1,228 @@
+package controllers_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/controllers"
+	v0 "github.com/sealfleet/sealfleet/internal/remoteseal/delegatedv0"
+	"github.com/sealfleet/sealfleet/internal/remoteseal/provider"
+)
+
+const partnerToken = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed"
+
+// fakeCurio is a partner's Curio: it answers the ticket route and accepts complete notices
+// after refusing the first `refuse` of them.
+type fakeCurio struct {
+	mu       sync.Mutex
+	refuse   int
+	notices  []v0.CompleteNotification
+	tickets  int
+	maddrs   []string
+	srv      *httptest.Server
+	complete chan struct{}
+}
+
+func newFakeCurio(t *testing.T, refuse int) *fakeCurio {
+	f := &fakeCurio{refuse: refuse, complete: make(chan struct{}, 16)}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		switch r.URL.Path {
+		case v0.BasePath + "ticket":
+			f.tickets++
+			f.maddrs = append(f.maddrs, r.URL.Query().Get("maddr"))
+			_ = json.NewEncoder(w).Encode(v0.TicketResponse{Ticket: bytes.Repeat([]byte{byte(f.tickets)}, 32), Epoch: int64(1000 + f.tickets)})
+		case v0.BasePath + "complete":
+			var n v0.CompleteNotification
+			if err := json.NewDecoder(r.Body).Decode(&n); err != nil || n.PartnerToken != partnerToken {
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			if f.refuse > 0 {
+				f.refuse--
+				http.Error(w, "database down", http.StatusInternalServerError)
+				return
+			}
+			f.notices = append(f.notices, n)
+			f.complete <- struct{}{}
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestOrdersBecomeBatches: a partner's two orders (through the provider's HTTP server) wait
+// for each other, then form one batch sealed with tickets from the partner's chain; the
+// orders follow the batch (sdr, complete with CIDs); the seeds sent with commit1 reach the
+// batch's C1; the partner is told of completion, retried after it refuses once.
+func TestOrdersBecomeBatches(t *testing.T) {
+	curio := newFakeCurio(t, 1)
+	addr := freeAddr(t)
+	h := newHarnessWith(t, func(h *harness) {
+		h.namespace("partners")
+		h.namespace("orders")
+		h.remote = controllers.RemoteSealOptions{Listen: addr, Insecure: true, PartnerNamespace: "partners", OrderNamespace: "orders",
+			MinerPrefix: "f0", MaxBatch: 2, MaxWait: time.Hour, OutputPath: "/var/lib/sealfleet/output", DataKeySecret: "data-key", URLTTL: time.Hour}
+		if err := h.c.Create(context.Background(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "partners", Labels: map[string]string{provider.LabelPartner: "true"}},
+			Data:       map[string][]byte{provider.KeyToken: []byte(partnerToken), provider.KeyURL: []byte(curio.srv.URL), provider.KeyMaxSectors: []byte("4")},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ctx := context.Background()
+	h.addNode("node-r", 1, 8, nil)
+	base := "http://" + addr + v0.BasePath
+	post := func(route string, in, out any) int {
+		raw, _ := json.Marshal(in)
+		resp, err := http.Post(base+route, "application/json", bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if out != nil && resp.StatusCode == 200 {
+			if err := json.Unmarshal(body, out); err != nil {
+				t.Fatalf("%s: %v %s", route, err, body)
+			}
+		}
+		return resp.StatusCode
+	}
+	h.eventually("the provider serving", func() (bool, string) {
+		resp, err := http.Get(base + "capabilities")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == 200, fmt.Sprint(err)
+	})
+	var key corev1.Secret
+	if err := h.c.Get(ctx, client.ObjectKey{Namespace: "partners", Name: "data-key"}, &key); err != nil || len(key.Data["key"]) != 32 {
+		t.Errorf("sector data signing key: %v", err)
+	}
+
+	order := func(sector int64) {
+		var av v0.AvailableResponse
+		if code := post("available", v0.AuthorizeRequest{PartnerToken: partnerToken}, &av); code != 200 || !av.Available {
+			t.Fatalf("available: %d %+v", code, av)
+		}
+		var o v0.OrderResponse
+		if code := post("order", v0.OrderRequest{PartnerToken: partnerToken, SlotToken: av.SlotToken, SpID: 1000, SectorNumber: sector, RegSealProof: 5}, &o); code != 200 || !o.Accepted {
+			t.Fatalf("order %d: %d %+v", sector, code, o)
+		}
+	}
+	order(21)
+	time.Sleep(time.Second)
+	if n := len(h.batchesIn("orders")); n != 0 {
+		t.Fatalf("a batch of one formed before the second order or the wait: %d", n)
+	}
+	order(22)
+	var b *sealv1.SealBatch
+	h.eventually("a batch of both orders", func() (bool, string) {
+		bs := h.batchesIn("orders")
+		if len(bs) == 1 {
+			b = &bs[0]
+		}
+		return len(bs) == 1, fmt.Sprint(len(bs))
+	})
+	if b.Name != "rs-f01000-21-x2" || b.Spec.Commit1 != sealv1.Commit1FromSlot || len(b.Spec.Sectors) != 2 ||
+		b.Spec.Sectors[0].Ticket != strings.Repeat("01", 32) || b.Spec.Sectors[1].Ticket != strings.Repeat("02", 32) {
+		t.Errorf("batch %s: %+v", b.Name, b.Spec)
+	}
+	if strings.Join(curio.maddrs, ",") != "f01000,f01000" {
+		t.Errorf("tickets drawn for %v", curio.maddrs)
+	}
+	status := func(sector int64) v0.StatusResponse {
+		var s v0.StatusResponse
+		if code := post("status", v0.SectorRequest{PartnerToken: partnerToken, SpID: 1000, SectorNumber: sector}, &s); code != 200 {
+			t.Fatalf("status: %d", code)
+		}
+		return s
+	}
+	pod := h.waitPod("orders", b.Name+"-sealer-1")
+	h.setPod(pod, corev1.PodRunning, 0, "")
+	h.waitPhase("orders", b.Name, sealv1.PhasePC1)
+	h.eventually("sdr", func() (bool, string) { s := status(21); return s.State == v0.StateSDR, s.State })
+	h.setPod(pod, corev1.PodSucceeded, 0, results(b))
+	h.waitPhase("orders", b.Name, sealv1.PhaseWaitingForSeeds)
+	var s21 v0.StatusResponse
+	h.eventually("complete", func() (bool, string) { s21 = status(21); return s21.State == v0.StateComplete, s21.State })
+	if !strings.HasPrefix(s21.TreeRCid, "bagboea4b5abc") || !strings.HasPrefix(s21.TreeDCid, "baga6ea4seaq") || s21.TicketEpoch != 1001 {
+		t.Errorf("complete status %+v", s21)
+	}
+	for range 2 {
+		select {
+		case <-curio.complete:
+		case <-time.After(2 * time.Minute):
+			t.Fatal("complete notices for both sectors not accepted within two minutes (one refused, then a 30 s back-off)")
+		}
+	}
+	attempts := int32(0)
+	for _, name := range []string{"f01000-21", "f01000-22"} {
+		var so sealv1.SealOrder
+		if err := h.c.Get(ctx, client.ObjectKey{Namespace: "orders", Name: name}, &so); err != nil {
+			t.Fatal(err)
+		}
+		h.eventually(name+" notified", func() (bool, string) {
+			_ = h.c.Get(ctx, client.ObjectKey{Namespace: "orders", Name: name}, &so)
+			return so.Status.NotifiedTime != nil, fmt.Sprint(so.Status)
+		})
+		attempts += so.Status.NotifyAttempts
+	}
+	if attempts != 1 {
+		t.Errorf("refused notices recorded: %d, want 1", attempts)
+	}
+	if len(curio.notices) != 2 || curio.notices[0].TicketEpoch < 1001 || len(curio.notices[0].TicketValue) != 32 || curio.notices[0].TreeRCid == "" {
+		t.Errorf("notices %+v", curio.notices)
+	}
+	if !h.hasEvent("orders", b.Name, "PartnerNotifyFailed", "partner alpha") || !h.hasEvent("orders", b.Name, "FormedFromOrders", "partner alpha ordered sectors 21,22") {
+		t.Errorf("events on the batch naming the partner missing")
+	}
+
+	// commit1 for both: the seeds reach the batch, whose C1 starts.
+	for _, n := range []int64{21, 22} {
+		code := post("commit1", v0.Commit1Request{PartnerToken: partnerToken, SpID: 1000, SectorNumber: n, SeedValue: bytes.Repeat([]byte{byte(n)}, 32)}, nil)
+		if code != http.StatusPreconditionFailed {
+			t.Errorf("commit1 %d before C1 ran: %d", n, code)
+		}
+	}
+	h.waitPod("orders", b.Name+"-c1-1")
+	got := h.batch("orders", b.Name)
+	if len(got.Spec.Seeds) != 2 || got.Spec.Seeds[0].Randomness != strings.Repeat("15", 32) {
+		t.Errorf("batch seeds %+v", got.Spec.Seeds)
+	}
+}
+
+func (h *harness) batchesIn(ns string) []sealv1.SealBatch {
+	var l sealv1.SealBatchList
+	if err := h.c.List(context.Background(), &l, client.InNamespace(ns)); err != nil {
+		h.t.Fatal(err)
+	}
+	return l.Items
+}

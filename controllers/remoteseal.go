@@ -1,0 +1,176 @@
+package controllers
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	v0 "github.com/sealfleet/sealfleet/internal/remoteseal/delegatedv0"
+	"github.com/sealfleet/sealfleet/internal/remoteseal/orders"
+	"github.com/sealfleet/sealfleet/internal/remoteseal/provider"
+	"github.com/sealfleet/sealfleet/internal/remoteseal/sectordata"
+)
+
+// RemoteSealOptions run sealfleet as a remote-seal provider (Curio's delegated protocol v0):
+// off unless Listen is set.
+type RemoteSealOptions struct {
+	// Listen is the provider's HTTPS address ("" = no provider).
+	Listen string
+	// TLSCert and TLSKey are the server's certificate files; Insecure serves plain HTTP
+	// instead (a TLS-terminating proxy in front, or tests).
+	TLSCert, TLSKey string
+	Insecure        bool
+	// PartnerNamespace holds the partner Secrets and the data signing key.
+	PartnerNamespace string
+	// OrderNamespace holds the SealOrders and the batches formed from them.
+	OrderNamespace string
+	// MinerPrefix is f0 (mainnet) or t0 (test networks).
+	MinerPrefix string
+	MaxBatch    int
+	MaxWait     time.Duration
+	// OutputPath is the host path the batches write to, which node agents serve.
+	OutputPath string
+	// DataKeySecret names the Secret (key "key") whose bytes sign sector data URLs; created
+	// with a random key when missing; node agents mount it.
+	DataKeySecret string
+	URLTTL        time.Duration
+}
+
+func (o *RemoteSealOptions) bindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Listen, "remote-seal-listen", "", "serve Curio's delegated remote-seal protocol (v0) here, e.g. :8443 (empty: off)")
+	fs.StringVar(&o.TLSCert, "remote-seal-tls-cert", "", "certificate (PEM) of the remote-seal provider's HTTPS server")
+	fs.StringVar(&o.TLSKey, "remote-seal-tls-key", "", "its private key (PEM)")
+	fs.BoolVar(&o.Insecure, "remote-seal-insecure-http", false, "serve the provider over plain HTTP (behind a TLS-terminating proxy, or tests); tokens then travel in clear between the two")
+	fs.StringVar(&o.PartnerNamespace, "remote-seal-partner-namespace", "", "namespace of the partner Secrets (label "+provider.LabelPartner+") and the sector data signing key")
+	fs.StringVar(&o.OrderNamespace, "remote-seal-namespace", "sealfleet-batches", "namespace of the SealOrders and the SealBatches formed from them")
+	fs.StringVar(&o.MinerPrefix, "remote-seal-miner-prefix", "f0", "ID-address prefix of partners' miners: f0 (mainnet) or t0 (test networks)")
+	fs.IntVar(&o.MaxBatch, "remote-seal-max-batch", 32, "most orders one batch takes (1, 2, 4, … 128)")
+	fs.DurationVar(&o.MaxWait, "remote-seal-max-wait", 10*time.Minute, "longest an order waits for its batch to fill before a smaller batch is formed")
+	fs.StringVar(&o.OutputPath, "remote-seal-output", "/var/lib/sealfleet/output", "host path remote-seal batches write to (node agents serve it: --sector-data-root)")
+	fs.StringVar(&o.DataKeySecret, "remote-seal-data-key-secret", "sealfleet-sector-data-key", "Secret (in the partner namespace, key \"key\") signing sector data URLs; created when missing")
+	fs.DurationVar(&o.URLTTL, "remote-seal-url-ttl", 6*time.Hour, "how long a sector data URL stays valid")
+}
+
+// check refuses settings the provider cannot honour.
+func (o *RemoteSealOptions) check() error {
+	if o.Listen == "" {
+		return nil
+	}
+	var errs []string
+	if o.Insecure == (o.TLSCert != "" || o.TLSKey != "") {
+		errs = append(errs, "give --remote-seal-tls-cert and --remote-seal-tls-key, or --remote-seal-insecure-http, not both or neither")
+	} else if !o.Insecure && (o.TLSCert == "" || o.TLSKey == "") {
+		errs = append(errs, "--remote-seal-tls-cert and --remote-seal-tls-key go together")
+	}
+	if o.PartnerNamespace == "" {
+		errs = append(errs, "--remote-seal-partner-namespace is required (where the partner Secrets are)")
+	}
+	if o.MinerPrefix != "f0" && o.MinerPrefix != "t0" {
+		errs = append(errs, fmt.Sprintf("--remote-seal-miner-prefix %q must be f0 or t0", o.MinerPrefix))
+	}
+	if !sealv1.BatchSizeSupported(o.MaxBatch) {
+		errs = append(errs, fmt.Sprintf("--remote-seal-max-batch %d must be 1, 2, 4, 8, 16, 32, 64 or 128", o.MaxBatch))
+	}
+	if !strings.HasPrefix(o.OutputPath, "/") {
+		errs = append(errs, fmt.Sprintf("--remote-seal-output %q must be an absolute host path", o.OutputPath))
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// dataKey reads the sector data signing key, creating it once.
+func (o *RemoteSealOptions) dataKey(ctx context.Context, c client.Client, r client.Reader) ([]byte, error) {
+	key := client.ObjectKey{Namespace: o.PartnerNamespace, Name: o.DataKeySecret}
+	var s corev1.Secret
+	err := r.Get(ctx, key, &s)
+	if apierrors.IsNotFound(err) {
+		b := make([]byte, 32)
+		_, _ = rand.Read(b)
+		s = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}, Data: map[string][]byte{"key": b}}
+		err = c.Create(ctx, &s)
+		if apierrors.IsAlreadyExists(err) {
+			err = r.Get(ctx, key, &s)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sector data signing key %s: %w", key, err)
+	}
+	if len(s.Data["key"]) < 32 {
+		return nil, fmt.Errorf("sector data signing key %s: data.key must hold at least 32 bytes", key)
+	}
+	return s.Data["key"], nil
+}
+
+// setupRemoteSeal registers the order controller and the provider's server.
+func setupRemoteSeal(mgr ctrl.Manager, o RemoteSealOptions, rec Recorder) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key, err := o.dataKey(ctx, mgr.GetClient(), mgr.GetAPIReader())
+	if err != nil {
+		return err
+	}
+	output := sealv1.OutputSpec{HostPath: &sealv1.HostPathOutput{Path: o.OutputPath}}
+	hc := &http.Client{Timeout: time.Minute}
+	if err := (&OrderReconciler{Client: mgr.GetClient(), Recorder: rec, PartnerNamespace: o.PartnerNamespace, OrderNamespace: o.OrderNamespace,
+		Policy: orders.Policy{MaxBatch: o.MaxBatch, MaxWait: o.MaxWait}, Output: output, HTTP: hc}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	logger := mgr.GetLogger().WithName("remote-seal")
+	backend := &provider.Backend{Client: mgr.GetClient(), Namespace: o.PartnerNamespace, OrderNamespace: o.OrderNamespace, MinerPrefix: o.MinerPrefix,
+		Data:    &provider.NodeLocator{Client: mgr.GetClient(), Signer: sectordata.Signer{Key: key}, TTL: o.URLTTL},
+		Problem: func(err error) { logger.Error(err, "partner Secret ignored") }}
+	srv := &v0.Server{Backend: backend, Error: func(route string, err error) { logger.Error(err, "remote-seal request failed", "route", route) }}
+	return mgr.Add(&providerServer{opts: o, handler: srv.Handler()})
+}
+
+// providerServer serves the protocol on every replica (its state is the API server's; slot
+// reservations are per replica, as Curio keeps them per process).
+type providerServer struct {
+	opts    RemoteSealOptions
+	handler http.Handler
+}
+
+func (p *providerServer) NeedLeaderElection() bool { return false }
+
+func (p *providerServer) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", p.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("remote-seal provider: %w", err)
+	}
+	srv := &http.Server{Handler: p.handler, ReadHeaderTimeout: 30 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	log.FromContext(ctx).Info("remote-seal provider listening", "address", ln.Addr().String(), "protocol", v0.BasePath, "curio", v0.FollowedCommit)
+	if p.opts.Insecure {
+		err = srv.Serve(ln)
+	} else {
+		err = srv.ServeTLS(ln, p.opts.TLSCert, p.opts.TLSKey)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+var _ manager.LeaderElectionRunnable = (*providerServer)(nil)

@@ -1,0 +1,65 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strconv"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/remoteseal/sectordata"
+)
+
+// NodeLocator hands out signed URLs on the node that holds a batch's outputs: the node
+// agent's sector data server (SealerNode status.sectorDataURL), serving beneath the host
+// path the remote-seal batches write to.
+type NodeLocator struct {
+	Client client.Client
+	Signer sectordata.Signer
+	// TTL is how long a URL stays valid (a download resumed later asks the provider again).
+	TTL time.Duration
+	Now func() time.Time
+}
+
+var _ DataLocator = (*NodeLocator)(nil)
+
+// lotusName is a sector's file and directory name in the Lotus layout.
+func lotusName(minerID string, sector int64) string {
+	return "s-t0" + minerID[2:] + "-" + strconv.FormatInt(sector, 10)
+}
+
+func (l *NodeLocator) url(ctx context.Context, b *sealv1.SealBatch, kind, rel string) (string, error) {
+	if b.Status.Node == "" {
+		return "", fmt.Errorf("batch %s/%s has no node", b.Namespace, b.Name)
+	}
+	var sn sealv1.SealerNode
+	if err := l.Client.Get(ctx, client.ObjectKey{Name: b.Status.Node}, &sn); err != nil {
+		return "", fmt.Errorf("node %s of batch %s/%s: %w", b.Status.Node, b.Namespace, b.Name, err)
+	}
+	if sn.Status.SectorDataURL == "" {
+		return "", fmt.Errorf("node %s serves no sector data (its agent runs without --sector-data-bind-address)", b.Status.Node)
+	}
+	now := time.Now
+	if l.Now != nil {
+		now = l.Now
+	}
+	return l.Signer.URL(sn.Status.SectorDataURL, kind, path.Join(b.Namespace, b.Name, rel), now().Add(l.TTL))
+}
+
+// Sealed is the replica, sealed/s-t0<miner>-<n>.
+func (l *NodeLocator) Sealed(ctx context.Context, b *sealv1.SealBatch, sector int64) (string, error) {
+	return l.url(ctx, b, sectordata.KindSealed, path.Join("sealed", lotusName(b.Spec.MinerID, sector)))
+}
+
+// Cache is the sector's cache directory, served as a tar.
+func (l *NodeLocator) Cache(ctx context.Context, b *sealv1.SealBatch, sector int64) (string, error) {
+	return l.url(ctx, b, sectordata.KindCache, path.Join("cache", lotusName(b.Spec.MinerID, sector)))
+}
+
+// Commit1 is the C1 output the batch wrote into the sector's cache directory.
+func (l *NodeLocator) Commit1(ctx context.Context, b *sealv1.SealBatch, sector int64) (string, error) {
+	return l.url(ctx, b, sectordata.KindCommit1, path.Join("cache", lotusName(b.Spec.MinerID, sector), "commit-phase1-output"))
+}
