@@ -25,6 +25,7 @@ import (
 	v0 "github.com/sealfleet/sealfleet/internal/remoteseal/delegatedv0"
 	"github.com/sealfleet/sealfleet/internal/remoteseal/orders"
 	"github.com/sealfleet/sealfleet/internal/remoteseal/provider"
+	"github.com/sealfleet/sealfleet/internal/render"
 )
 
 // OrderReconciler runs remote-seal orders (SealOrders): it forms batches of queued orders with
@@ -46,11 +47,19 @@ type OrderReconciler struct {
 	HTTP *http.Client
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Cleanup is the template of output-cleanup pods (namespace, host network, pull
+	// secrets), run with CleanupImage; OutputPath is the host output root they mount.
+	Cleanup      render.OutputCleanupInput
+	CleanupImage string
+	CleanupPull  corev1.PullPolicy
+	// CleanupAfter cleans up a complete order its partner never cleaned up, this long after
+	// it completed (0: never).
+	CleanupAfter time.Duration
 }
 
-// +kubebuilder:rbac:groups=sealfleet.io,resources=sealorders,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=sealfleet.io,resources=sealorders,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=sealfleet.io,resources=sealorders/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=sealfleet.io,resources=sealbatches,verbs=create
+// +kubebuilder:rbac:groups=sealfleet.io,resources=sealbatches,verbs=create;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
 
 func (r *OrderReconciler) now() time.Time {
@@ -95,7 +104,15 @@ func (r *OrderReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err := r.handSeed(ctx, &o, b); err != nil {
 		return reconcile.Result{}, err
 	}
-	return r.notify(ctx, &o, b)
+	res, err := r.notify(ctx, &o, b)
+	if err != nil {
+		return res, err
+	}
+	more, err := r.cleanup(ctx, &o, b)
+	if res.RequeueAfter == 0 || more.RequeueAfter != 0 && more.RequeueAfter < res.RequeueAfter {
+		res = more
+	}
+	return res, err
 }
 
 // queue adopts the order into a batch that already holds its sector (one created before a
@@ -301,6 +318,85 @@ func (r *OrderReconciler) notify(ctx context.Context, o *sealv1.SealOrder, b *se
 		o.Status.NotifiedTime = &now
 		o.Status.LastNotifyTime = &now
 	})
+}
+
+// cleanup deletes the sector's replica and cache on its node once the partner said cleanup
+// (or CleanupAfter passed since it completed), then the order: its status is then gone, as
+// the protocol has it. The batch goes with its last order. Nothing is deleted while the
+// batch's C1 may still read the cache.
+func (r *OrderReconciler) cleanup(ctx context.Context, o *sealv1.SealOrder, b *sealv1.SealBatch) (reconcile.Result, error) {
+	timedOut := false
+	if !o.Spec.Cleanup {
+		if r.CleanupAfter <= 0 || o.Status.CompleteTime == nil {
+			return reconcile.Result{}, nil
+		}
+		if wait := o.Status.CompleteTime.Add(r.CleanupAfter).Sub(r.now()); wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
+		timedOut = true
+	}
+	if b == nil || b.Status.Node == "" {
+		// No batch, or one never placed: nothing of the sector's is on a node.
+		return reconcile.Result{}, r.forget(ctx, o, b)
+	}
+	switch b.Status.Phase {
+	case sealv1.PhaseCompleted, sealv1.PhaseFailed:
+	default:
+		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
+	}
+	in := r.Cleanup
+	in.Order, in.OrderUID, in.Node = o.Name, string(o.UID), b.Status.Node
+	sealed, cache := provider.SectorPaths(b, o.Spec.SectorNumber)
+	in.Paths = []string{sealed, cache}
+	want := render.OutputCleanupPod(in, r.CleanupImage, r.CleanupPull)
+	var pod corev1.Pod
+	err := r.Get(ctx, client.ObjectKeyFromObject(want), &pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return reconcile.Result{}, err
+		}
+		why := "the partner called cleanup"
+		if timedOut {
+			why = fmt.Sprintf("the partner did not call cleanup within %s of completion", r.CleanupAfter)
+		}
+		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "OutputCleanup", "Cleanup", "partner %s: deleting sector %d's replica and cache on %s (%s)", o.Spec.Partner, o.Spec.SectorNumber, b.Status.Node, why)
+		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+	case err != nil:
+		return reconcile.Result{}, err
+	}
+	switch pod.Status.Phase {
+	case corev1.PodSucceeded:
+		if err := client.IgnoreNotFound(r.Delete(ctx, &pod)); err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, r.forget(ctx, o, b)
+	case corev1.PodFailed:
+		reason, msg, _ := podFailure(&pod)
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "OutputCleanupFailed", "Cleanup", "partner %s: deleting sector %d's outputs on %s failed (%s: %s); retrying in a minute", o.Spec.Partner, o.Spec.SectorNumber, b.Status.Node, reason, msg)
+		return reconcile.Result{RequeueAfter: time.Minute}, client.IgnoreNotFound(r.Delete(ctx, &pod))
+	}
+	return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+}
+
+// forget deletes a cleaned-up order, and its batch once no order is left in it.
+func (r *OrderReconciler) forget(ctx context.Context, o *sealv1.SealOrder, b *sealv1.SealBatch) error {
+	if err := client.IgnoreNotFound(r.Delete(ctx, o)); err != nil {
+		return err
+	}
+	if b == nil || b.DeletionTimestamp != nil {
+		return nil
+	}
+	var all sealv1.SealOrderList
+	if err := r.List(ctx, &all, client.InNamespace(o.Namespace), client.MatchingLabels{orders.LabelPartner: o.Spec.Partner}); err != nil {
+		return err
+	}
+	for _, other := range all.Items {
+		if other.Name != o.Name && other.Status.Batch == b.Name {
+			return nil
+		}
+	}
+	return client.IgnoreNotFound(r.Delete(ctx, b))
 }
 
 // completeNotice is the complete notice of o, with the partner's own token.

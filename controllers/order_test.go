@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
@@ -89,7 +90,8 @@ func TestOrdersBecomeBatches(t *testing.T) {
 		h.namespace("partners")
 		h.namespace("orders")
 		h.remote = controllers.RemoteSealOptions{Listen: addr, Insecure: true, PartnerNamespace: "partners", OrderNamespace: "orders",
-			MinerPrefix: "f0", MaxBatch: 2, MaxWait: time.Hour, OutputPath: "/var/lib/sealfleet/output", DataKeySecret: "data-key", URLTTL: time.Hour}
+			MinerPrefix: "f0", MaxBatch: 2, MaxWait: time.Hour, OutputPath: "/var/lib/sealfleet/output", DataKeySecret: "data-key", URLTTL: time.Hour,
+			CleanupAfter: 3 * time.Second}
 		if err := h.c.Create(context.Background(), &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "partners", Labels: map[string]string{provider.LabelPartner: "true"}},
 			Data:       map[string][]byte{provider.KeyToken: []byte(partnerToken), provider.KeyURL: []byte(curio.srv.URL), provider.KeyMaxSectors: []byte("4")},
@@ -212,11 +214,61 @@ func TestOrdersBecomeBatches(t *testing.T) {
 			t.Errorf("commit1 %d before C1 ran: %d", n, code)
 		}
 	}
-	h.waitPod("orders", b.Name+"-c1-1")
+	c1 := h.waitPod("orders", b.Name+"-c1-1")
 	got := h.batch("orders", b.Name)
 	if len(got.Spec.Seeds) != 2 || got.Spec.Seeds[0].Randomness != strings.Repeat("15", 32) {
 		t.Errorf("batch seeds %+v", got.Spec.Seeds)
 	}
+	for _, route := range []string{"finalize", "cleanup"} {
+		if code := post(route, v0.SectorRequest{PartnerToken: partnerToken, SpID: 1000, SectorNumber: 21}, nil); code != 200 {
+			t.Errorf("%s: %d", route, code)
+		}
+	}
+	time.Sleep(time.Second)
+	if pods := h.podsLabelled(scrubNS, "sealfleet.io/order"); len(pods) != 0 {
+		t.Errorf("outputs deleted while C1 may still read them: %d pods", len(pods))
+	}
+	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(21, 22))
+	h.waitPhase("orders", b.Name, sealv1.PhaseCompleted)
+
+	// Sector 21: its partner called cleanup; sector 22: the partner never did, and
+	// CleanupAfter (3 s here) passed. Each gets a pod deleting its replica and cache on the node.
+	for _, n := range []int64{21, 22} {
+		name := fmt.Sprintf("f01000-%d", n)
+		var pod *corev1.Pod
+		h.eventually("output cleanup of "+name, func() (bool, string) {
+			pods := h.podsLabelled(scrubNS, "sealfleet.io/order="+name)
+			if len(pods) == 1 {
+				pod = &pods[0]
+			}
+			return pod != nil, fmt.Sprint(len(pods))
+		})
+		args := strings.Join(pod.Spec.Containers[0].Args, " ")
+		want := fmt.Sprintf("remove-outputs --root /output orders/%[1]s/sealed/s-t01000-%[2]d orders/%[1]s/cache/s-t01000-%[2]d", b.Name, n)
+		if args != want || pod.Spec.Volumes[0].HostPath.Path != "/var/lib/sealfleet/output" {
+			t.Errorf("cleanup pod: %s on %s, want %s", args, pod.Spec.Volumes[0].HostPath.Path, want)
+		}
+		h.setPod(pod, corev1.PodSucceeded, 0, "")
+		h.eventually(name+" gone", func() (bool, string) { s := status(n); return s.State == v0.StateGone, s.State })
+	}
+	if !h.hasEvent("orders", b.Name, "OutputCleanup", "did not call cleanup within 3s") {
+		t.Error("no event for the cleanup timeout")
+	}
+	h.eventually("the batch deleted with its last order", func() (bool, string) {
+		return len(h.batchesIn("orders")) == 0, fmt.Sprint(len(h.batchesIn("orders")))
+	})
+}
+
+func (h *harness) podsLabelled(ns, selector string) []corev1.Pod {
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var l corev1.PodList
+	if err := h.c.List(context.Background(), &l, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		h.t.Fatal(err)
+	}
+	return l.Items
 }
 
 func (h *harness) batchesIn(ns string) []sealv1.SealBatch {

@@ -24,6 +24,7 @@ import (
 	"github.com/sealfleet/sealfleet/internal/remoteseal/orders"
 	"github.com/sealfleet/sealfleet/internal/remoteseal/provider"
 	"github.com/sealfleet/sealfleet/internal/remoteseal/sectordata"
+	"github.com/sealfleet/sealfleet/internal/render"
 )
 
 // RemoteSealOptions run sealfleet as a remote-seal provider (Curio's delegated protocol v0):
@@ -49,6 +50,9 @@ type RemoteSealOptions struct {
 	// with a random key when missing; node agents mount it.
 	DataKeySecret string
 	URLTTL        time.Duration
+	// CleanupAfter deletes a complete sector's outputs this long after it completed when its
+	// partner never called cleanup (0: never).
+	CleanupAfter time.Duration
 }
 
 func (o *RemoteSealOptions) bindFlags(fs *flag.FlagSet) {
@@ -64,6 +68,7 @@ func (o *RemoteSealOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.OutputPath, "remote-seal-output", "/var/lib/sealfleet/output", "host path remote-seal batches write to (node agents serve it: --sector-data-root)")
 	fs.StringVar(&o.DataKeySecret, "remote-seal-data-key-secret", "sealfleet-sector-data-key", "Secret (in the partner namespace, key \"key\") signing sector data URLs; created when missing")
 	fs.DurationVar(&o.URLTTL, "remote-seal-url-ttl", 6*time.Hour, "how long a sector data URL stays valid")
+	fs.DurationVar(&o.CleanupAfter, "remote-seal-cleanup-after", 72*time.Hour, "delete a complete sector's replica and cache this long after it completed when its partner never called cleanup (Curio's own default; 0: never)")
 }
 
 // check refuses settings the provider cannot honour.
@@ -118,8 +123,10 @@ func (o *RemoteSealOptions) dataKey(ctx context.Context, c client.Client, r clie
 	return s.Data["key"], nil
 }
 
-// setupRemoteSeal registers the order controller and the provider's server.
-func setupRemoteSeal(mgr ctrl.Manager, o RemoteSealOptions, rec Recorder) error {
+// setupRemoteSeal registers the order controller and the provider's server; output-cleanup
+// pods run like scrub pods (namespace, image, host network, pull secrets).
+func setupRemoteSeal(mgr ctrl.Manager, all Options, rec Recorder) error {
+	o := all.RemoteSeal
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	key, err := o.dataKey(ctx, mgr.GetClient(), mgr.GetAPIReader())
@@ -129,7 +136,9 @@ func setupRemoteSeal(mgr ctrl.Manager, o RemoteSealOptions, rec Recorder) error 
 	output := sealv1.OutputSpec{HostPath: &sealv1.HostPathOutput{Path: o.OutputPath}}
 	hc := &http.Client{Timeout: time.Minute}
 	if err := (&OrderReconciler{Client: mgr.GetClient(), Recorder: rec, PartnerNamespace: o.PartnerNamespace, OrderNamespace: o.OrderNamespace,
-		Policy: orders.Policy{MaxBatch: o.MaxBatch, MaxWait: o.MaxWait}, Output: output, HTTP: hc}).SetupWithManager(mgr); err != nil {
+		Policy: orders.Policy{MaxBatch: o.MaxBatch, MaxWait: o.MaxWait}, Output: output, HTTP: hc,
+		Cleanup:      render.OutputCleanupInput{Namespace: all.ScrubNamespace, OutputPath: o.OutputPath, HostNetwork: all.SealerHostNetwork, PullSecrets: all.pullSecrets()},
+		CleanupImage: all.ScrubImage, CleanupPull: corev1.PullPolicy(all.ImagePullPolicy), CleanupAfter: o.CleanupAfter}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	logger := mgr.GetLogger().WithName("remote-seal")

@@ -270,7 +270,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if o.RemoteSeal.Listen != "" {
-		return setupRemoteSeal(mgr, o.RemoteSeal, rec("sealfleet-remote-seal"))
+		return setupRemoteSeal(mgr, o, rec("sealfleet-remote-seal"))
 	}
 	return nil
 }

@@ -52,7 +52,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(newRun(), newDiscover(), newCalc(), newScrub(), newClaimOutput())
+	root.AddCommand(newRun(), newDiscover(), newCalc(), newScrub(), newClaimOutput(), newRemoveOutputs())
 	return root
 }
 

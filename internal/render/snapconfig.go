@@ -74,11 +74,17 @@ func UpdateConfig(b *sealv1.SealBatch, outputDir string) (*SnapConfig, error) {
 	return cfg, nil
 }
 
+// LotusSectorName is a sector's file and directory name in the Lotus layout,
+// s-t0<actor id>-<number> (lotus writes t0 on every network).
+func LotusSectorName(actorID string, sector int64) string {
+	return "s-t0" + actorID + "-" + strconv.FormatInt(sector, 10)
+}
+
 // SectorKeyPaths is where a sealed sector's replica and cache directory are under the mounted
 // sector keys, in the layout spec.output.layout wrote them.
 func SectorKeyPaths(layout sealv1.OutputLayout, miner uint64, sector int64) (sealed, cache string) {
 	if layout == sealv1.OutputLayoutLotus {
-		name := "s-t0" + strconv.FormatUint(miner, 10) + "-" + strconv.FormatInt(sector, 10)
+		name := LotusSectorName(strconv.FormatUint(miner, 10), sector)
 		return path.Join(SectorKeysMount, "sealed", name), path.Join(SectorKeysMount, "cache", name)
 	}
 	dir := path.Join(SectorKeysMount, strconv.FormatInt(sector, 10))

@@ -44,8 +44,10 @@ type Backend struct {
 
 var _ v0.Backend = (*Backend)(nil)
 
-// sealedProofs are the proof types delegated orders are sealed with.
-var sealedProofs = []sealv1.ProofType{sealv1.ProofTypeV1_1, sealv1.ProofTypeSyntheticPoRep}
+// sealedProofs are the proof types delegated orders are taken for. SyntheticPoRep is not
+// among them yet: its C1 must be computed on the partner's commit1 from the synthetic proofs,
+// which sealfleet does not run yet, so such an order could never be committed.
+var sealedProofs = []sealv1.ProofType{sealv1.ProofTypeV1_1}
 
 func (b *Backend) partners(ctx context.Context) ([]corev1.Secret, error) {
 	var list corev1.SecretList
@@ -139,7 +141,7 @@ func (b *Backend) Order(ctx context.Context, vp v0.Partner, s v0.SectorID, regSe
 		return &v0.Rejection{Reason: err.Error()}
 	}
 	if !containsProof(proof) {
-		return &v0.Rejection{Reason: fmt.Sprintf("reg_seal_proof %d (%s) is not sealed for delegated orders: only V1_1 and V1_1_Feat_SyntheticPoRep", regSealProof, sealv1.RegisteredProof(size, proof))}
+		return &v0.Rejection{Reason: fmt.Sprintf("reg_seal_proof %d (%s) is not taken for delegated orders: only V1_1 (reg_seal_proof 5-9; SyntheticPoRep once sealfleet computes its C1 on commit1)", regSealProof, sealv1.RegisteredProof(size, proof))}
 	}
 	if !p.Allows(regSealProof) {
 		return &v0.Rejection{Reason: fmt.Sprintf("proof type %d not allowed for this partner", regSealProof)}

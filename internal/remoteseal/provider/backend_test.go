@@ -90,7 +90,7 @@ func TestProviderOnAPIServer(t *testing.T) {
 		}
 	}
 	broken := partnerSecret("broken", "short", "1", "")
-	for _, s := range []*corev1.Secret{partnerSecret("alpha", tokenA, "3", "5,10"), partnerSecret("beta", tokenB, "1", ""), broken} {
+	for _, s := range []*corev1.Secret{partnerSecret("alpha", tokenA, "3", "5,6,10"), partnerSecret("beta", tokenB, "1", ""), broken} {
 		if err := c.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -129,10 +129,11 @@ func TestProviderOnAPIServer(t *testing.T) {
 		want   string
 	}{
 		{tokenA, 7, 5, ""}, // a repeat (Curio retries its delegate task)
-		{tokenA, 7, 10, "already ordered as StackedDrg2KiBV1_1"},
+		{tokenA, 7, 6, "already ordered as StackedDrg2KiBV1_1"},
 		{tokenB, 7, 5, "already ordered by another partner"},
-		{tokenA, 8, 6, "proof type 6 not allowed for this partner"},
-		{tokenB, 8, 15, "not sealed for delegated orders"},
+		{tokenA, 8, 7, "proof type 7 not allowed for this partner"},
+		{tokenA, 8, 10, "not taken for delegated orders"}, // SyntheticPoRep: no C1 on commit1 yet
+		{tokenB, 8, 15, "not taken for delegated orders"},
 	} {
 		o := cl.order(tc.token, "", tc.sector, tc.proof)
 		if tc.want == "" && !o.Accepted || tc.want != "" && (o.Accepted || !strings.Contains(o.RejectReason, tc.want)) {

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"strconv"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/internal/remoteseal/sectordata"
+	"github.com/sealfleet/sealfleet/internal/render"
 )
 
 // NodeLocator hands out signed URLs on the node that holds a batch's outputs: the node
@@ -26,11 +26,14 @@ type NodeLocator struct {
 
 var _ DataLocator = (*NodeLocator)(nil)
 
-// lotusName is a sector's file and directory name in the Lotus layout.
-func lotusName(minerID string, sector int64) string {
-	return "s-t0" + minerID[2:] + "-" + strconv.FormatInt(sector, 10)
+// SectorPaths are a sector's replica and cache directory in a remote-seal batch's output,
+// relative to the output root (the Lotus layout the batches write).
+func SectorPaths(b *sealv1.SealBatch, sector int64) (sealed, cache string) {
+	name := render.LotusSectorName(b.Spec.MinerID[2:], sector)
+	return path.Join(b.Namespace, b.Name, "sealed", name), path.Join(b.Namespace, b.Name, "cache", name)
 }
 
+// url signs rel (relative to the output root) on the batch's node.
 func (l *NodeLocator) url(ctx context.Context, b *sealv1.SealBatch, kind, rel string) (string, error) {
 	if b.Status.Node == "" {
 		return "", fmt.Errorf("batch %s/%s has no node", b.Namespace, b.Name)
@@ -46,20 +49,23 @@ func (l *NodeLocator) url(ctx context.Context, b *sealv1.SealBatch, kind, rel st
 	if l.Now != nil {
 		now = l.Now
 	}
-	return l.Signer.URL(sn.Status.SectorDataURL, kind, path.Join(b.Namespace, b.Name, rel), now().Add(l.TTL))
+	return l.Signer.URL(sn.Status.SectorDataURL, kind, rel, now().Add(l.TTL))
 }
 
 // Sealed is the replica, sealed/s-t0<miner>-<n>.
 func (l *NodeLocator) Sealed(ctx context.Context, b *sealv1.SealBatch, sector int64) (string, error) {
-	return l.url(ctx, b, sectordata.KindSealed, path.Join("sealed", lotusName(b.Spec.MinerID, sector)))
+	sealed, _ := SectorPaths(b, sector)
+	return l.url(ctx, b, sectordata.KindSealed, sealed)
 }
 
 // Cache is the sector's cache directory, served as a tar.
 func (l *NodeLocator) Cache(ctx context.Context, b *sealv1.SealBatch, sector int64) (string, error) {
-	return l.url(ctx, b, sectordata.KindCache, path.Join("cache", lotusName(b.Spec.MinerID, sector)))
+	_, cache := SectorPaths(b, sector)
+	return l.url(ctx, b, sectordata.KindCache, cache)
 }
 
 // Commit1 is the C1 output the batch wrote into the sector's cache directory.
 func (l *NodeLocator) Commit1(ctx context.Context, b *sealv1.SealBatch, sector int64) (string, error) {
-	return l.url(ctx, b, sectordata.KindCommit1, path.Join("cache", lotusName(b.Spec.MinerID, sector), "commit-phase1-output"))
+	_, cache := SectorPaths(b, sector)
+	return l.url(ctx, b, sectordata.KindCommit1, path.Join(cache, "commit-phase1-output"))
 }
