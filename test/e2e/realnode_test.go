@@ -314,6 +314,7 @@ func TestRealNode(t *testing.T) {
 		t.Errorf("the parent cache was rebuilt by later batches (manifest %v, %v)", fi, err)
 	}
 	t.Run("CorruptParentCacheRebuilt", func(t *testing.T) { corruptCacheRun(t, step, cacheManifest) })
+	t.Run("RemoteSeal", func(t *testing.T) { remoteSealRun(t, step) })
 	t.Run("DemoFleetAndSummary", func(t *testing.T) { demoFleetRun(t, step) })
 }
 

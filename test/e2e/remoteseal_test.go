@@ -1,0 +1,258 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	v0 "github.com/sealfleet/sealfleet/internal/remoteseal/delegatedv0"
+	"github.com/sealfleet/sealfleet/internal/remoteseal/provider"
+)
+
+func fileSHA(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// remoteSealRun is Curio's remote-seal client against sealfleet on the real node: the chart
+// with the provider on, a partner Secret, two 8 MiB CC orders (one batch), the ticket from
+// the client's chain, complete (status and notice), the replica downloaded from the node
+// (the provider only redirects) with a resumed Range, the cache tar under Curio's
+// constraints, CommRs against rust-fil-proofs, commit1 with seeds (C1 from the slot), then
+// finalize and cleanup: the files, the orders and the batch are gone, the slot scrubbed.
+func remoteSealRun(t *testing.T, step func(env []string, args ...string) string) {
+	const ns, sp = "sealfleet-batches", int64(1000)
+	ctx := context.Background()
+	curio := newCurioClient(t, "http://127.0.0.1:18443")
+	partner := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-curio", Namespace: "sealfleet-system", Labels: map[string]string{provider.LabelPartner: "true"}},
+		Data: map[string][]byte{provider.KeyToken: []byte(curio.token), provider.KeyURL: []byte(curio.srv.URL),
+			provider.KeyMaxSectors: []byte("4"), provider.KeyProofTypes: []byte("6")},
+	}
+	if err := k8s.Create(ctx, partner); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	// The provider on plain HTTP on the loopback (the local cluster has no certificate).
+	step(nil, "install", "--set", "remoteSeal.enabled=true", "--set", "remoteSeal.insecureHTTP=true", "--set", "remoteSeal.port=18443",
+		"--set", "remoteSeal.maxBatch=2", "--set", "remoteSeal.maxWait=2m")
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		resp, err := http.Get(curio.provider + v0.BasePath + "capabilities")
+		if err == nil {
+			resp.Body.Close()
+		}
+		var sn sealv1.SealerNode
+		_ = k8s.Get(ctx, client.ObjectKey{Name: "127.0.0.1"}, &sn)
+		if err == nil && resp.StatusCode == 200 && sn.Status.SectorDataURL != "" {
+			t.Logf("provider up; node serves sector data at %s", sn.Status.SectorDataURL)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("provider not serving or node not publishing sectorDataURL after 3 minutes: %v, %q", err, sn.Status.SectorDataURL)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if code, _ := curio.post("status", v0.SectorRequest{PartnerToken: "wrong", SpID: sp, SectorNumber: 5001}, nil); code != http.StatusUnauthorized {
+		t.Errorf("status with a wrong token: %d", code)
+	}
+
+	sectors := []int64{5001, 5002}
+	for _, n := range sectors {
+		if err := curio.delegate(sp, n, 6); err != nil { // 6: StackedDrg8MiBV1_1
+			t.Fatal(err)
+		}
+	}
+	if o := func() v0.OrderResponse {
+		var o v0.OrderResponse
+		curio.post("order", v0.OrderRequest{PartnerToken: curio.token, SpID: sp, SectorNumber: 5003, RegSealProof: 11}, &o)
+		return o
+	}(); o.Accepted || !strings.Contains(o.RejectReason, "not taken for delegated orders") {
+		t.Errorf("a SyntheticPoRep order: %+v", o)
+	}
+	st := map[int64]v0.StatusResponse{}
+	deadline = time.Now().Add(12 * time.Minute)
+	for len(st) < len(sectors) {
+		for _, n := range sectors {
+			s := curio.status(sp, n)
+			switch s.State {
+			case v0.StateComplete:
+				st[n] = s
+			case v0.StateFailed, v0.StateGone:
+				t.Fatalf("sector %d: %s (%s)", n, s.State, s.FailReason)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not complete after 12 minutes: %v", st)
+		}
+		time.Sleep(3 * time.Second)
+	}
+	batch := "rs-f01000-5001-x2"
+	var b sealv1.SealBatch
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: batch}, &b); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range sectors {
+		s, bs := st[n], b.Status.Sectors[i]
+		if s.TreeRCid != bs.CommRCID || s.TreeDCid != bs.CommDCID || hex.EncodeToString(s.TicketValue) != b.Spec.Sectors[i].Ticket || s.TicketEpoch != 4000 {
+			t.Errorf("sector %d: status %+v, batch %+v ticket %s", n, s, bs, b.Spec.Sectors[i].Ticket)
+		}
+	}
+	if out := step(nil, "verify", batch); strings.Count(out, "matches rust-fil-proofs") != 2 {
+		t.Errorf("remote-sealed sectors do not match rust-fil-proofs:\n%s", out)
+	}
+	if out, err := sealfleetPlugin("orders", "-n", ns); err != nil || !strings.Contains(string(out), "f01000-5001") || !strings.Contains(string(out), "e2e-curio") || !strings.Contains(string(out), batch) {
+		t.Errorf("kubectl sealfleet orders: %v\n%s", err, out)
+	}
+	deadline = time.Now().Add(time.Minute)
+	for {
+		curio.mu.Lock()
+		got := len(curio.complete)
+		curio.mu.Unlock()
+		if got == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("complete notices received: %d of 2", got)
+		}
+		time.Sleep(time.Second)
+	}
+
+	// The replica and the cache: the provider redirects, the node serves.
+	dir := filepath.Join("/var/lib/sealfleet/output", ns, batch)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(fmt.Sprintf("%s%ssealed-data/%d/%d?token=%s", curio.provider, v0.BasePath, sp, 5001, curio.token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect || !strings.HasPrefix(resp.Header.Get("Location"), "http://127.0.0.1:9470/remoteseal/node/v0/sealed?") || resp.ContentLength > 0 {
+		t.Errorf("the provider answered sealed-data with %d, Location %q, %d bytes (want a redirect to the node)", resp.StatusCode, resp.Header.Get("Location"), resp.ContentLength)
+	}
+	tmp := t.TempDir()
+	for _, n := range sectors {
+		name := fmt.Sprintf("s-t01000-%d", n)
+		dst := filepath.Join(tmp, name)
+		if err := curio.fetchSealed(sp, n, dst, 3<<20); err != nil {
+			t.Fatalf("sector %d: %v", n, err)
+		}
+		if err := curio.fetchSealed(sp, n, dst, 0); err != nil { // complete: 416
+			t.Errorf("sector %d: fetch of a complete file: %v", n, err)
+		}
+		if got, want := fileSHA(t, dst), fileSHA(t, filepath.Join(dir, "sealed", name)); got != want {
+			t.Errorf("sector %d: downloaded replica differs from the sealed one", n)
+		}
+		cache := filepath.Join(tmp, "cache-"+name)
+		if err := os.Mkdir(cache, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		names, err := curio.fetchCache(sp, n, cache)
+		if err != nil || strings.Join(names, ",") != "p_aux,sc-02-data-tree-r-last.dat,t_aux" {
+			t.Errorf("sector %d: cache tar %v: %v", n, names, err)
+		}
+		for _, f := range names {
+			if fileSHA(t, filepath.Join(cache, f)) != fileSHA(t, filepath.Join(dir, "cache", name, f)) {
+				t.Errorf("sector %d: %s differs", n, f)
+			}
+		}
+	}
+	var served float64
+	deadline = time.Now().Add(time.Minute)
+	for served < 2*8<<20 && time.Now().Before(deadline) {
+		if _, vs, err := promQuery(`sum(sealfleet_node_sector_data_bytes_total{kind="sealed"})`); err == nil && len(vs) == 1 {
+			served = vs[0]
+		}
+		time.Sleep(2 * time.Second)
+	}
+	t.Logf("BENCH remote-seal sealed bytes served by the node: %.0f (two 8 MiB replicas, one resumed)", served)
+	if served < 2*8<<20 {
+		t.Errorf("node's sector data counter %v, want at least two replicas (%d)", served, 2*8<<20)
+	}
+
+	// commit1: the seeds reach the batch, C1 runs from the slot once both are in.
+	seeds := map[int64][]byte{}
+	for _, n := range sectors {
+		seeds[n] = make([]byte, 32)
+		_, _ = rand.Read(seeds[n])
+		if code, body := curio.commit1(sp, n, seeds[n]); code != http.StatusPreconditionFailed {
+			t.Errorf("sector %d: commit1 before C1 ran: %d %s", n, code, body)
+		}
+	}
+	for i, n := range sectors {
+		var c1 []byte
+		deadline = time.Now().Add(5 * time.Minute)
+		for {
+			code, body := curio.commit1(sp, n, seeds[n])
+			if code == 200 && len(body) > 0 {
+				c1 = body
+				break
+			}
+			if code != http.StatusPreconditionFailed || time.Now().After(deadline) {
+				t.Fatalf("sector %d: commit1: %d %s", n, code, body)
+			}
+			time.Sleep(3 * time.Second)
+		}
+		disk, _ := os.ReadFile(filepath.Join(dir, "cache", fmt.Sprintf("s-t01000-%d", n), "commit-phase1-output"))
+		var out struct {
+			CommR [32]byte `json:"comm_r"`
+			Seed  [32]byte `json:"seed"`
+		}
+		if !bytes.Equal(c1, disk) || json.Unmarshal(c1, &out) != nil || hex.EncodeToString(out.CommR[:]) != b.Status.Sectors[i].CommR || !bytes.Equal(out.Seed[:], seeds[n]) {
+			t.Errorf("sector %d: C1 output (%d bytes) is not the batch's for its commR and seed", n, len(c1))
+		}
+		t.Logf("sector %d: C1 output %d bytes", n, len(c1))
+	}
+
+	for _, n := range sectors {
+		for _, route := range []string{"finalize", "cleanup"} {
+			if code, body := curio.post(route, v0.SectorRequest{PartnerToken: curio.token, SpID: sp, SectorNumber: n}, nil); code != 200 {
+				t.Errorf("sector %d %s: %d %s", n, route, code, body)
+			}
+		}
+	}
+	deadline = time.Now().Add(3 * time.Minute)
+	for {
+		gone := 0
+		for _, n := range sectors {
+			if curio.status(sp, n).State == v0.StateGone {
+				gone++
+			}
+		}
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: batch}, &b)
+		if gone == len(sectors) && apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after cleanup: %d of %d sectors gone, batch %v", gone, len(sectors), err)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	for _, n := range sectors {
+		for _, p := range []string{filepath.Join(dir, "sealed", fmt.Sprintf("s-t01000-%d", n)), filepath.Join(dir, "cache", fmt.Sprintf("s-t01000-%d", n))} {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				t.Errorf("%s still there after cleanup: %v", p, err)
+			}
+		}
+	}
+	_ = k8s.Delete(ctx, partner)
+}
