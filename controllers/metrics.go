@@ -55,6 +55,18 @@ var (
 	metricBatchPredictedRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sealfleet_batch_predicted_labels_per_second", Help: "PC1 labelling rate placement predicted for a running batch, and what it predicted would limit it (hashers, or layer device reads).",
 	}, []string{"namespace", "batch", "node", "bottleneck"})
+	metricRemoteSealRequests = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "sealfleet_remote_seal_request_seconds", Help: "Remote-seal protocol requests by route and status code (sealed-data, cache-data and commit1 answer 307: the bytes come from the node).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+	}, []string{"route", "code"})
+	metricOrderCompleteSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "sealfleet_remote_seal_order_complete_seconds", Help: "Time from a remote-seal order to its sector being complete (sealed, CIDs known).",
+		Buckets: prometheus.ExponentialBuckets(30, 2, 14),
+	})
+	metricOrderC1Seconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "sealfleet_remote_seal_c1_seconds", Help: "Time from a partner's seed (commit1) reaching the batch to the sector's C1 output being written.",
+		Buckets: prometheus.ExponentialBuckets(5, 2, 14),
+	})
 	metricQualifications = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sealfleet_qualifications_total", Help: "Node qualifications ended, by outcome (measured, failed).",
 	}, []string{"outcome"})
@@ -76,7 +88,8 @@ func init() {
 	metrics.Registry.MustRegister(metricBatches, metricPending, metricPendingNoFit, metricPlacementLatency,
 		metricScheduleCycle, metricSlots, metricReleaseFailures, metricBatchTransitions,
 		metricBatchPhaseSeconds, metricBatchProgress, metricBatchRate, metricBatchPredictedRate, metricQualifications,
-		metricNodeDeviceIOPS, metricNodeDeviceBandwidth, metricNodeHashRate, metricNodeQualified)
+		metricNodeDeviceIOPS, metricNodeDeviceBandwidth, metricNodeHashRate, metricNodeQualified,
+		metricRemoteSealRequests, metricOrderCompleteSeconds, metricOrderC1Seconds)
 }
 
 // exportBatchMetrics sets the per-phase counts and, for batches not yet finished, how long

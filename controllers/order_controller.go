@@ -230,8 +230,17 @@ func (r *OrderReconciler) claim(ctx context.Context, group []*sealv1.SealOrder, 
 	return nil
 }
 
-// mirror writes the order's protocol state from its batch.
+// mirror writes the order's protocol state from its batch, and when its C1 output appeared.
 func (r *OrderReconciler) mirror(ctx context.Context, o *sealv1.SealOrder, b *sealv1.SealBatch) error {
+	if b != nil && o.Status.SeedTime != nil && o.Status.C1Time == nil && slices.ContainsFunc(b.Status.Sectors, func(s sealv1.SectorStatus) bool {
+		return s.Number == o.Spec.SectorNumber && s.State == "C1Written"
+	}) {
+		now := metav1.NewTime(r.now())
+		if err := updateOrderStatus(ctx, r.Client, o, func(o *sealv1.SealOrder) { o.Status.C1Time = &now }); err != nil {
+			return err
+		}
+		metricOrderC1Seconds.Observe(now.Sub(o.Status.SeedTime.Time).Seconds())
+	}
 	v := orders.StateOf(o, b)
 	if v.State == o.Status.State && v.CommRCID == o.Status.CommRCID && v.Reason == o.Status.FailReason {
 		return nil
@@ -252,6 +261,7 @@ func (r *OrderReconciler) setState(ctx context.Context, o *sealv1.SealOrder, v o
 		if v.State == sealv1.OrderComplete && o.Status.CompleteTime == nil {
 			t := metav1.NewTime(r.now())
 			o.Status.CompleteTime = &t
+			metricOrderCompleteSeconds.Observe(t.Sub(o.CreationTimestamp.Time).Seconds())
 		}
 		o.Status.State, o.Status.FailReason = v.State, v.Reason
 		if v.CommRCID != "" {
@@ -275,6 +285,10 @@ func (r *OrderReconciler) handSeed(ctx context.Context, o *sealv1.SealOrder, b *
 	// Curio's client sends no seed epoch; C1 does not read it.
 	b.Spec.Seeds = append(b.Spec.Seeds, sealv1.SectorSeed{Number: o.Spec.SectorNumber, Randomness: o.Spec.Seed.Randomness})
 	if err := r.Patch(ctx, b, patch); err != nil {
+		return err
+	}
+	now := metav1.NewTime(r.now())
+	if err := updateOrderStatus(ctx, r.Client, o, func(o *sealv1.SealOrder) { o.Status.SeedTime = &now }); err != nil {
 		return err
 	}
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "SeedReceived", "Seal", "partner %s sent the seed of sector %d (commit1): %d/%d seeds", o.Spec.Partner, o.Spec.SectorNumber, len(b.Spec.Seeds), len(b.Spec.Sectors))

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/controllers"
@@ -207,6 +208,32 @@ func TestOrdersBecomeBatches(t *testing.T) {
 		t.Errorf("events on the batch naming the partner missing")
 	}
 
+	// Metrics: orders by partner and state, requests by route and code, order-to-complete.
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			lbl := ""
+			for _, l := range m.GetLabel() {
+				lbl += "," + l.GetName() + "=" + l.GetValue()
+			}
+			switch {
+			case m.GetGauge() != nil:
+				seen[f.GetName()+lbl] += m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				seen[f.GetName()+lbl] += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	if seen["sealfleet_remote_seal_orders,partner=alpha,state=complete"] != 2 || seen["sealfleet_remote_seal_request_seconds,code=200,route=order"] < 2 ||
+		seen["sealfleet_remote_seal_order_complete_seconds"] < 2 {
+		t.Errorf("remote-seal metrics: orders %v, order requests %v, complete %v", seen["sealfleet_remote_seal_orders,partner=alpha,state=complete"],
+			seen["sealfleet_remote_seal_request_seconds,code=200,route=order"], seen["sealfleet_remote_seal_order_complete_seconds"])
+	}
+
 	// commit1 for both: the seeds reach the batch, whose C1 starts.
 	for _, n := range []int64{21, 22} {
 		code := post("commit1", v0.Commit1Request{PartnerToken: partnerToken, SpID: 1000, SectorNumber: n, SeedValue: bytes.Repeat([]byte{byte(n)}, 32)}, nil)
@@ -230,6 +257,11 @@ func TestOrdersBecomeBatches(t *testing.T) {
 	}
 	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(21, 22))
 	h.waitPhase("orders", b.Name, sealv1.PhaseCompleted)
+	h.eventually("C1 time recorded", func() (bool, string) {
+		var so sealv1.SealOrder
+		err := h.c.Get(ctx, client.ObjectKey{Namespace: "orders", Name: "f01000-21"}, &so)
+		return err == nil && so.Status.SeedTime != nil && so.Status.C1Time != nil, fmt.Sprint(err, so.Status)
+	})
 
 	// Sector 21: its partner called cleanup; sector 22: the partner never did, and
 	// CleanupAfter (3 s here) passed. Each gets a pod deleting its replica and cache on the node.

@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	v0 "github.com/sealfleet/sealfleet/internal/remoteseal/delegatedv0"
@@ -145,8 +149,48 @@ func setupRemoteSeal(mgr ctrl.Manager, all Options, rec Recorder) error {
 	backend := &provider.Backend{Client: mgr.GetClient(), Namespace: o.PartnerNamespace, OrderNamespace: o.OrderNamespace, MinerPrefix: o.MinerPrefix,
 		Data:    &provider.NodeLocator{Client: mgr.GetClient(), Signer: sectordata.Signer{Key: key}, TTL: o.URLTTL},
 		Problem: func(err error) { logger.Error(err, "partner Secret ignored") }}
-	srv := &v0.Server{Backend: backend, Error: func(route string, err error) { logger.Error(err, "remote-seal request failed", "route", route) }}
+	srv := &v0.Server{Backend: backend, Error: func(route string, err error) { logger.Error(err, "remote-seal request failed", "route", route) },
+		Observe: func(route string, code int, d time.Duration) {
+			metricRemoteSealRequests.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
+		}}
+	if err := metrics.Registry.Register(&orderCounts{reader: mgr.GetClient(), namespace: o.OrderNamespace}); err != nil {
+		var dup prometheus.AlreadyRegisteredError
+		if !errors.As(err, &dup) { // a second manager in one process (tests)
+			return err
+		}
+	}
 	return mgr.Add(&providerServer{opts: o, handler: srv.Handler()})
+}
+
+// orderCounts exports the orders by partner and state at each scrape, from the cache.
+type orderCounts struct {
+	reader    client.Reader
+	namespace string
+}
+
+var orderCountsDesc = prometheus.NewDesc("sealfleet_remote_seal_orders", "Remote-seal orders (SealOrders) by partner and protocol state.", []string{"partner", "state"}, nil)
+
+func (c *orderCounts) Describe(ch chan<- *prometheus.Desc) { ch <- orderCountsDesc }
+
+func (c *orderCounts) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var list sealv1.SealOrderList
+	if err := c.reader.List(ctx, &list, client.InNamespace(c.namespace)); err != nil {
+		return
+	}
+	type key struct{ partner, state string }
+	n := map[key]int{}
+	for _, o := range list.Items {
+		st := string(o.Status.State)
+		if st == "" {
+			st = string(sealv1.OrderPending)
+		}
+		n[key{o.Spec.Partner, st}]++
+	}
+	for k, v := range n {
+		ch <- prometheus.MustNewConstMetric(orderCountsDesc, prometheus.GaugeValue, float64(v), k.partner, k.state)
+	}
 }
 
 // providerServer serves the protocol on every replica (its state is the API server's; slot

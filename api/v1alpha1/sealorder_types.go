@@ -101,6 +101,12 @@ type SealOrderStatus struct {
 	// failReason says why the order failed, for the partner.
 	// +optional
 	FailReason string `json:"failReason,omitempty"`
+	// seedTime is when the partner's seed was handed to the batch; c1Time when the batch
+	// wrote the sector's C1 output (their difference is the C1 latency the partner waits).
+	// +optional
+	SeedTime *metav1.Time `json:"seedTime,omitempty"`
+	// +optional
+	C1Time *metav1.Time `json:"c1Time,omitempty"`
 	// completeTime is when the order became complete (the cleanup timeout counts from it).
 	// +optional
 	CompleteTime *metav1.Time `json:"completeTime,omitempty"`

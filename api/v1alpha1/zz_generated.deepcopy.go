@@ -950,6 +950,14 @@ func (in *SealOrderStatus) DeepCopyInto(out *SealOrderStatus) {
 		*out = new(OrderTicket)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.SeedTime != nil {
+		in, out := &in.SeedTime, &out.SeedTime
+		*out = (*in).DeepCopy()
+	}
+	if in.C1Time != nil {
+		in, out := &in.C1Time, &out.C1Time
+		*out = (*in).DeepCopy()
+	}
 	if in.CompleteTime != nil {
 		in, out := &in.CompleteTime, &out.CompleteTime
 		*out = (*in).DeepCopy()

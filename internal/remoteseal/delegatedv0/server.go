@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -80,6 +81,8 @@ type Server struct {
 	Now func() time.Time
 	// Error reports what a 500 hides from the client; never called with a token.
 	Error func(route string, err error)
+	// Observe reports each request's route, status code and duration (metrics); may be nil.
+	Observe func(route string, code int, d time.Duration)
 
 	mu    sync.Mutex
 	slots map[string]slot
@@ -97,17 +100,48 @@ const maxBody = 64 << 10
 // Handler routes BasePath's endpoints; anything else is 404, a wrong method 405.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+BasePath+"capabilities", s.capabilities)
-	mux.HandleFunc("POST "+BasePath+"authorize", s.authorize)
-	mux.HandleFunc("POST "+BasePath+"available", s.available)
-	mux.HandleFunc("POST "+BasePath+"order", s.order)
-	mux.HandleFunc("POST "+BasePath+"status", s.status)
-	mux.HandleFunc("GET "+BasePath+"sealed-data/{sp_id}/{sector_number}", s.data(Backend.SealedData))
-	mux.HandleFunc("GET "+BasePath+"cache-data/{sp_id}/{sector_number}", s.data(Backend.CacheData))
-	mux.HandleFunc("POST "+BasePath+"commit1", s.commit1)
-	mux.HandleFunc("POST "+BasePath+"finalize", s.sectorCall(Backend.Finalize))
-	mux.HandleFunc("POST "+BasePath+"cleanup", s.sectorCall(Backend.Cleanup))
+	for _, r := range []struct {
+		method, route string
+		h             http.HandlerFunc
+	}{
+		{"GET", "capabilities", s.capabilities},
+		{"POST", "authorize", s.authorize},
+		{"POST", "available", s.available},
+		{"POST", "order", s.order},
+		{"POST", "status", s.status},
+		{"GET", "sealed-data/{sp_id}/{sector_number}", s.data(Backend.SealedData)},
+		{"GET", "cache-data/{sp_id}/{sector_number}", s.data(Backend.CacheData)},
+		{"POST", "commit1", s.commit1},
+		{"POST", "finalize", s.sectorCall(Backend.Finalize)},
+		{"POST", "cleanup", s.sectorCall(Backend.Cleanup)},
+	} {
+		mux.HandleFunc(r.method+" "+BasePath+r.route, s.observed(strings.SplitN(r.route, "/", 2)[0], r.h))
+	}
 	return mux
+}
+
+// observed reports a route's requests to Observe.
+func (s *Server) observed(route string, h http.HandlerFunc) http.HandlerFunc {
+	if s.Observe == nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		t0 := time.Now()
+		rec := &codeRecorder{ResponseWriter: w, code: http.StatusOK}
+		h(rec, r)
+		s.Observe(route, rec.code, time.Since(t0))
+	}
+}
+
+// codeRecorder remembers the status code written.
+type codeRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (c *codeRecorder) WriteHeader(code int) {
+	c.code = code
+	c.ResponseWriter.WriteHeader(code)
 }
 
 func (s *Server) now() time.Time {
