@@ -242,6 +242,16 @@ func (r *OrderReconciler) mirror(ctx context.Context, o *sealv1.SealOrder, b *se
 		metricOrderC1Seconds.Observe(now.Sub(o.Status.SeedTime.Time).Seconds())
 	}
 	v := orders.StateOf(o, b)
+	if v.State == sealv1.OrderComplete && b != nil && b.Status.Node != "" {
+		// The replica is on one node: a node removed from the cluster takes it along, and the
+		// partner must learn that the sector failed rather than retry downloads forever.
+		var node corev1.Node
+		if err := r.Get(ctx, client.ObjectKey{Name: b.Status.Node}, &node); apierrors.IsNotFound(err) {
+			v = orders.View{State: sealv1.OrderFailed, Reason: fmt.Sprintf("node %s, which held the sector's replica and cache, was removed from the cluster; seal the sector again", b.Status.Node)}
+		} else if err != nil {
+			return err
+		}
+	}
 	if v.State == o.Status.State && v.CommRCID == o.Status.CommRCID && v.Reason == o.Status.FailReason {
 		return nil
 	}
@@ -305,6 +315,17 @@ func (r *OrderReconciler) notify(ctx context.Context, o *sealv1.SealOrder, b *se
 		if wait := o.Status.LastNotifyTime.Add(notifyBackoff(o.Status.NotifyAttempts)).Sub(r.now()); wait > 0 {
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
+	}
+	// Claim the attempt first, on the order as read: a stale copy (the cache behind a notice
+	// just sent) conflicts here instead of notifying twice.
+	claim := client.MergeFromWithOptions(o.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	attempt := metav1.NewTime(r.now())
+	o.Status.LastNotifyTime = &attempt
+	if err := r.Status().Patch(ctx, o, claim); err != nil {
+		if apierrors.IsConflict(err) {
+			return reconcile.Result{RequeueAfter: time.Second}, nil
+		}
+		return reconcile.Result{}, err
 	}
 	p, err := r.partner(ctx, o.Spec.Partner)
 	if err == nil {

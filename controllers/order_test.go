@@ -33,15 +33,14 @@ const partnerToken = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5e
 type fakeCurio struct {
 	mu       sync.Mutex
 	refuse   int
-	notices  []v0.CompleteNotification
+	notices  map[int64]v0.CompleteNotification
 	tickets  int
 	maddrs   []string
 	srv      *httptest.Server
-	complete chan struct{}
 }
 
 func newFakeCurio(t *testing.T, refuse int) *fakeCurio {
-	f := &fakeCurio{refuse: refuse, complete: make(chan struct{}, 16)}
+	f := &fakeCurio{refuse: refuse, notices: map[int64]v0.CompleteNotification{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -61,8 +60,7 @@ func newFakeCurio(t *testing.T, refuse int) *fakeCurio {
 				http.Error(w, "database down", http.StatusInternalServerError)
 				return
 			}
-			f.notices = append(f.notices, n)
-			f.complete <- struct{}{}
+			f.notices[n.SectorNumber] = n
 		default:
 			http.NotFound(w, r)
 		}
@@ -80,18 +78,15 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestOrdersBecomeBatches: a partner's two orders (through the provider's HTTP server) wait
-// for each other, then form one batch sealed with tickets from the partner's chain; the
-// orders follow the batch (sdr, complete with CIDs); the seeds sent with commit1 reach the
-// batch's C1; the partner is told of completion, retried after it refuses once.
-func TestOrdersBecomeBatches(t *testing.T) {
-	curio := newFakeCurio(t, 1)
+// remoteSealHarness runs the operator with the remote-seal provider on a free loopback
+// port, partner "alpha" calling back to curio, and one node; post calls the provider.
+func remoteSealHarness(t *testing.T, curio *fakeCurio, maxBatch int) (*harness, func(route string, in, out any) int, string) {
 	addr := freeAddr(t)
 	h := newHarnessWith(t, func(h *harness) {
 		h.namespace("partners")
 		h.namespace("orders")
 		h.remote = controllers.RemoteSealOptions{Listen: addr, Insecure: true, PartnerNamespace: "partners", OrderNamespace: "orders",
-			MinerPrefix: "f0", MaxBatch: 2, MaxWait: time.Hour, OutputPath: "/var/lib/sealfleet/output", DataKeySecret: "data-key", URLTTL: time.Hour,
+			MinerPrefix: "f0", MaxBatch: maxBatch, MaxWait: time.Hour, OutputPath: "/var/lib/sealfleet/output", DataKeySecret: "data-key", URLTTL: time.Hour,
 			CleanupAfter: 3 * time.Second}
 		if err := h.c.Create(context.Background(), &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "partners", Labels: map[string]string{provider.LabelPartner: "true"}},
@@ -100,7 +95,6 @@ func TestOrdersBecomeBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	ctx := context.Background()
 	h.addNode("node-r", 1, 8, nil)
 	base := "http://" + addr + v0.BasePath
 	post := func(route string, in, out any) int {
@@ -125,6 +119,17 @@ func TestOrdersBecomeBatches(t *testing.T) {
 		}
 		return err == nil && resp.StatusCode == 200, fmt.Sprint(err)
 	})
+	return h, post, base
+}
+
+// TestOrdersBecomeBatches: a partner's two orders (through the provider's HTTP server) wait
+// for each other, then form one batch sealed with tickets from the partner's chain; the
+// orders follow the batch (sdr, complete with CIDs); the seeds sent with commit1 reach the
+// batch's C1; the partner is told of completion, retried after it refuses once.
+func TestOrdersBecomeBatches(t *testing.T) {
+	curio := newFakeCurio(t, 1)
+	h, post, _ := remoteSealHarness(t, curio, 2)
+	ctx := context.Background()
 	var key corev1.Secret
 	if err := h.c.Get(ctx, client.ObjectKey{Namespace: "partners", Name: "data-key"}, &key); err != nil || len(key.Data["key"]) != 32 {
 		t.Errorf("sector data signing key: %v", err)
@@ -179,13 +184,11 @@ func TestOrdersBecomeBatches(t *testing.T) {
 	if !strings.HasPrefix(s21.TreeRCid, "bagboea4b5abc") || !strings.HasPrefix(s21.TreeDCid, "baga6ea4seaq") || s21.TicketEpoch != 1001 {
 		t.Errorf("complete status %+v", s21)
 	}
-	for range 2 {
-		select {
-		case <-curio.complete:
-		case <-time.After(2 * time.Minute):
-			t.Fatal("complete notices for both sectors not accepted within two minutes (one refused, then a 30 s back-off)")
-		}
-	}
+	h.eventually2m("complete notices for both sectors (one refused, then a 30 s back-off)", func() (bool, string) {
+		curio.mu.Lock()
+		defer curio.mu.Unlock()
+		return len(curio.notices) == 2, fmt.Sprint(len(curio.notices))
+	})
 	attempts := int32(0)
 	for _, name := range []string{"f01000-21", "f01000-22"} {
 		var so sealv1.SealOrder
@@ -201,8 +204,8 @@ func TestOrdersBecomeBatches(t *testing.T) {
 	if attempts != 1 {
 		t.Errorf("refused notices recorded: %d, want 1", attempts)
 	}
-	if len(curio.notices) != 2 || curio.notices[0].TicketEpoch < 1001 || len(curio.notices[0].TicketValue) != 32 || curio.notices[0].TreeRCid == "" {
-		t.Errorf("notices %+v", curio.notices)
+	if n := curio.notices[21]; n.TicketEpoch < 1001 || len(n.TicketValue) != 32 || n.TreeRCid == "" || n.SpID != 1000 {
+		t.Errorf("notice of sector 21: %+v", n)
 	}
 	if !h.hasEvent("orders", b.Name, "PartnerNotifyFailed", "partner alpha") || !h.hasEvent("orders", b.Name, "FormedFromOrders", "partner alpha ordered sectors 21,22") {
 		t.Errorf("events on the batch naming the partner missing")
@@ -309,4 +312,70 @@ func (h *harness) batchesIn(ns string) []sealv1.SealBatch {
 		h.t.Fatal(err)
 	}
 	return l.Items
+}
+
+// eventually2m is eventually with two minutes (back-offs of 30 s).
+func (h *harness) eventually2m(what string, cond func() (bool, string)) {
+	h.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		time.Sleep(200 * time.Millisecond)
+	}
+	h.t.Fatalf("timed out waiting for %s (last: %s)", what, last)
+}
+
+// TestOrderFailsWhenItsNodeIsRemoved: a complete sector whose node leaves the cluster takes
+// its replica along: the order fails with the reason (the partner stops asking), and its data
+// is no longer offered.
+func TestOrderFailsWhenItsNodeIsRemoved(t *testing.T) {
+	curio := newFakeCurio(t, 0)
+	h, post, base := remoteSealHarness(t, curio, 1)
+	ctx := context.Background()
+	var o v0.OrderResponse
+	if code := post("order", v0.OrderRequest{PartnerToken: partnerToken, SpID: 1000, SectorNumber: 31, RegSealProof: 5}, &o); code != 200 || !o.Accepted {
+		t.Fatalf("order: %d %+v", code, o)
+	}
+	var b *sealv1.SealBatch
+	h.eventually("a batch", func() (bool, string) {
+		bs := h.batchesIn("orders")
+		if len(bs) == 1 {
+			b = &bs[0]
+		}
+		return b != nil, ""
+	})
+	pod := h.waitPod("orders", b.Name+"-sealer-1")
+	h.setPod(pod, corev1.PodSucceeded, 0, results(b))
+	status := func() v0.StatusResponse {
+		var s v0.StatusResponse
+		post("status", v0.SectorRequest{PartnerToken: partnerToken, SpID: 1000, SectorNumber: 31}, &s)
+		return s
+	}
+	h.eventually("complete", func() (bool, string) { s := status(); return s.State == v0.StateComplete, s.State })
+	// C1 runs with the partner's seed and the batch completes (its slot released): the
+	// outputs alone are left on the node.
+	post("commit1", v0.Commit1Request{PartnerToken: partnerToken, SpID: 1000, SectorNumber: 31, SeedValue: bytes.Repeat([]byte{7}, 32)}, nil)
+	h.setPod(h.waitPod("orders", b.Name+"-c1-1"), corev1.PodSucceeded, 0, c1Results(31))
+	h.waitPhase("orders", b.Name, sealv1.PhaseCompleted)
+	if err := h.c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-r"}}); err != nil {
+		t.Fatal(err)
+	}
+	var s v0.StatusResponse
+	h.eventually("failed", func() (bool, string) { s = status(); return s.State == v0.StateFailed, s.State })
+	if !strings.Contains(s.FailReason, "node node-r, which held the sector's replica and cache, was removed from the cluster") {
+		t.Errorf("reason %q", s.FailReason)
+	}
+	resp, err := http.Get(base + "sealed-data/1000/31?token=" + partnerToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("sealed-data of a sector on a removed node: %d", resp.StatusCode)
+	}
 }

@@ -278,7 +278,11 @@ func (b *Backend) completeBatch(ctx context.Context, vp v0.Partner, s v0.SectorI
 	if sb == nil {
 		return nil, nil, v0.ErrNotFound // its batch is gone
 	}
-	if orders.StateOf(o, sb).State != sealv1.OrderComplete {
+	switch orders.StateOf(o, sb).State {
+	case sealv1.OrderComplete:
+	case sealv1.OrderFailed:
+		return nil, nil, v0.ErrNotFound
+	default:
 		return nil, nil, v0.ErrNotReady
 	}
 	return o, sb, nil
