@@ -31,12 +31,12 @@ const partnerToken = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5e
 // fakeCurio is a partner's Curio: it answers the ticket route and accepts complete notices
 // after refusing the first `refuse` of them.
 type fakeCurio struct {
-	mu       sync.Mutex
-	refuse   int
-	notices  map[int64]v0.CompleteNotification
-	tickets  int
-	maddrs   []string
-	srv      *httptest.Server
+	mu      sync.Mutex
+	refuse  int
+	notices map[int64]v0.CompleteNotification
+	tickets int
+	maddrs  []string
+	srv     *httptest.Server
 }
 
 func newFakeCurio(t *testing.T, refuse int) *fakeCurio {
