@@ -184,7 +184,7 @@ func TestOrdersBecomeBatches(t *testing.T) {
 	if !strings.HasPrefix(s21.TreeRCid, "bagboea4b5abc") || !strings.HasPrefix(s21.TreeDCid, "baga6ea4seaq") || s21.TicketEpoch != 1001 {
 		t.Errorf("complete status %+v", s21)
 	}
-	h.eventually2m("complete notices for both sectors (one refused, then a 30 s back-off)", func() (bool, string) {
+	h.eventuallyWithin(2*time.Minute, "complete notices for both sectors (one refused, then a 30 s back-off)", func() (bool, string) {
 		curio.mu.Lock()
 		defer curio.mu.Unlock()
 		return len(curio.notices) == 2, fmt.Sprint(len(curio.notices))
@@ -312,22 +312,6 @@ func (h *harness) batchesIn(ns string) []sealv1.SealBatch {
 		h.t.Fatal(err)
 	}
 	return l.Items
-}
-
-// eventually2m is eventually with two minutes (back-offs of 30 s).
-func (h *harness) eventually2m(what string, cond func() (bool, string)) {
-	h.t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		last = msg
-		time.Sleep(200 * time.Millisecond)
-	}
-	h.t.Fatalf("timed out waiting for %s (last: %s)", what, last)
 }
 
 // TestOrderFailsWhenItsNodeIsRemoved: a complete sector whose node leaves the cluster takes

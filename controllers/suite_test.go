@@ -126,10 +126,16 @@ func (h *harness) stopOperator() {
 	}
 }
 
-// eventually polls cond until it holds or the timeout passes.
+// eventually polls cond until it holds or 20 s pass.
 func (h *harness) eventually(what string, cond func() (bool, string)) {
 	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	h.eventuallyWithin(20*time.Second, what, cond)
+}
+
+// eventuallyWithin polls cond until it holds or d passes.
+func (h *harness) eventuallyWithin(d time.Duration, what string, cond func() (bool, string)) {
+	h.t.Helper()
+	deadline := time.Now().Add(d)
 	last := ""
 	for time.Now().Before(deadline) {
 		ok, msg := cond()

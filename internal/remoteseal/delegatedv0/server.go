@@ -242,11 +242,7 @@ func (s *Server) order(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	p, ok := s.authenticate(w, r, "order", req.PartnerToken)
-	if !ok {
-		return
-	}
-	sector, ok := sectorOf(w, req.SpID, req.SectorNumber)
+	p, sector, ok := s.caller(w, r, "order", req.PartnerToken, req.SpID, req.SectorNumber)
 	if !ok {
 		return
 	}
@@ -279,11 +275,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	p, ok := s.authenticate(w, r, "status", req.PartnerToken)
-	if !ok {
-		return
-	}
-	sector, ok := sectorOf(w, req.SpID, req.SectorNumber)
+	p, sector, ok := s.caller(w, r, "status", req.PartnerToken, req.SpID, req.SectorNumber)
 	if !ok {
 		return
 	}
@@ -327,11 +319,7 @@ func (s *Server) commit1(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	p, ok := s.authenticate(w, r, "commit1", req.PartnerToken)
-	if !ok {
-		return
-	}
-	sector, ok := sectorOf(w, req.SpID, req.SectorNumber)
+	p, sector, ok := s.caller(w, r, "commit1", req.PartnerToken, req.SpID, req.SectorNumber)
 	if !ok {
 		return
 	}
@@ -354,11 +342,7 @@ func (s *Server) sectorCall(call func(Backend, context.Context, Partner, SectorI
 		if !decode(w, r, &req) {
 			return
 		}
-		p, ok := s.authenticate(w, r, r.URL.Path, req.PartnerToken)
-		if !ok {
-			return
-		}
-		sector, ok := sectorOf(w, req.SpID, req.SectorNumber)
+		p, sector, ok := s.caller(w, r, r.URL.Path, req.PartnerToken, req.SpID, req.SectorNumber)
 		if !ok {
 			return
 		}
@@ -368,6 +352,16 @@ func (s *Server) sectorCall(call func(Backend, context.Context, Partner, SectorI
 		}
 		w.WriteHeader(http.StatusOK)
 	}
+}
+
+// caller authenticates a request about one sector and checks the sector's numbers.
+func (s *Server) caller(w http.ResponseWriter, r *http.Request, route, token string, sp, num int64) (Partner, SectorID, bool) {
+	p, ok := s.authenticate(w, r, route, token)
+	if !ok {
+		return Partner{}, SectorID{}, false
+	}
+	sector, ok := sectorOf(w, sp, num)
+	return p, sector, ok
 }
 
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, route, token string) (Partner, bool) {
