@@ -144,13 +144,21 @@ func (r *OrderReconciler) queue(ctx context.Context, o *sealv1.SealOrder) (recon
 		}
 		queued = append(queued, q)
 	}
+	wait := max(time.Second, r.Policy.MaxWait-r.now().Sub(o.CreationTimestamp.Time))
 	for _, group := range orders.Form(queued, r.now(), r.Policy) {
-		if err := r.form(ctx, group); err != nil {
+		formed, err := r.form(ctx, group)
+		if err != nil {
 			return reconcile.Result{}, err
 		}
+		if !formed {
+			wait = ticketRetry // a partner that gave no ticket is asked again, not hammered
+		}
 	}
-	return reconcile.Result{RequeueAfter: max(time.Second, r.Policy.MaxWait-r.now().Sub(o.CreationTimestamp.Time))}, nil
+	return reconcile.Result{RequeueAfter: wait}, nil
 }
+
+// ticketRetry is how soon a group whose partner gave no ticket asks again.
+const ticketRetry = 30 * time.Second
 
 // holding is the live batch of o's partner that seals o's sector, if any.
 func holding(batches []sealv1.SealBatch, o *sealv1.SealOrder) *sealv1.SealBatch {
@@ -167,30 +175,31 @@ func holding(batches []sealv1.SealBatch, o *sealv1.SealOrder) *sealv1.SealBatch 
 }
 
 // form draws the group's tickets from the partner, creates the batch, then records it on each
-// order (a restart in between adopts the batch: see queue).
-func (r *OrderReconciler) form(ctx context.Context, group []*sealv1.SealOrder) error {
+// order (a restart in between adopts the batch: see queue). formed is false while the partner
+// gives no ticket: the group waits.
+func (r *OrderReconciler) form(ctx context.Context, group []*sealv1.SealOrder) (formed bool, err error) {
 	for _, o := range group {
 		if o.Status.Ticket != nil {
 			continue
 		}
 		if err := r.fetchTicket(ctx, o); err != nil {
-			r.Recorder.Eventf(o, nil, corev1.EventTypeWarning, "TicketFailed", "Form", "partner %s: %v", o.Spec.Partner, err)
-			return nil // the group waits; the next pass asks again
+			r.Recorder.Eventf(o, nil, corev1.EventTypeWarning, "TicketFailed", "Form", "partner %s: %v (asking again in %s)", o.Spec.Partner, err, ticketRetry)
+			return false, nil
 		}
 	}
 	b, err := orders.Batch(r.OrderNamespace, r.Output, group)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating batch %s for partner %s: %w", b.Name, group[0].Spec.Partner, err)
+		return false, fmt.Errorf("creating batch %s for partner %s: %w", b.Name, group[0].Spec.Partner, err)
 	}
 	var numbers []string
 	for _, o := range group {
 		numbers = append(numbers, fmt.Sprint(o.Spec.SectorNumber))
 	}
 	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "FormedFromOrders", "Form", "partner %s ordered sectors %s of %s", group[0].Spec.Partner, strings.Join(numbers, ","), b.Spec.MinerID)
-	return r.claim(ctx, group, b.Name)
+	return true, r.claim(ctx, group, b.Name)
 }
 
 func (r *OrderReconciler) fetchTicket(ctx context.Context, o *sealv1.SealOrder) error {

@@ -33,6 +33,7 @@ const partnerToken = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5e
 type fakeCurio struct {
 	mu      sync.Mutex
 	refuse  int
+	noChain bool // the ticket route answers 503, as a Curio without a chain API does
 	notices map[int64]v0.CompleteNotification
 	tickets int
 	maddrs  []string
@@ -46,6 +47,10 @@ func newFakeCurio(t *testing.T, refuse int) *fakeCurio {
 		defer f.mu.Unlock()
 		switch r.URL.Path {
 		case v0.BasePath + "ticket":
+			if f.noChain {
+				http.Error(w, "ticket endpoint not available (no chain API)", http.StatusServiceUnavailable)
+				return
+			}
 			f.tickets++
 			f.maddrs = append(f.maddrs, r.URL.Query().Get("maddr"))
 			_ = json.NewEncoder(w).Encode(v0.TicketResponse{Ticket: bytes.Repeat([]byte{byte(f.tickets)}, 32), Epoch: int64(1000 + f.tickets)})
@@ -362,4 +367,30 @@ func TestOrderFailsWhenItsNodeIsRemoved(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("sealed-data of a sector on a removed node: %d", resp.StatusCode)
 	}
+}
+
+// TestOrderWaitsForItsTicket: a partner that gives no ticket (its Curio has no chain API)
+// leaves the order queued with a warning naming the partner and the reason, and is asked
+// again; once it answers, the batch is formed with its ticket.
+func TestOrderWaitsForItsTicket(t *testing.T) {
+	curio := newFakeCurio(t, 0)
+	curio.noChain = true
+	h, post, _ := remoteSealHarness(t, curio, 1)
+	var o v0.OrderResponse
+	if code := post("order", v0.OrderRequest{PartnerToken: partnerToken, SpID: 1000, SectorNumber: 41, RegSealProof: 5}, &o); code != 200 || !o.Accepted {
+		t.Fatalf("order: %d %+v", code, o)
+	}
+	h.eventually("a TicketFailed warning", func() (bool, string) {
+		return h.hasEvent("orders", "f01000-41", "TicketFailed", "partner alpha: ticket from"), ""
+	})
+	if n := len(h.batchesIn("orders")); n != 0 {
+		t.Fatalf("a batch formed without a ticket: %d", n)
+	}
+	curio.mu.Lock()
+	curio.noChain = false
+	curio.mu.Unlock()
+	h.eventuallyWithin(time.Minute, "the batch once the partner gives a ticket", func() (bool, string) {
+		bs := h.batchesIn("orders")
+		return len(bs) == 1 && bs[0].Spec.Sectors[0].Ticket == strings.Repeat("01", 32), fmt.Sprint(len(bs))
+	})
 }
