@@ -151,3 +151,37 @@ func UnknownKeys(examples []json.RawMessage, reader any) []string {
 	sort.Strings(unknown)
 	return unknown
 }
+
+//go:embed synth-costs.json
+var synthCostsJSON []byte
+
+// SynthCost is what one SyntheticPoRep sector's synthetic proofs cost with the sealer's
+// streaming writer (sealer-proofs `synth::cost`, which holds the same numbers).
+type SynthCost struct {
+	SectorSize      uint64  `json:"sector_size"`
+	Challenges      int64   `json:"challenges"`
+	PeakMemoryBytes int64   `json:"peak_memory_bytes"`
+	FileBytes       int64   `json:"file_bytes"`
+	CPUSeconds      float64 `json:"cpu_seconds"`
+}
+
+var synthCosts = func() map[uint64]SynthCost {
+	var doc struct {
+		Sizes []SynthCost `json:"sizes"`
+	}
+	if err := json.Unmarshal(synthCostsJSON, &doc); err != nil {
+		panic(fmt.Sprintf("contracts/synth-costs.json: %v", err))
+	}
+	m := make(map[uint64]SynthCost, len(doc.Sizes))
+	for _, c := range doc.Sizes {
+		m[c.SectorSize] = c
+	}
+	return m
+}()
+
+// SynthCostOf is the synthetic proofs' cost for a sector size in bytes (false for a size the
+// sealer does not seal).
+func SynthCostOf(sectorBytes uint64) (SynthCost, bool) {
+	c, ok := synthCosts[sectorBytes]
+	return c, ok
+}

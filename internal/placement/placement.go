@@ -207,8 +207,10 @@ func NeedOf(b *sealv1.SealBatch) Need {
 		case b.Spec.FromSlot():
 			n.OutputBytes = FromSlotOutputBytesPerSector(b.Spec.SectorSize) * int64(len(b.Spec.Sectors))
 		case n.Predict.Synthetic:
-			// Each sector also keeps its synthetic proofs (syn-porep-vanilla-proofs.dat).
-			n.OutputBytes += predict.SynthProofsFileBytes(b.Spec.SectorSize) * int64(len(b.Spec.Sectors))
+			// No layer files (the proofs read the labels from the slot); each sector keeps its
+			// synthetic proofs (syn-porep-vanilla-proofs.dat).
+			n.OutputBytes = (FromSlotOutputBytesPerSector(b.Spec.SectorSize) + predict.SynthProofsFileBytes(b.Spec.SectorSize)) *
+				int64(len(b.Spec.Sectors))
 		}
 	}
 	if p := b.Spec.Placement; p != nil {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/contracts"
 )
 
 // Model constants, measured with the sealer's benchmarks on the reference machine (AMD EPYC,
@@ -34,32 +35,16 @@ const (
 	// PC2BytesPerCPUSecond is PC2's Poseidon rate on the CPU: sector bytes per CPU-second
 	// (`sealer bench pc2`: 4-9 s per 8 MiB sector on 2 CPUs).
 	PC2BytesPerCPUSecond = 0.75 * (1 << 20)
-	// SynthProofsCPUSecondsPerSector is filecoin-proofs' synthetic vanilla proofs of one
-	// SyntheticPoRep sector at 8 MiB (2^18 challenges; 14 min on 2 CPUs). Other sizes scale by
-	// their challenges × Poseidon hashes per challenge (synthCosts).
-	SynthProofsCPUSecondsPerSector = 1700
 	// SynthChallengesMax is filecoin-proofs' DEFAULT_SYNTH_CHALLENGE_COUNT: a sector has
 	// min(nodes, 2^18) synthetic challenges, so every size from 8 MiB up costs about the same.
 	SynthChallengesMax = 1 << 18
 )
 
-// synthCost is one synthetic challenge of a sector size in filecoin-proofs 19: the Poseidon
-// hashes its proof and the proof's own check take, the bytes the proof and the copy queued for
-// its check hold in memory (every proof of a sector is built before any is written), and its
-// record in syn-porep-vanilla-proofs.dat. From the source (storage-proofs-porep
-// stacked/vanilla/proof.rs prove_layers / write_synth_proofs, params.rs proof_size); the 8 MiB
-// memory matches the 18 GB measured.
-type synthCost struct {
-	hashes                 float64
-	memoryBytes, fileBytes int64
-}
-
-var synthCosts = map[sealv1.SectorSize]synthCost{
-	sealv1.SectorSize2KiB:   {70, 35_800, 8_984},
-	sealv1.SectorSize8MiB:   {273, 72_600, 23_704},
-	sealv1.SectorSize512MiB: {320, 91_000, 31_064},
-	sealv1.SectorSize32GiB:  {397, 140_800, 42_744},
-	sealv1.SectorSize64GiB:  {428, 144_000, 43_288},
+// synthCost is the sealer's streaming writer's cost for one sector of a size
+// (contracts/synth-costs.json, the sealer's own model).
+func synthCost(size sealv1.SectorSize) contracts.SynthCost {
+	c, _ := contracts.SynthCostOf(size.Bytes())
+	return c
 }
 
 // SynthChallenges is the number of synthetic challenges of a sector.
@@ -67,22 +52,21 @@ func SynthChallenges(size sealv1.SectorSize) int64 {
 	return min(int64(size.Bytes()/32), SynthChallengesMax)
 }
 
-// SynthProofsMemoryBytes is the peak memory of one SyntheticPoRep sector's synthetic proofs
-// (the sealer makes them one sector after another, so it does not grow with the batch): about
-// 19 GB at 8 MiB, 37 GB at 32 GiB.
+// SynthProofsMemoryBytes is the most memory one SyntheticPoRep sector's synthetic proofs hold
+// (bounded per sector by the sealer's streaming writer, whatever its size; the sectors of a
+// batch are proved one after another, so it does not grow with the batch): under 256 MiB.
 func SynthProofsMemoryBytes(size sealv1.SectorSize) int64 {
-	return SynthChallenges(size) * synthCosts[size].memoryBytes
+	return synthCost(size).PeakMemoryBytes
 }
 
 // SynthProofsFileBytes is one sector's syn-porep-vanilla-proofs.dat (6.2 GB at 8 MiB).
 func SynthProofsFileBytes(size sealv1.SectorSize) int64 {
-	return 96 + SynthChallenges(size)*synthCosts[size].fileBytes
+	return synthCost(size).FileBytes
 }
 
 // synthProofsCPUSeconds is one sector's synthetic proofs in CPU-seconds.
 func synthProofsCPUSeconds(size sealv1.SectorSize) float64 {
-	ref := synthCosts[sealv1.SectorSize8MiB].hashes * SynthChallengesMax
-	return SynthProofsCPUSecondsPerSector * float64(SynthChallenges(size)) * synthCosts[size].hashes / ref
+	return synthCost(size).CPUSeconds
 }
 
 // Batch is what a prediction needs of a batch.

@@ -227,8 +227,8 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 		mem.Add(o.MemoryPerSector)
 	}
 	if b.Spec.ProofTypeOrDefault() == sealv1.ProofTypeSyntheticPoRep && in.Step != StepC1 {
-		// filecoin-proofs builds every synthetic proof of a sector before writing any (one
-		// sector at a time): 19 GB at 8 MiB, 37 GB at 32 GiB.
+		// The sealer's synthetic proofs writer holds a bounded chunk of one sector's proofs at
+		// a time (under 256 MiB at every size).
 		mem.Add(*resource.NewQuantity(predict.SynthProofsMemoryBytes(b.Spec.SectorSize), resource.BinarySI))
 	}
 	res := corev1.ResourceList{
@@ -424,7 +424,8 @@ func outputVolume(b *sealv1.SealBatch) corev1.Volume {
 }
 
 // sealerCommand runs the batch: `sealer batch` seals (without layer copies when the operator
-// runs C1 from the slot), `sealer snap` updates (spec.update), `sealer c1` is C1 from the slot.
+// runs C1 from the slot, or when SyntheticPoRep's proofs read their labels from it), `sealer
+// snap` updates (spec.update), `sealer c1` is C1 from the slot.
 func sealerCommand(b *sealv1.SealBatch, step Step) []string {
 	config := ConfigDir + "/" + ConfigKey
 	switch {
@@ -432,7 +433,7 @@ func sealerCommand(b *sealv1.SealBatch, step Step) []string {
 		return []string{"/sealer", "c1", "--config", config, "--seeds", SeedsDir + "/" + SeedsKey}
 	case b.Spec.IsUpdate():
 		return []string{"/sealer", "snap", "--config", config}
-	case b.Spec.FromSlot():
+	case b.Spec.FromSlot() || b.Spec.ProofTypeOrDefault() == sealv1.ProofTypeSyntheticPoRep:
 		return []string{"/sealer", "batch", "--quiet", "--no-layer-files", "--config", config}
 	}
 	return []string{"/sealer", "batch", "--quiet", "--config", config}

@@ -344,7 +344,9 @@ pub(crate) fn io(what: &str, e: impl std::fmt::Display) -> SealerError {
     SealerError::Io(format!("{what}: {e}"))
 }
 
-pub(crate) fn tree_name(kind: &str, k: usize, t: usize) -> String {
+/// A tree file's name in a cache directory: `sc-02-data-<kind>.dat` for one base tree, else
+/// `sc-02-data-<kind>-<k>.dat`.
+pub fn tree_name(kind: &str, k: usize, t: usize) -> String {
     if t == 1 {
         format!("sc-02-data-{kind}.dat")
     } else {

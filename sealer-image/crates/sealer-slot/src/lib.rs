@@ -208,6 +208,23 @@ impl LayerReader {
         self.be.read(&ios).map_err(|e| SealerError::io("reading layer pages", e))
     }
 
+    /// Read the pages `pages` of `layer` (any order, any gaps) into `buf`, page `pages[i]` at
+    /// `i × 4096`: one submission for scattered reads (the synthetic proofs' columns).
+    pub fn read_page_list(&mut self, layer: u32, pages: &[u64], buf: &mut AlignedBuf) -> Result<(), SealerError> {
+        assert!(buf.len() >= pages.len() * PAGE);
+        let base = buf.as_mut_ptr();
+        let ios: Vec<PageIo> = pages
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| {
+                let (dev, offset) = self.stripe.locate(layer, p);
+                // SAFETY: i < pages.len() and buf.len() >= pages.len() * PAGE (asserted above).
+                PageIo { dev, offset, buf: unsafe { base.add(i * PAGE) }, len: PAGE }
+            })
+            .collect();
+        self.be.read(&ios).map_err(|e| SealerError::io("reading layer pages", e))
+    }
+
     /// Read the row (node `v` of all sectors) of `layer`.
     pub fn read_row(&mut self, layer: u32, v: u64, page_buf: &mut AlignedBuf) -> Result<Vec<u8>, SealerError> {
         let p = v / self.g.npp;

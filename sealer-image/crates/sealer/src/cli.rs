@@ -296,6 +296,22 @@ pub enum BenchCmd {
         #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
         engine: String,
     },
+    /// SyntheticPoRep proofs: filecoin-proofs generate_synth_proofs vs the sealer's streaming
+    /// writer (time, CPU, peak RSS, equal files), and the prediction for 128 × 32 GiB.
+    Synth {
+        /// Sector size: 2KiB, 8MiB or 512MiB.
+        #[arg(long, default_value = "8MiB", value_parser = parse_test_sector_size)]
+        sector_size: u64,
+        /// Sectors in the batch (power of two, 1..=128).
+        #[arg(long, default_value_t = 4, value_parser = parse_batch_size)]
+        batch: usize,
+        /// Sectors filecoin-proofs proves (0 skips it: at 512 MiB it needs ~24 GB).
+        #[arg(long, default_value_t = 1)]
+        baseline_sectors: usize,
+        /// Work directory.
+        #[arg(long, default_value = "/dev/shm/sealer-bench")]
+        dir: PathBuf,
+    },
     /// SHA bound vs rust-fil-proofs PC1 vs sealer PC1 on N = 1, 8, 32.
     Pc1 {
         /// Sector size: 2KiB, 8MiB (quick) or 512MiB.

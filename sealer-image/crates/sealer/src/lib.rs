@@ -5,5 +5,6 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod bench_synth;
 pub mod oracle;
 pub mod plan;

@@ -118,15 +118,15 @@ fn load(path: &Path) -> Result<BatchConfig, SealerError> {
     Ok(cfg)
 }
 
-/// [`load`] for the commands that may make proofs after PC2 (`pc2`, `batch`): a SyntheticPoRep
-/// or NI-PoRep batch told to keep no layer files is refused before any work (its proofs are
-/// made from them), and storage-proofs reads the node's parent cache.
+/// [`load`] for the commands that may make proofs after PC2 (`pc2`, `batch`): an NI-PoRep
+/// batch told to keep no layer files is refused before any work (filecoin-proofs' C1 reads
+/// them; SyntheticPoRep's proofs read the slot when there are none), and storage-proofs reads
+/// the node's parent cache.
 fn load_for_proofs(path: &Path, layer_files: bool) -> Result<BatchConfig, SealerError> {
     let cfg = load(path)?;
-    if proofs_after_pc2(&cfg) && !layer_files {
+    if sealer_proofs::c1::enabled(&cfg) && !layer_files {
         return Err(SealerError::Input(
-            "SyntheticPoRep proofs and NI-PoRep C1 outputs are made from the layer files after PC2: drop --no-layer-files"
-                .into(),
+            "NI-PoRep C1 outputs are made from the layer files after PC2: drop --no-layer-files".into(),
         ));
     }
     use_node_parent_cache(&cfg);
@@ -528,6 +528,10 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
     match what {
         BenchCmd::Pc2 { sector_size, batch, dir, engine } => {
             println!("{}", sealer::bench::run_pc2(sector_size, batch, &dir, engine == "gpu").map_err(failed)?);
+        }
+        BenchCmd::Synth { sector_size, batch, baseline_sectors, dir } => {
+            let b = sealer::bench_synth::SynthBench { sector_size, batch, baseline_sectors, dir: &dir };
+            println!("{}", sealer::bench_synth::run(&b).map_err(failed)?);
         }
         BenchCmd::Pc1 {
             sector_size,

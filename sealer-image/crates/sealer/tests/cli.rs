@@ -548,19 +548,30 @@ fn node_parent_cache_is_built_once_verified_and_never_used_corrupt() {
 }
 
 /// `batch` of SyntheticPoRep sectors ends with each sector's synthetic proofs and no layer
-/// files, its progress at the last sector of phase `proofs`; told to keep no layer files it
-/// refuses before any work.
+/// files, its progress at the last sector of phase `proofs`, with or without layer files (the
+/// proofs read the slot when PC2 kept none); NI-PoRep told to keep no layer files refuses
+/// before any work.
 #[test]
 fn synthetic_and_ni_porep_batches_write_their_proofs_and_drop_the_layers() {
     // SyntheticPoRep (proof id 10) writes its vanilla proofs, NI-PoRep (15) its C1 output.
-    for (proof, file_name) in [(10, sealer_proofs::synth::SYNTH_PROOFS_FILE), (15, sealer_proofs::c1::C1_OUTPUT_FILE)] {
+    for (proof, file_name, layer_files) in [
+        (10, sealer_proofs::synth::SYNTH_PROOFS_FILE, true),
+        (10, sealer_proofs::synth::SYNTH_PROOFS_FILE, false),
+        (15, sealer_proofs::c1::C1_OUTPUT_FILE, true),
+    ] {
         let work = tempfile::tempdir().unwrap();
         let (cfg, json) = common::config(2048, proof, 2, 17, work.path(), 1);
         let file = ConfigFile::write(work.path().join("proofs.json"), &json);
-        let out = file.cmd("batch", &["--quiet", "--allow-portable-hash", "--no-layer-files"]).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
-        assert!(!work.path().join("dev0.img").exists(), "no storage may be touched");
-        let out = file.seal("batch").output().unwrap();
+        if proof == 15 {
+            let out = file.cmd("batch", &["--quiet", "--allow-portable-hash", "--no-layer-files"]).output().unwrap();
+            assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(!work.path().join("dev0.img").exists(), "no storage may be touched");
+        }
+        let out = if layer_files {
+            file.seal("batch").output().unwrap()
+        } else {
+            file.cmd("batch", &["--quiet", "--allow-portable-hash", "--no-layer-files"]).output().unwrap()
+        };
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         for s in &cfg.sectors {
             let cache = sealer_config::sector_paths(&cfg, s.sector_id).cache;

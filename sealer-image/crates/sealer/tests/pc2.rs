@@ -140,17 +140,47 @@ fn pc2_case_with(
             "t_aux format"
         );
         if c1 && sealer_proofs::synth::enabled(&cfg) {
-            // SyntheticPoRep: our proofs file equals filecoin-proofs' own, made on its outputs.
+            // SyntheticPoRep: the sealer's streaming file equals filecoin-proofs' own
+            // generate_synth_proofs on its outputs. Odd sectors read their labels from the slot
+            // (their layer files removed first), even ones from the layer files.
             let hex32 = |h: &str| -> [u8; 32] { hex::decode(h).unwrap().try_into().unwrap() };
             let (cr, cd) = (hex32(&res[i].comm_r), hex32(&res[i].comm_d));
+            if i % 2 == 1 {
+                for l in sealer_proofs::synth::layer_paths(&ours.cache, cfg.num_layers()) {
+                    std::fs::remove_file(l).unwrap();
+                }
+            }
             sealer_proofs::synth::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).expect("synthetic proofs");
-            sealer_proofs::synth::write_sector(&cfg, i, oc, &o.sealed, cr, cd).expect("filecoin-proofs' synthetic proofs");
+            sealer_proofs::synth::write_with_filecoin_proofs(&cfg, i, oc, &o.sealed, cr, cd)
+                .expect("filecoin-proofs' synthetic proofs");
             let f = sealer_proofs::synth::SYNTH_PROOFS_FILE;
             let (a, b) = (std::fs::read(ours.cache.join(f)).unwrap(), std::fs::read(oc.join(f)).unwrap());
             assert!(!a.is_empty() && a == b, "{f} of sector {i} differs ({} vs {} bytes)", a.len(), b.len());
             assert!(!ours.cache.join("sc-02-data-layer-1.dat").exists(), "layer files left after synthetic proofs");
+            for p in sealer_proofs::synth::stream::partial_paths(&ours.cache.join(f)) {
+                assert!(!p.exists(), "{} left after synthetic proofs", p.display());
+            }
             // A second call (a resumed batch) finds it done.
             sealer_proofs::synth::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).unwrap();
+            if i == 0 {
+                synth_resumes(&cfg, i, &ours, cr, cd, &b, &work.path().join("resumed.dat"));
+            }
+            // filecoin-proofs' C1 reads the stored proofs: the same output on our file as on its own.
+            let pieces = match &s.data {
+                Some(d) => sealer_data::piece_infos(cfg.sector_size, &d.pieces).unwrap(),
+                None => vec![],
+            };
+            let seed_bytes: [u8; 32] = rng.gen();
+            let c1_on = |cache: &std::path::Path, sealed: &std::path::Path| {
+                let registered_proof = serde_json::from_value(cfg.proof_name().into()).unwrap();
+                let pre = filecoin_proofs_api::seal::SealPreCommitPhase2Output { registered_proof, comm_r: cr, comm_d: cd };
+                let out = filecoin_proofs_api::seal::seal_commit_phase1(
+                    cache, sealed, s.prover_id, s.sector_id.into(), s.ticket, seed_bytes, pre, &pieces,
+                )
+                .expect("filecoin-proofs-api C1 of a SyntheticPoRep sector");
+                serde_json::to_vec(&out).unwrap()
+            };
+            assert!(c1_on(&ours.cache, &ours.sealed) == c1_on(oc, &o.sealed), "C1 of sector {i} differs on our file");
         }
         if c1 && sealer_proofs::c1::enabled(&cfg) {
             // NI-PoRep: our C1 output (made on our files) equals filecoin-proofs-api's
@@ -190,6 +220,53 @@ fn pc2_case_with(
             assert!(parts >= 1);
         }
     }
+}
+
+/// A writer stopped after 3 chunks of 10 challenges leaves `<out>.partial` and its checkpoint,
+/// never `out`; torn bytes past the checkpoint (a write the machine lost) are dropped, and the
+/// next run keeps the 30 records and ends with `want`'s bytes.
+fn synth_resumes(
+    cfg: &sealer_config::BatchConfig,
+    i: usize,
+    paths: &sealer_config::SectorPaths,
+    comm_r: [u8; 32],
+    comm_d: [u8; 32],
+    want: &[u8],
+    out: &std::path::Path,
+) {
+    use sealer_proofs::synth::{labels::SlotLabels, stream};
+    let s = &cfg.sectors[i];
+    let parents = sealer_slot::open_parents(cfg).unwrap();
+    let input = stream::SectorInput {
+        cache: &paths.cache,
+        sealed: &paths.sealed,
+        sector_size: cfg.sector_size,
+        layers: cfg.num_layers(),
+        replica_id: sealer_hash::replica_id(&s.prover_id, s.sector_id, &s.ticket, &comm_d, &cfg.porep_id),
+        comm_r,
+        comm_d,
+        parents: &parents,
+    };
+    let mut reader = sealer_slot::LayerReader::open(cfg).unwrap();
+    let mut chunks = 0;
+    let mut stop = |_: usize, _: usize| {
+        chunks += 1;
+        if chunks == 3 {
+            anyhow::bail!("stopped")
+        }
+        Ok(())
+    };
+    let e = stream::write_in_chunks(&input, &mut SlotLabels::new(&mut reader, i, cfg.num_layers()), out, 10, &mut stop);
+    assert!(e.is_err() && !out.exists(), "a stopped writer named its file");
+    let [partial, checkpoint] = stream::partial_paths(out);
+    assert!(checkpoint.exists());
+    let mut torn = std::fs::OpenOptions::new().append(true).open(&partial).unwrap();
+    std::io::Write::write_all(&mut torn, &[0xee; 5000]).unwrap();
+    let w = stream::write_in_chunks(&input, &mut SlotLabels::new(&mut reader, i, cfg.num_layers()), out, 10, &mut |_, _| Ok(()))
+        .unwrap();
+    assert_eq!((w.resumed, w.bytes), (30, want.len() as u64));
+    assert!(std::fs::read(out).unwrap() == want, "the resumed file differs from filecoin-proofs'");
+    assert!(!partial.exists() && !checkpoint.exists());
 }
 
 #[test]
