@@ -25,6 +25,7 @@ import (
 	"github.com/sealfleet/sealfleet/internal/ledger"
 	"github.com/sealfleet/sealfleet/internal/placement"
 	"github.com/sealfleet/sealfleet/internal/plugin"
+	"github.com/sealfleet/sealfleet/internal/predict"
 	"github.com/sealfleet/sealfleet/internal/render"
 )
 
@@ -497,15 +498,15 @@ func c1Run(t *testing.T, step func(env []string, args ...string) string) {
 	step(nil, "release", name)
 }
 
-// synthRun seals two SyntheticPoRep sectors at 2 KiB: filecoin-proofs' synthetic proof
-// generator takes 2^18 challenges at 8 MiB and above (more than 8 GiB and 18 CPU minutes for
-// one 8 MiB sector here, unfinished), min(nodes, 2^18) = 64 at 2 KiB. The graph's parent
-// cache is built on demand (the node was set up for 8 MiB V1_1 only); every CommR matches
-// rust-fil-proofs, and each sector's outputs hold its syn-porep-vanilla-proofs.dat and no
-// layer files.
+// synthRun seals two SyntheticPoRep sectors at 8 MiB: 2^18 synthetic challenges each, which
+// the sealer's streaming writer proves in bounded memory (filecoin-proofs' own generator held
+// 19 GB per 8 MiB sector). The graph's parent cache is built on demand (the node was set up
+// for 8 MiB V1_1 only); every CommR matches rust-fil-proofs, each sector's outputs hold its
+// whole syn-porep-vanilla-proofs.dat (the contract's size) and no layer files, and what the
+// proofs add to the pod's memory request is the writer's bound, under 256 MiB.
 func synthRun(t *testing.T, step func(env []string, args ...string) string) {
 	const name, ns = "e2e-synth", "sealfleet-batches"
-	env := []string{"PROOF_TYPE=V1_1_Feat_SyntheticPoRep", "SECTOR_SIZE=2KiB", "DATA_SECTORS=0"}
+	env := []string{"PROOF_TYPE=V1_1_Feat_SyntheticPoRep", "SECTOR_SIZE=8MiB", "DATA_SECTORS=0"}
 	step(env, "seal", name, "2")
 	if out := step(nil, "verify", name); strings.Count(out, "matches rust-fil-proofs") != 2 {
 		t.Errorf("synthetic sectors do not match rust-fil-proofs")
@@ -514,17 +515,29 @@ func synthRun(t *testing.T, step func(env []string, args ...string) string) {
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
 		t.Fatal(err)
 	}
-	if b.Status.Phase != sealv1.PhaseCompleted || b.Status.RegisteredProof != "StackedDrg2KiBV1_1_Feat_SyntheticPoRep" {
+	if b.Status.Phase != sealv1.PhaseCompleted || b.Status.RegisteredProof != "StackedDrg8MiBV1_1_Feat_SyntheticPoRep" {
 		t.Fatalf("synthetic batch: phase %s, proof %s", b.Status.Phase, b.Status.RegisteredProof)
 	}
 	for _, s := range b.Spec.Sectors {
 		cache := filepath.Join("/var/lib/sealfleet/output", ns, name, "cache", fmt.Sprintf("s-t01000-%d", s.Number))
-		if fi, err := os.Stat(filepath.Join(cache, "syn-porep-vanilla-proofs.dat")); err != nil || fi.Size() == 0 {
-			t.Errorf("sector %d: syn-porep-vanilla-proofs.dat: %v", s.Number, err)
+		if fi, err := os.Stat(filepath.Join(cache, "syn-porep-vanilla-proofs.dat")); err != nil || fi.Size() != predict.SynthProofsFileBytes(sealv1.SectorSize8MiB) {
+			t.Errorf("sector %d: syn-porep-vanilla-proofs.dat: %v (want %d bytes)", s.Number, err, predict.SynthProofsFileBytes(sealv1.SectorSize8MiB))
 		}
 		if layers, _ := filepath.Glob(filepath.Join(cache, "sc-02-data-layer-*")); len(layers) > 0 {
 			t.Errorf("sector %d: layer files in a SyntheticPoRep sector's outputs: %v", s.Number, layers)
 		}
+	}
+	var pod corev1.Pod
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: b.Status.PodNamespace, Name: b.Status.PodName}, &pod); err == nil {
+		// The chart's 2 GiB base and 256 MiB per sector, plus what the synthetic proofs add.
+		mem := pod.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory]
+		added := mem.Value() - (2<<30 + 2*(256<<20))
+		t.Logf("sealer pod memory request %s: the synthetic proofs add %d bytes", mem.String(), added)
+		if added <= 0 || added > 256<<20 {
+			t.Errorf("the synthetic proofs add %d bytes to the pod's memory request %s, want at most 256 MiB", added, mem.String())
+		}
+	} else {
+		t.Logf("sealer pod %s/%s: %v (memory request not checked)", b.Status.PodNamespace, b.Status.PodName, err)
 	}
 	var node sealv1.SealerNode
 	if err := k8s.Get(context.Background(), client.ObjectKey{Name: b.Status.Node}, &node); err != nil {

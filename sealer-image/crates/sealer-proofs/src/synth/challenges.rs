@@ -54,7 +54,8 @@ mod tests {
             let ours = synthetic(nodes, &rid, &comm_r);
             assert_eq!(ours.len() as u64, nodes.min(MAX_CHALLENGES));
             let Challenges::Synth(s) = Challenges::new_synthetic(18) else { unreachable!() };
-            let (r, c) = (PoseidonDomain::try_from_bytes(&rid).unwrap(), PoseidonDomain::try_from_bytes(&comm_r).unwrap());
+            let (r, c) =
+                (PoseidonDomain::try_from_bytes(&rid).unwrap(), PoseidonDomain::try_from_bytes(&comm_r).unwrap());
             for k in 0..3u8 {
                 let idx = s.derive_indexes(nodes as usize, &r, &c, &seed, k);
                 let theirs = s.derive(nodes as usize, &r, &c, &seed, k);

@@ -40,7 +40,10 @@ impl Labels for LayerFiles {
         let width = self.files.len() * NODE;
         let mut out = vec![0u8; nodes.len() * width];
         out.par_chunks_mut(width).zip(nodes).try_for_each(|(col, &v)| {
-            self.files.iter().zip(col.chunks_mut(NODE)).try_for_each(|(f, label)| f.read_exact_at(label, v * NODE as u64))
+            self.files
+                .iter()
+                .zip(col.chunks_mut(NODE))
+                .try_for_each(|(f, label)| f.read_exact_at(label, v * NODE as u64))
         })?;
         Ok(out)
     }

@@ -25,19 +25,20 @@ pub const SYNTH_PROOFS_FILE: &str = "syn-porep-vanilla-proofs.dat";
 /// challenges, so every size from 8 MiB up has the same count.
 pub const SYNTH_CHALLENGES_MAX: u64 = 1 << 18;
 
-/// filecoin-proofs' `generate_synth_proofs` of one 8 MiB sector, CPU-seconds measured here
-/// (14 min on 2 CPUs), and its model at 32 GiB (Poseidon hashes per challenge, 397 vs 273):
-/// what `sealer bench synth` compares with.
-pub const FILECOIN_PROOFS_CPU_SECONDS_8MIB: f64 = 1700.0;
+/// filecoin-proofs' `generate_synth_proofs` of one 8 MiB sector, CPU-seconds measured by
+/// `sealer bench synth` on the 2-vCPU EPYC (2,608 s wall, 18.4 GB peak RSS), and its model at
+/// 32 GiB (Poseidon hashes per challenge, 397 vs 273): what the bench's prediction compares with.
+pub const FILECOIN_PROOFS_CPU_SECONDS_8MIB: f64 = 5122.0;
 /// See [`FILECOIN_PROOFS_CPU_SECONDS_8MIB`].
-pub const FILECOIN_PROOFS_CPU_SECONDS_32GIB: f64 = 1700.0 * 397.0 / 273.0;
+pub const FILECOIN_PROOFS_CPU_SECONDS_32GIB: f64 = FILECOIN_PROOFS_CPU_SECONDS_8MIB * 397.0 / 273.0;
 
 /// The streaming writer's CPU-seconds per byte of record (reads, copies, the column and
 /// encoding checks) and per arity-8 Poseidon hash (the tree-r-last segments a challenge
-/// rebuilds), measured by `sealer bench synth` on the 2-vCPU EPYC of the README.
-const CPU_SECONDS_PER_RECORD_BYTE: f64 = 1.0e-9;
+/// rebuilds), measured by `sealer bench synth` on the 2-vCPU EPYC of the README: 124 µs per
+/// 8 MiB challenge (23,704-byte records, 0.14 hashes each), 12,281 arity-8 hashes per CPU-s.
+const CPU_SECONDS_PER_RECORD_BYTE: f64 = 4.8e-9;
 /// See [`CPU_SECONDS_PER_RECORD_BYTE`].
-const CPU_SECONDS_PER_POSEIDON8: f64 = 12.0e-6;
+const CPU_SECONDS_PER_POSEIDON8: f64 = 81.0e-6;
 
 /// What one sector's synthetic proofs cost with the streaming writer ([`stream`]): memory is
 /// bounded per sector whatever its size, the sectors of a batch are proved one after another,

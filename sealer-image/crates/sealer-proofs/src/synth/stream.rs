@@ -167,7 +167,9 @@ impl Trees {
         let t = shape.trees;
         let path = |kind: &str, k: usize| i.cache.join(sealer_pc2::tree_name(kind, k, t));
         let d = TreeFile::open(&i.cache.join("sc-02-data-tree-d.dat"), shape.nodes, 1, 0)?;
-        let c = (0..t).map(|k| TreeFile::open(&path("tree-c", k), shape.leaves, 3, 0)).collect::<anyhow::Result<Vec<_>>>()?;
+        let c = (0..t)
+            .map(|k| TreeFile::open(&path("tree-c", k), shape.leaves, 3, 0))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let r = (0..t)
             .map(|k| TreeFile::open(&path("tree-r-last", k), shape.leaves, 3, shape.rows_to_discard + 1))
             .collect::<anyhow::Result<Vec<_>>>()?;
@@ -180,7 +182,10 @@ impl Trees {
             let frs = roots.iter().map(|x| fr(x, what)).collect::<anyhow::Result<Vec<_>>>()?;
             Ok(sealer_pc2::combine_roots(&frs))
         };
-        anyhow::ensure!(combine(&roots_c, "a tree-c root")? == comm_c, "the tree-c files do not hash to p_aux's comm_c");
+        anyhow::ensure!(
+            combine(&roots_c, "a tree-c root")? == comm_c,
+            "the tree-c files do not hash to p_aux's comm_c"
+        );
         anyhow::ensure!(
             combine(&roots_r, "a tree-r-last root")? == comm_r_last,
             "the tree-r-last files do not hash to p_aux's comm_r_last"
@@ -209,7 +214,8 @@ impl Trees {
                 })
                 .collect()
         };
-        let segments = memo_segments(&shape).then(|| (0..segments(&shape).0).map(|_| OnceLock::new()).collect::<Vec<_>>());
+        let segments =
+            memo_segments(&shape).then(|| (0..segments(&shape).0).map(|_| OnceLock::new()).collect::<Vec<_>>());
         let mut header = [0u8; 96];
         header[..32].copy_from_slice(&i.comm_d);
         header[32..64].copy_from_slice(&p_aux[..32]);
@@ -351,14 +357,7 @@ impl Columns {
 }
 
 /// One challenge's record into `rec` (exactly its size), with the checks the module names.
-fn record(
-    t: &Trees,
-    i: &SectorInput,
-    index: usize,
-    c: u64,
-    cols: &Columns,
-    rec: &mut [u8],
-) -> anyhow::Result<()> {
+fn record(t: &Trees, i: &SectorInput, index: usize, c: u64, cols: &Columns, rec: &mut [u8]) -> anyhow::Result<()> {
     let sh = &t.shape;
     let parents = i.parents.get(c);
     let mut w = Out { buf: rec, at: 0 };
@@ -453,7 +452,8 @@ pub fn write_in_chunks(
     let challenges = super::challenges::synthetic(sh.nodes, &i.replica_id, &i.comm_r);
     let rb = sh.record_bytes();
     let [partial, ckpt_path] = partial_paths(out);
-    let want = |records| Checkpoint { records, record_bytes: rb, challenges: challenges.len(), comm_r: hex::encode(i.comm_r) };
+    let want =
+        |records| Checkpoint { records, record_bytes: rb, challenges: challenges.len(), comm_r: hex::encode(i.comm_r) };
     let kept = std::fs::read(&ckpt_path)
         .ok()
         .and_then(|b| serde_json::from_slice::<Checkpoint>(&b).ok())
@@ -521,6 +521,8 @@ mod tests {
         // 32 GiB rebuilds 64 + 8 nodes of a segment and checks the stored one above per challenge.
         assert_eq!(segment_hashes_per_challenge(&Shape::of(32 << 30, 11), 1 << 18), 73.0);
         // 8 MiB: 512 segments of 73 hashes for 2^18 challenges.
-        assert!((segment_hashes_per_challenge(&Shape::of(8 << 20, 2), 1 << 18) - 512.0 * 73.0 / 262_144.0).abs() < 1e-9);
+        assert!(
+            (segment_hashes_per_challenge(&Shape::of(8 << 20, 2), 1 << 18) - 512.0 * 73.0 / 262_144.0).abs() < 1e-9
+        );
     }
 }
