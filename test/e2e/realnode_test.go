@@ -195,6 +195,34 @@ func checkLotusStore(t *testing.T, batch string) {
 // released and scrubbed, and, through a Prometheus scraping the run, that hasher busy-ratio
 // series exist with values in [0,1] and the hasher-utilisation alert does not fire; then the
 // StarvedHashersAlert subtest throttles a second batch's storage until that alert fires.
+// removeStaleOutputs removes the batch outputs under dir (one directory per batch of the
+// namespace) that an earlier cluster left on this host (a run killed before its release step)
+// and that no batch of this cluster owns: the operator rightly refuses to seal over another
+// batch's outputs.
+func removeStaleOutputs(t *testing.T, dir, ns string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	var batches sealv1.SealBatchList
+	if err := k8s.List(context.Background(), &batches, client.InNamespace(ns)); err != nil {
+		t.Fatalf("listing the batches of %s: %v", ns, err)
+	}
+	owned := map[string]bool{}
+	for _, b := range batches.Items {
+		owned[b.Name] = true
+	}
+	for _, e := range entries {
+		if owned[e.Name()] {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			t.Fatalf("removing the stale outputs %s: %v", e.Name(), err)
+		}
+		t.Logf("removed stale outputs %s (no batch of this cluster owns them)", filepath.Join(dir, e.Name()))
+	}
+}
+
 func TestRealNode(t *testing.T) {
 	if out, _ := cluster("status"); !strings.Contains(out, "kubelet running") {
 		t.Skip("no real node in this cluster (needs root; SEALFLEET_E2E_NODE=1 when the suite starts the cluster)")
@@ -212,6 +240,7 @@ func TestRealNode(t *testing.T) {
 		}
 		return out
 	}
+	removeStaleOutputs(t, "/var/lib/sealfleet/output/sealfleet-batches", "sealfleet-batches")
 	// The chart's operator replaces a local one (TestFleet's).
 	if out, err := cluster("operator-stop"); err != nil {
 		t.Fatalf("operator-stop: %v\n%s", err, out)
