@@ -299,6 +299,108 @@ fn pc2_mib8_synth_n2_proofs_and_c1() {
     pc2_case(8 << 20, 11, 2, 607, 1, true);
 }
 
+/// 8 MiB SyntheticPoRep as the operator runs it: no layer files, every label read from the slot.
+/// filecoin-proofs' own file takes 43 min and 18 GB per 8 MiB sector here (the whole-file
+/// comparison is the ignored case above and `sealer bench synth`); instead its C1, which selects
+/// records by the seed and verifies each against comm_r (any wrong byte fails it), runs on our
+/// file for many random seeds, and the file has the size the operator books.
+#[test]
+fn pc2_mib8_synth_from_the_slot_passes_filecoin_proofs_c1() {
+    use filecoin_proofs_api::seal::{seal_commit_phase1, SealPreCommitPhase2Output};
+    const SEEDS: usize = 24;
+    common::init();
+    let seed = common::random_seed("pc2_mib8_synth_from_the_slot_passes_filecoin_proofs_c1");
+    let work = tempfile::tempdir().unwrap();
+    let (cfg, _) = common::config(8 << 20, 11, 2, seed, work.path(), 2);
+    let opts = Pc1Options { allow_portable_hash: true, tuning: Tuning::default(), ..Default::default() };
+    sealer_pc1::run_pc1(&cfg, &opts).expect("pc1");
+    let res = sealer_pc2::run_pc2(&cfg, false).expect("pc2");
+    let want = sealer_proofs::synth::cost(cfg.sector_size).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut records = std::collections::HashSet::new();
+    for (i, s) in cfg.sectors.iter().enumerate() {
+        let paths = sealer_config::sector_paths(&cfg, s.sector_id);
+        assert!(!paths.cache.join("sc-02-data-layer-1.dat").exists(), "PC2 kept layer files");
+        let hex32 = |h: &str| -> [u8; 32] { hex::decode(h).unwrap().try_into().unwrap() };
+        let (cr, cd) = (hex32(&res[i].comm_r), hex32(&res[i].comm_d));
+        sealer_proofs::synth::write_sector(&cfg, i, &paths.cache, &paths.sealed, cr, cd).expect("synthetic proofs");
+        let file = paths.cache.join(sealer_proofs::synth::SYNTH_PROOFS_FILE);
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), want.file_bytes, "size of sector {i}'s file");
+        let registered_proof: filecoin_proofs_api::RegisteredSealProof =
+            serde_json::from_value(cfg.proof_name().into()).unwrap();
+        for _ in 0..SEEDS {
+            let seed_bytes: [u8; 32] = rng.gen();
+            let pre = SealPreCommitPhase2Output { registered_proof, comm_r: cr, comm_d: cd };
+            let out = seal_commit_phase1(&paths.cache, &paths.sealed, s.prover_id, s.sector_id.into(), s.ticket, seed_bytes, pre, &[])
+                .unwrap_or_else(|e| panic!("filecoin-proofs C1 refused sector {i}'s file (seed {}): {e:?}", hex::encode(seed_bytes)));
+            // which records it took: each selected proof's challenged node
+            let v = serde_json::to_value(&out).unwrap();
+            records.extend(collect_challenges(&v["vanilla_proofs"]).into_iter().map(|n| (i, n)));
+        }
+        if i == 0 {
+            c1_refuses_a_flipped_record(&cfg, i, &paths, cr, cd, &file, rng.gen());
+        }
+        std::fs::remove_file(&file).unwrap();
+    }
+    eprintln!("filecoin-proofs verified {} distinct records of our files", records.len());
+    assert!(records.len() >= SEEDS, "C1 checked only {} records", records.len());
+}
+
+/// The check above can fail: one byte flipped in the middle of a record C1 selects for `seed`
+/// (found by storage-proofs' own index derivation) makes filecoin-proofs' C1 refuse the file;
+/// restored, it is accepted again.
+fn c1_refuses_a_flipped_record(
+    cfg: &sealer_config::BatchConfig,
+    i: usize,
+    paths: &sealer_config::SectorPaths,
+    comm_r: [u8; 32],
+    comm_d: [u8; 32],
+    file: &std::path::Path,
+    seed: [u8; 32],
+) {
+    use filecoin_hashers::{poseidon::PoseidonDomain, Domain};
+    use std::os::unix::fs::FileExt;
+    use storage_proofs_porep::stacked::Challenges;
+    let s = &cfg.sectors[i];
+    let c1 = || {
+        let registered_proof = serde_json::from_value(cfg.proof_name().into()).unwrap();
+        let pre = filecoin_proofs_api::seal::SealPreCommitPhase2Output { registered_proof, comm_r, comm_d };
+        std::panic::catch_unwind(|| {
+            filecoin_proofs_api::seal::seal_commit_phase1(&paths.cache, &paths.sealed, s.prover_id, s.sector_id.into(), s.ticket, seed, pre, &[])
+        })
+        .map_err(|_| anyhow::anyhow!("panicked"))
+        .and_then(|r| r)
+    };
+    let picked = serde_json::to_value(c1().expect("C1 before the flip")).unwrap();
+    let per_partition = collect_challenges(&picked["vanilla_proofs"]).len();
+    let rid = sealer_hash::replica_id(&s.prover_id, s.sector_id, &s.ticket, &comm_d, &cfg.porep_id);
+    let Challenges::Synth(synth) = Challenges::new_synthetic(per_partition) else { unreachable!() };
+    let (rid, cr) = (PoseidonDomain::try_from_bytes(&rid).unwrap(), PoseidonDomain::try_from_bytes(&comm_r).unwrap());
+    let index = synth.derive_indexes(cfg.nodes() as usize, &rid, &cr, &seed, 0)[0] as u64;
+    let cost = sealer_proofs::synth::cost(cfg.sector_size).unwrap();
+    let record = (cost.file_bytes - 96) / cost.challenges;
+    let at = 96 + index * record + record / 2;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(file).unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 0x10], at).unwrap();
+    assert!(c1().is_err(), "C1 accepted sector {i}'s file with record {index} corrupted");
+    f.write_all_at(&b, at).unwrap();
+    c1().expect("C1 after the record was restored");
+}
+
+/// The challenged nodes in C1's serialized vanilla proofs (their labeling proofs' `node`).
+fn collect_challenges(v: &serde_json::Value) -> Vec<u64> {
+    match v {
+        serde_json::Value::Object(m) => match m.get("node").and_then(|c| c.as_u64()) {
+            Some(c) => vec![c],
+            None => m.values().flat_map(collect_challenges).collect(),
+        },
+        serde_json::Value::Array(a) => a.iter().flat_map(collect_challenges).collect(),
+        _ => vec![],
+    }
+}
+
 #[test]
 fn pc2_kib2_v1_1_n16_with_c1() {
     pc2_case(2048, 5, 16, 603, 16, true);
