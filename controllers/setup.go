@@ -81,7 +81,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.SealerMetricsPort, "sealer-metrics-port", 9464, "port of the sealer's /metrics and /progress; with host networking, slot i uses port+i")
 	fs.StringVar(&o.SealerMetricsAddr, "sealer-metrics-address", "", "address the sealer's metrics port listens on (empty: all addresses of the pod; use the node's scrape address, e.g. 127.0.0.1, with host networking)")
 	fs.StringVar(&o.SealerPriorityClass, "sealer-priority-class", "", "PriorityClass of sealer pods (empty: the cluster default); give one above your preemptible workloads so a preemption does not kill a multi-hour PC1")
-	fs.StringVar(&o.MemoryBase, "sealer-memory-base", "2Gi", "memory (besides hugepages) of every sealer pod")
+	fs.StringVar(&o.MemoryBase, "sealer-memory-base", "2Gi", "memory (besides hugepages) every sealer pod starts from; at most 1Gi for 2KiB and 8MiB sectors")
 	fs.StringVar(&o.MemoryPerSector, "sealer-memory-per-sector", "256Mi", "memory added per sector of the batch")
 	fs.DurationVar(&o.ProgressInterval, "progress-interval", 10*time.Second, "how often a running sealer's progress is read")
 	fs.StringVar(&o.ParentCacheNamespace, "parent-cache-namespace", "sealfleet-batches", "namespace of the pods that build each node's parent caches (it must be served: see --watch-namespaces); empty: every sealer pod builds its own cache")

@@ -213,6 +213,23 @@ func LayerPaths(devs []sealv1.LayerDeviceStatus) []string {
 	return out
 }
 
+// SmallSectorMemoryBase caps the base memory of a batch of 2 KiB or 8 MiB sectors: the
+// configured base (2 GiB) is sized for sectors whose buffers, parent cache (56 GiB mapped at
+// 32 GiB) and trees are large. Peak RSS measured with every buffer on ordinary pages (no
+// hugepages), parent cache included: 168 MB for 8 MiB × 2 SyntheticPoRep (PC1, PC2, proofs
+// from the slot), 229 MB for 8 MiB × 2 on the GPU engine (pocl's CPU device). 512 MiB keeps the
+// configured base: 2.09 GB during PC1 of 512 MiB × 2 (1.11 GB buffers, 0.9 GB parent cache).
+const SmallSectorMemoryBase = 1 << 30
+
+// MemoryBaseFor is the non-hugepage memory a sealer pod of `size` sectors starts from before
+// the per-sector share: the configured base, at most SmallSectorMemoryBase below 512 MiB.
+func MemoryBaseFor(size sealv1.SectorSize, configured resource.Quantity) resource.Quantity {
+	if size.Bytes() < 512<<20 && configured.Value() > SmallSectorMemoryBase {
+		return *resource.NewQuantity(SmallSectorMemoryBase, resource.BinarySI)
+	}
+	return configured.DeepCopy()
+}
+
 // Pod renders the sealer pod: pinned to its node, Guaranteed QoS with whole CPUs and 1 GiB
 // hugepages, exactly the allocated devices, the output volume, and the least privilege the
 // device mode allows.
@@ -222,7 +239,7 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 	if cpu < 1 {
 		cpu = 1
 	}
-	mem := o.MemoryBase.DeepCopy()
+	mem := MemoryBaseFor(b.Spec.SectorSize, o.MemoryBase)
 	for range b.Spec.Sectors {
 		mem.Add(o.MemoryPerSector)
 	}

@@ -208,6 +208,29 @@ func podOpts() PodOptions {
 	return PodOptions{Image: "sealer:1", MemoryBase: resource.MustParse("2Gi"), MemoryPerSector: resource.MustParse("256Mi"), MetricsPort: 9464}
 }
 
+// 2 KiB and 8 MiB batches start from at most 1 GiB whatever the configured base; larger sizes
+// from the configured base, and a smaller configured base is never raised.
+func TestPodMemoryBaseBySectorSize(t *testing.T) {
+	for _, c := range []struct {
+		size       sealv1.SectorSize
+		base, want string
+	}{
+		{sealv1.SectorSize2KiB, "2Gi", "1Gi"}, {sealv1.SectorSize8MiB, "2Gi", "1Gi"}, {sealv1.SectorSize512MiB, "2Gi", "2Gi"},
+		{sealv1.SectorSize8MiB, "512Mi", "512Mi"}, {sealv1.SectorSize32GiB, "2Gi", "2Gi"}, {sealv1.SectorSize64GiB, "3Gi", "3Gi"},
+	} {
+		b := testBatch()
+		b.Spec.SectorSize, b.Spec.ProofType = c.size, sealv1.ProofTypeV1_1
+		o := podOpts()
+		o.MemoryBase = resource.MustParse(c.base)
+		got := Pod(PodInput{Batch: b, Node: "n1", Attempt: 1, CPUs: 2, Hugepages: 1}, o).Spec.Containers[0].Resources.Requests[corev1.ResourceMemory]
+		want := resource.MustParse(c.want)
+		want.Add(resource.MustParse("512Mi")) // two sectors
+		if got.Cmp(want) != 0 {
+			t.Errorf("%s sectors, base %s: memory %s, want %s", c.size, c.base, got.String(), want.String())
+		}
+	}
+}
+
 func TestPodPrivilegeFollowsDeviceMode(t *testing.T) {
 	b := testBatch()
 	files := Pod(PodInput{Batch: b, Node: "n1", Attempt: 1, CPUs: 16, Hugepages: 36,

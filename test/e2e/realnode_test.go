@@ -531,8 +531,9 @@ func c1Run(t *testing.T, step func(env []string, args ...string) string) {
 // the sealer's streaming writer proves in bounded memory (filecoin-proofs' own generator held
 // 19 GB per 8 MiB sector). The graph's parent cache is built on demand (the node was set up
 // for 8 MiB V1_1 only); every CommR matches rust-fil-proofs, each sector's outputs hold its
-// whole syn-porep-vanilla-proofs.dat (the contract's size) and no layer files, and what the
-// proofs add to the pod's memory request is the writer's bound, under 256 MiB.
+// whole syn-porep-vanilla-proofs.dat (the contract's size) and no layer files, what the proofs
+// add to the pod's memory request is the writer's bound, under 256 MiB, and the whole request is
+// under 2 GiB.
 func synthRun(t *testing.T, step func(env []string, args ...string) string) {
 	const name, ns = "e2e-synth", "sealfleet-batches"
 	env := []string{"PROOF_TYPE=V1_1_Feat_SyntheticPoRep", "SECTOR_SIZE=8MiB", "DATA_SECTORS=0"}
@@ -558,12 +559,13 @@ func synthRun(t *testing.T, step func(env []string, args ...string) string) {
 	}
 	var pod corev1.Pod
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: b.Status.PodNamespace, Name: b.Status.PodName}, &pod); err == nil {
-		// The chart's 2 GiB base and 256 MiB per sector, plus what the synthetic proofs add.
+		// The base for 8 MiB sectors (1 GiB) and the chart's 256 MiB per sector, plus what the
+		// synthetic proofs add; the sealer ran within it (the limit equals the request).
 		mem := pod.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory]
-		added := mem.Value() - (2<<30 + 2*(256<<20))
+		added := mem.Value() - (render.SmallSectorMemoryBase + 2*(256<<20))
 		t.Logf("sealer pod memory request %s: the synthetic proofs add %d bytes", mem.String(), added)
-		if added <= 0 || added > 256<<20 {
-			t.Errorf("the synthetic proofs add %d bytes to the pod's memory request %s, want at most 256 MiB", added, mem.String())
+		if added <= 0 || added > 256<<20 || mem.Value() >= 2<<30 {
+			t.Errorf("the synthetic proofs add %d bytes to the pod's memory request %s, want at most 256 MiB and a request under 2 GiB", added, mem.String())
 		}
 	} else {
 		t.Logf("sealer pod %s/%s: %v (memory request not checked)", b.Status.PodNamespace, b.Status.PodName, err)
