@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sealfleet/sealfleet/internal/remoteseal/lotusreceive"
 )
 
 // Kinds of payload a URL is signed for.
@@ -31,6 +33,10 @@ const (
 	// KindCommit1 is a sector's commit-phase1-output; it is also served to a POST (the
 	// provider's commit1 answer redirects the client's POST here with 307).
 	KindCommit1 = "commit1"
+	// KindUnsealedCC is a CC sector's unsealed file in lotus' format, made on the fly: as many
+	// zeros as the signed replica has bytes, then lotus' trailer (everything present). lotus'
+	// SectorReceive wants one for every sector it takes.
+	KindUnsealedCC = "unsealed-cc"
 )
 
 // RoutePrefix is where a node serves sector data.
@@ -116,7 +122,60 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+RoutePrefix+KindCommit1, s.file(KindCommit1))
 	mux.HandleFunc("POST "+RoutePrefix+KindCommit1, s.file(KindCommit1))
 	mux.HandleFunc("GET "+RoutePrefix+KindCache, s.cache)
+	mux.HandleFunc("GET "+RoutePrefix+KindUnsealedCC, s.unsealedCC)
 	return mux
+}
+
+// unsealedCC serves, with Range support, the unsealed file of the CC sector whose replica is
+// signed: lotusreceive.UnsealedCCTrailer after the replica's length of zeros.
+func (s *Server) unsealedCC(w http.ResponseWriter, r *http.Request) {
+	root, rel, ok := s.open(w, r, KindUnsealedCC)
+	if !ok {
+		return
+	}
+	defer root.Close()
+	st, err := root.Stat(rel)
+	if err != nil {
+		notFound(w, err)
+		return
+	}
+	if !st.Mode().IsRegular() {
+		http.Error(w, "sector data not found in storage", http.StatusNotFound)
+		return
+	}
+	tail, err := lotusreceive.UnsealedCCTrailer(uint64(st.Size()))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	body := zerosThen{zeros: st.Size(), tail: tail}
+	http.ServeContent(&countingWriter{ResponseWriter: w, kind: KindUnsealedCC, served: s.Served}, r, "", time.Time{},
+		io.NewSectionReader(body, 0, body.zeros+int64(len(tail))))
+}
+
+// zerosThen reads as `zeros` zero bytes followed by tail.
+type zerosThen struct {
+	zeros int64
+	tail  []byte
+}
+
+func (z zerosThen) ReadAt(p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		at := off + int64(n)
+		switch {
+		case at < z.zeros:
+			k := int(min(int64(len(p)-n), z.zeros-at))
+			clear(p[n : n+k])
+			n += k
+		case at-z.zeros < int64(len(z.tail)):
+			n += copy(p[n:], z.tail[at-z.zeros:])
+		default:
+			return n, io.EOF
+		}
+	}
+	return n, nil
 }
 
 func (s *Server) now() time.Time {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealfleet/sealfleet/internal/remoteseal/lotusreceive"
 	"github.com/sealfleet/sealfleet/internal/remoteseal/sectordata"
 )
 
@@ -218,5 +219,39 @@ func TestCacheTarHoldsWhatCurioExtracts(t *testing.T) {
 	n.write("ns/b/cache/big/p_aux", bytes.Repeat([]byte{1}, 65))
 	if resp, body := get(t, n.signed(sectordata.KindCache, "ns/b/cache/big", time.Hour), ""); resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), "p_aux is 65 bytes") {
 		t.Errorf("oversized p_aux: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestUnsealedCCIsZerosThenLotusTrailer: the CC unsealed file signed for a replica is as many
+// zeros as the replica's bytes, then lotus' trailer; Range works across the boundary; a URL
+// signed for the replica itself does not open it.
+func TestUnsealedCCIsZerosThenLotusTrailer(t *testing.T) {
+	n := newNode(t)
+	replica := bytes.Repeat([]byte{0xab}, 2048)
+	n.write("ns/b/sealed/s-t01000-7", replica)
+	u := n.signed(sectordata.KindUnsealedCC, "ns/b/sealed/s-t01000-7", time.Hour)
+	tail, err := lotusreceive.UnsealedCCTrailer(2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(make([]byte, 2048), tail...)
+	resp, body := get(t, u, "")
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(body, want) {
+		t.Fatalf("%s: %d bytes, want %d", resp.Status, len(body), len(want))
+	}
+	resp, body = get(t, u, "bytes=2040-")
+	if resp.StatusCode != http.StatusPartialContent || !bytes.Equal(body, want[2040:]) {
+		t.Fatalf("range: %s %x", resp.Status, body)
+	}
+	if resp, _ := get(t, strings.Replace(n.signed(sectordata.KindSealed, "ns/b/sealed/s-t01000-7", time.Hour), "/sealed?", "/unsealed-cc?", 1), ""); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a replica's URL opened its unsealed file: %s", resp.Status)
+	}
+	if resp, _ := get(t, n.signed(sectordata.KindUnsealedCC, "ns/b/sealed/s-t01000-8", time.Hour), ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("missing replica: %s", resp.Status)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.served[sectordata.KindUnsealedCC] != int64(len(want)+len(want)-2040) {
+		t.Errorf("served %d bytes", n.served[sectordata.KindUnsealedCC])
 	}
 }

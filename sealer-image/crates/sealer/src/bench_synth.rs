@@ -103,7 +103,11 @@ pub fn run(b: &SynthBench) -> Result<String, String> {
     let _ = std::fs::remove_dir_all(&out);
     let cfg = random_config(b.sector_size, 10 + size_idx as u64, ApiVersion::V1_2_0, b.batch, 36, &layers_dir, &out);
     log::info!("synth: PC1 and PC2 of {} sectors (untimed)…", b.batch);
-    sealer_pc1::run_pc1(&cfg, &Pc1Options { restart: true, ..Default::default() }).map_err(|e| format!("{e:#}"))?;
+    // Untimed set-up: a node cache that keeps the previous layer in memory (two layers of the
+    // batch), so that PC1 at 512 MiB does not wait on random parent reads from a file slot.
+    let two_layers = 2 * b.sector_size * b.batch as u64;
+    let tuning = sealer_slot::Tuning { ring_bytes: two_layers.max(1 << 30), ..Default::default() };
+    sealer_pc1::run_pc1(&cfg, &Pc1Options { restart: true, tuning, ..Default::default() }).map_err(|e| format!("{e:#}"))?;
     let res = sealer_pc2::run_pc2(&cfg, true).map_err(|e| format!("{e:#}"))?;
     let commits: Vec<([u8; 32], [u8; 32])> = res
         .iter()
