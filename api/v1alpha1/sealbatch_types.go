@@ -27,6 +27,9 @@ import (
 // +kubebuilder:validation:XValidation:rule="self.releasePolicy != 'AfterTTL' || has(self.releaseTTL)",message="spec.releasePolicy AfterTTL needs spec.releaseTTL (e.g. releaseTTL: 24h)"
 // +kubebuilder:validation:XValidation:rule="self.sectors.all(s, self.sectors.exists_one(t, t.number == s.number))",message="spec.sectors: sector numbers must be unique within a batch; remove or renumber the duplicated sector"
 // +kubebuilder:validation:XValidation:rule="size(self.sectors) in [1, 2, 4, 8, 16, 32, 64, 128]",message="spec.sectors: the sealer supports batches of 1, 2, 4, 8, 16, 32, 64 or 128 sectors; add or remove sectors to reach one of these sizes"
+// +kubebuilder:validation:XValidation:rule="!has(self.handoff) || (self.commit1 == 'FromSlot' && self.proofType == 'V1_1')",fieldPath=".handoff",message="spec.handoff: lotus asks for C1 with the seed after it precommits the sector, so the batch keeps its layers for it: set commit1: FromSlot and proofType V1_1 (what lotus-miner seals)"
+// +kubebuilder:validation:XValidation:rule="!has(self.handoff) || self.sectors.all(s, !has(s.data) && has(s.ticketEpoch))",fieldPath=".sectors",message="spec.sectors: a batch handed to lotus (spec.handoff) seals CC sectors, each with ticketEpoch (the epoch its ticket was drawn at: lotus checks the ticket against its chain); data sectors are not handed over (lotus precommits them with their deals)"
+// +kubebuilder:validation:XValidation:rule="!has(self.handoff) || (has(self.output) && has(self.output.hostPath) && self.output.layout == 'Lotus')",fieldPath=".output",message="spec.output: a batch handed to lotus writes a hostPath output with layout Lotus (the node agents serve its files to lotus from there)"
 type SealBatchSpec struct {
 	// sectorSize is the size of every sector in the batch: 2KiB, 8MiB or 512MiB (test
 	// networks and tests) or 32GiB / 64GiB (mainnet). Immutable once the batch is placed.
@@ -146,6 +149,16 @@ type SealBatchSpec struct {
 	// +optional
 	OutputsTaken bool `json:"outputsTaken,omitempty"`
 
+	// handoff hands every sealed sector to the storage provider's lotus-miner: once the
+	// batch's CommRs are known the operator calls the miner's SectorReceive (state
+	// PreCommitting, with the ticket, CommD and CommR, and URLs on the node for the replica,
+	// the cache and the unsealed file); lotus fetches them, precommits, and later asks the
+	// operator for C1 with the seed (C1 runs from the slot), then says when the sector left its
+	// pipeline, after which the sector's outputs are deleted. Needs the operator's remote-seal
+	// provider (chart remoteSeal.enabled, remoteSeal.publicURL) and the batch in its namespace.
+	// +optional
+	Handoff *Handoff `json:"handoff,omitempty"`
+
 	// maxRetries is how often a failed sealer pod is restarted on the same node and slot; the
 	// sealer resumes from its last complete layer, so a retry costs little. 0 means a failure
 	// is final. A failure that would repeat (bad input, a CPU without SHA-NI) is never retried.
@@ -181,6 +194,13 @@ type SectorSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=)$')",message="ticket must be 32 bytes: 64 hex characters or 44 characters of base64 ending in '='"
 	// +optional
 	Ticket string `json:"ticket,omitempty"`
+
+	// ticketEpoch is the chain epoch the ticket was drawn at. Needed by a batch handed to
+	// lotus (spec.handoff): lotus checks the ticket against its chain at that epoch and
+	// refuses a sector whose ticket is too old to precommit.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TicketEpoch *int64 `json:"ticketEpoch,omitempty"`
 
 	// commD is the unsealed data commitment: 64 hex characters or a baga6ea4seaq… piece CID.
 	// Only with data, and optional there: the sealer computes it from the pieces and
@@ -241,6 +261,18 @@ type DataSource struct {
 	// persistentVolumeClaim reads them from a claim in the batch's namespace.
 	// +optional
 	PersistentVolumeClaim *PVCOutput `json:"persistentVolumeClaim,omitempty"`
+}
+
+// Handoff names the miner a batch's sealed sectors are handed to.
+type Handoff struct {
+	// lotusMiner names a lotus-miner connection: a Secret an admin created in the operator's
+	// remote-seal partner namespace, labelled sealfleet.io/lotus-miner, with keys apiURL (the
+	// miner's JSON-RPC endpoint, e.g. http://miner:2345/rpc/v0), token (an admin API token)
+	// and minerID (the batch's spec.minerID must be it).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	LotusMiner string `json:"lotusMiner"`
 }
 
 // Commit1Mode says who runs C1 of an interactive batch.
@@ -812,6 +844,7 @@ type SectorStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.sectors == oldSelf.spec.sectors",message="spec.sectors cannot change after the batch is placed (status.node is set): delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.sectorSize == oldSelf.spec.sectorSize",message="spec.sectorSize cannot change after the batch is placed: delete the batch and create a new one"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || has(self.spec.handoff) == has(oldSelf.spec.handoff) && (!has(self.spec.handoff) || self.spec.handoff == oldSelf.spec.handoff)",message="spec.handoff cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.proofType == oldSelf.spec.proofType",message="spec.proofType cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.minerID == oldSelf.spec.minerID",message="spec.minerID cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.seeds) || oldSelf.spec.seeds.all(o, has(self.spec.seeds) && self.spec.seeds.exists(s, s == o))",message="spec.seeds: a seed once given cannot change or be removed"

@@ -62,6 +62,12 @@ func sectorsYAML(n int) string {
 
 const okBase = "sectorSize: 8MiB\nminerID: t01000\n"
 
+// A batch handed to lotus: hostPath output in the Lotus layout, CC sectors with ticket epochs.
+const (
+	handoffOut     = "output: {hostPath: {path: /var/lib/sealfleet/output}, layout: Lotus}\n"
+	handoffSectors = "sectors:\n- {number: 1, ticket: \"" + ticketA + "\", ticketEpoch: 4000}\n"
+)
+
 const (
 	pieceCID = "baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq"
 	dataSrc  = "dataSource: {hostPath: {path: /deals}}\n"
@@ -197,6 +203,18 @@ func TestSealBatchValidation(t *testing.T) {
 			[]string{"spec.residentLayerPercent", "an update labels no layers"}},
 		{"commit1-unknown", okBase + "commit1: Later\n" + sectorsYAML(1),
 			[]string{"spec.commit1", "LayerFiles"}},
+		{"handoff-without-from-slot", okBase + handoffOut + "handoff: {lotusMiner: m1}\n" + handoffSectors,
+			[]string{"spec.handoff", "commit1: FromSlot", "V1_1"}},
+		{"handoff-without-ticket-epoch", okBase + handoffOut + "commit1: FromSlot\nhandoff: {lotusMiner: m1}\n" + sectorsYAML(1),
+			[]string{"spec.sectors", "ticketEpoch", "lotus checks the ticket"}},
+		{"handoff-data-sector", okBase + handoffOut + "commit1: FromSlot\nhandoff: {lotusMiner: m1}\n" + dataSrc + dataSector("s1", "{cid: "+pieceCID+", size: 128}"),
+			[]string{"spec.sectors", "data sectors are not handed over"}},
+		{"handoff-sealfleet-layout", okBase + "commit1: FromSlot\nhandoff: {lotusMiner: m1}\n" + handoffSectors,
+			[]string{"spec.output", "layout Lotus"}},
+		{"handoff-no-miner", okBase + handoffOut + "commit1: FromSlot\nhandoff: {lotusMiner: \"\"}\n" + handoffSectors,
+			[]string{"spec.handoff.lotusMiner"}},
+		{"ticket-epoch-negative", okBase + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\", ticketEpoch: -5}\n",
+			[]string{"spec.sectors[0].ticketEpoch", "greater than or equal to 0"}},
 		{"update-keys-layout-unknown", okBase + "update: {sectorKeys: {persistentVolumeClaim: {claimName: c}, layout: Boost}}\n" + dataSrc + updateSector,
 			[]string{"spec.update.sectorKeys.layout", "Lotus"}},
 	}
@@ -263,6 +281,7 @@ func TestSealBatchValidation(t *testing.T) {
 			"data-128-sectors-full": "sectorSize: 64GiB\nminerID: f01\n" + dataSrc + dataSectors(128, 64),
 			"update-pinned":         okBase + updateKeys + pinned + dataSrc + updateSector,
 			"resident-half":         "sectorSize: 32GiB\nminerID: f01\nresidentLayerPercent: 50\n" + sectorsYAML(32),
+			"handoff-to-lotus":      okBase + handoffOut + "commit1: FromSlot\nhandoff: {lotusMiner: m1}\n" + handoffSectors,
 			"from-slot-seeded":      okBase + "commit1: FromSlot\nseedTimeout: 48h\nseeds: [{number: 1001, randomness: \"" + ticketA + "\", epoch: 4242}]\n" + sectorsYAML(2),
 			"update-from-claim": okBase + "update: {sectorKeys: {persistentVolumeClaim: {claimName: cc}, layout: Lotus}}\n" +
 				"dataSource: {persistentVolumeClaim: {claimName: deals}}\n" + updateSector,
@@ -298,6 +317,7 @@ func TestSealBatchValidation(t *testing.T) {
 			"spec.sectorSize": func(b *sealv1.SealBatch) { b.Spec.SectorSize = sealv1.SectorSize2KiB },
 			"spec.proofType":  func(b *sealv1.SealBatch) { b.Spec.ProofType = sealv1.ProofTypeSyntheticPoRep },
 			"spec.minerID":    func(b *sealv1.SealBatch) { b.Spec.MinerID = "t02000" },
+			"spec.handoff":    func(b *sealv1.SealBatch) { b.Spec.Handoff = &sealv1.Handoff{LotusMiner: "m1"} },
 			"spec.dataSource": func(b *sealv1.SealBatch) {
 				b.Spec.DataSource = &sealv1.DataSource{HostPath: &sealv1.HostPathData{Path: "/deals"}}
 				b.Spec.Sectors[0].Data = &sealv1.SectorData{File: "s", Pieces: []sealv1.Piece{{CID: strings.Repeat("0c", 32), Size: 128}}}
