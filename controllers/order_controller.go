@@ -23,6 +23,7 @@ import (
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	v0 "github.com/sealfleet/sealfleet/internal/remoteseal/delegatedv0"
+	"github.com/sealfleet/sealfleet/internal/remoteseal/lotusreceive"
 	"github.com/sealfleet/sealfleet/internal/remoteseal/orders"
 	"github.com/sealfleet/sealfleet/internal/remoteseal/provider"
 	"github.com/sealfleet/sealfleet/internal/render"
@@ -55,6 +56,21 @@ type OrderReconciler struct {
 	// CleanupAfter cleans up a complete order its partner never cleaned up, this long after
 	// it completed (0: never).
 	CleanupAfter time.Duration
+	// Lotus hands the orders of batches with spec.handoff to their lotus-miner (nil: no
+	// handoff; placement then holds such batches).
+	Lotus *LotusHandoff
+}
+
+// LotusHandoff is what handing a sector to lotus needs: where lotus fetches its files (node
+// URLs valid for URLTTL: lotus fetches once received, and again after a restart) and calls
+// back (the provider's public URL, signed endpoints).
+type LotusHandoff struct {
+	PublicURL string
+	Endpoints *provider.LotusEndpoints
+	Data      *provider.NodeLocator
+	// CallbackTTL is how long the commit1 and done URLs stay valid (past the longest seed
+	// wait and commit).
+	CallbackTTL time.Duration
 }
 
 // +kubebuilder:rbac:groups=sealfleet.io,resources=sealorders,verbs=get;list;watch;create;update;patch;delete
@@ -83,6 +99,9 @@ func (r *OrderReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	var o sealv1.SealOrder
 	if err := r.Get(ctx, req.NamespacedName, &o); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if o.Status.Batch == "" && provider.Labelled(&o) {
+		return reconcile.Result{RequeueAfter: time.Second}, nil // the handoff controller records its batch
 	}
 	if o.Status.Batch == "" && o.Status.State != sealv1.OrderFailed {
 		return r.queue(ctx, &o)
@@ -133,7 +152,7 @@ func (r *OrderReconciler) queue(ctx context.Context, o *sealv1.SealOrder) (recon
 	var queued []*sealv1.SealOrder
 	for i := range all.Items {
 		q := &all.Items[i]
-		if q.Status.Batch != "" || q.Status.State == sealv1.OrderFailed || orders.StateOf(q, nil).State == sealv1.OrderFailed {
+		if q.Status.Batch != "" || provider.Labelled(q) || q.Status.State == sealv1.OrderFailed || orders.StateOf(q, nil).State == sealv1.OrderFailed {
 			continue
 		}
 		if b := holding(batches.Items, q); b != nil {
@@ -336,18 +355,26 @@ func (r *OrderReconciler) notify(ctx context.Context, o *sealv1.SealOrder, b *se
 		}
 		return reconcile.Result{}, err
 	}
-	p, err := r.partner(ctx, o.Spec.Partner)
-	if err == nil {
-		var n v0.CompleteNotification
-		if n, err = completeNotice(o, p); err == nil {
-			nctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-			err = v0.NotifyComplete(nctx, r.HTTP, p.URL, n)
-			cancel()
+	var err error
+	if provider.Labelled(o) {
+		err = r.handOver(ctx, o, b)
+	} else {
+		var p provider.Partner
+		if p, err = r.partner(ctx, o.Spec.Partner); err == nil {
+			var n v0.CompleteNotification
+			if n, err = completeNotice(o, p); err == nil {
+				nctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+				err = v0.NotifyComplete(nctx, r.HTTP, p.URL, n)
+				cancel()
+			}
 		}
 	}
 	now := metav1.NewTime(r.now())
 	if err != nil {
-		if b != nil {
+		switch {
+		case b != nil && provider.Labelled(o):
+			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "LotusReceiveFailed", "Handoff", "lotus-miner %s: SectorReceive of sector %d: %v (retrying with back-off)", o.Spec.Partner, o.Spec.SectorNumber, err)
+		case b != nil:
 			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "PartnerNotifyFailed", "Notify", "partner %s: complete notice for sector %d: %v (retrying; the partner's status polling also finds it)", o.Spec.Partner, o.Spec.SectorNumber, err)
 		}
 		if uerr := updateOrderStatus(ctx, r.Client, o, func(o *sealv1.SealOrder) {
@@ -428,8 +455,8 @@ func (r *OrderReconciler) forget(ctx context.Context, o *sealv1.SealOrder, b *se
 	if err := client.IgnoreNotFound(r.Delete(ctx, o)); err != nil {
 		return err
 	}
-	if b == nil || b.DeletionTimestamp != nil {
-		return nil
+	if b == nil || b.DeletionTimestamp != nil || b.Labels[orders.LabelPartner] == "" {
+		return nil // a batch someone made (handed to lotus) is theirs to delete
 	}
 	var all sealv1.SealOrderList
 	if err := r.List(ctx, &all, client.InNamespace(o.Namespace), client.MatchingLabels{orders.LabelPartner: o.Spec.Partner}); err != nil {
@@ -478,7 +505,10 @@ func (r *OrderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("sealorder").
 		For(&sealv1.SealOrder{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == r.OrderNamespace }))).
 		Watches(&sealv1.SealBatch{}, handler.EnqueueRequestsFromMapFunc(ordersOfBatch),
-			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[orders.LabelPartner] != "" }))).
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				b, ok := o.(*sealv1.SealBatch)
+				return o.GetLabels()[orders.LabelPartner] != "" || ok && b.Spec.Handoff != nil
+			}))).
 		Complete(r)
 }
 
@@ -493,4 +523,76 @@ func ordersOfBatch(_ context.Context, o client.Object) []reconcile.Request {
 		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: orders.Name(b.Spec.MinerID, s.Number)}}
 	}
 	return out
+}
+
+// handOver calls the lotus-miner's SectorReceive for the order's sector: state
+// PreCommitting, the ticket, CommD and CommR, node URLs for its unsealed file, replica and
+// cache, and the signed commit1 and done endpoints. A sector lotus already holds with this
+// CommR counts as handed over.
+func (r *OrderReconciler) handOver(ctx context.Context, o *sealv1.SealOrder, b *sealv1.SealBatch) error {
+	if r.Lotus == nil {
+		return provider.ErrNoHandoff
+	}
+	if b == nil {
+		return fmt.Errorf("batch %s is gone", o.Status.Batch)
+	}
+	var secret corev1.Secret
+	if err := r.Get(ctx, client.ObjectKey{Namespace: r.PartnerNamespace, Name: o.Spec.Partner}, &secret); err != nil {
+		return fmt.Errorf("lotus-miner Secret %s/%s: %w", r.PartnerNamespace, o.Spec.Partner, err)
+	}
+	m, err := provider.ParseLotusMiner(&secret)
+	if err != nil {
+		return err
+	}
+	s, err := handoffSector(o, b)
+	if err != nil {
+		return err
+	}
+	var e lotusreceive.Endpoints
+	if e.Unsealed, err = r.Lotus.Data.UnsealedCC(ctx, b, o.Spec.SectorNumber); err != nil {
+		return err
+	}
+	if e.Sealed, err = r.Lotus.Data.Sealed(ctx, b, o.Spec.SectorNumber); err != nil {
+		return err
+	}
+	if e.Cache, err = r.Lotus.Data.Cache(ctx, b, o.Spec.SectorNumber); err != nil {
+		return err
+	}
+	if e.Commit1, e.Done, err = r.Lotus.Endpoints.URLs(r.Lotus.PublicURL, o.Name, r.now().Add(r.Lotus.CallbackTTL)); err != nil {
+		return err
+	}
+	meta, err := lotusreceive.Meta(s, e)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	c := &lotusreceive.Client{URL: m.APIURL, Token: m.Token(), HTTP: r.HTTP}
+	if err := c.Receive(cctx, meta); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "LotusReceived", "Handoff", "lotus-miner %s took sector %d (%s) in state %s: it fetches the replica, cache and unsealed file from node %s", m.Name, o.Spec.SectorNumber, o.Status.CommRCID, lotusreceive.StatePreCommitting, b.Status.Node)
+	return nil
+}
+
+// handoffSector is the sealed sector as lotus is told of it: from the order (ticket) and the
+// batch's status (commitments).
+func handoffSector(o *sealv1.SealOrder, b *sealv1.SealBatch) (lotusreceive.Sector, error) {
+	s := lotusreceive.Sector{MinerID: o.Spec.MinerID, Number: o.Spec.SectorNumber, Size: o.Spec.SectorSize, Proof: o.Spec.ProofType, TicketEpoch: o.Status.Ticket.Epoch}
+	t, err := render.Bytes32("order ticket", o.Status.Ticket.Randomness)
+	if err != nil {
+		return s, err
+	}
+	s.Ticket = t
+	i := slices.IndexFunc(b.Status.Sectors, func(x sealv1.SectorStatus) bool { return x.Number == o.Spec.SectorNumber })
+	if i < 0 {
+		return s, fmt.Errorf("batch %s has no status for sector %d", b.Name, o.Spec.SectorNumber)
+	}
+	if s.CommD, err = render.Bytes32("commD", b.Status.Sectors[i].CommD); err != nil {
+		return s, err
+	}
+	if s.CommR, err = render.Bytes32("commR", b.Status.Sectors[i].CommR); err != nil {
+		return s, err
+	}
+	return s, nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/sealfleet/sealfleet/internal/ledger"
 	"github.com/sealfleet/sealfleet/internal/placement"
 	"github.com/sealfleet/sealfleet/internal/predict"
+	"github.com/sealfleet/sealfleet/internal/remoteseal/provider"
 )
 
 // Recorder emits Kubernetes events.
@@ -60,6 +61,10 @@ type PlacementReconciler struct {
 	// Qualify measures the nodes (nil: no qualification pods); it books the slot and
 	// hugepage its pods use in the same view placement decides on.
 	Qualify *Qualifier
+
+	// Handoff says why a batch's spec.handoff cannot be honoured ("" when it can, or the
+	// batch has none); such a batch is held. nil: every handoff is refused.
+	Handoff func(context.Context, *sealv1.SealBatch) (string, error)
 
 	assumed *ledger.Assumed
 	explain *explainer
@@ -101,6 +106,22 @@ func (r *PlacementReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 	metricPending.Set(float64(len(pending)))
 	// A sector another batch already seals (or updates) waits for it, whatever the nodes.
 	dup := placement.DuplicateSectors(batches.Items, pending)
+	// A batch handed to a lotus-miner this operator cannot reach waits, with the reason.
+	for _, b := range pending {
+		if b.Spec.Handoff == nil {
+			continue
+		}
+		why := provider.ErrNoHandoff.Error()
+		if r.Handoff != nil {
+			var err error
+			if why, err = r.Handoff(ctx, b); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		if why != "" {
+			dup[b] = why
+		}
+	}
 	if len(dup) > 0 {
 		pending = slices.DeleteFunc(pending, func(b *sealv1.SealBatch) bool { return dup[b] != "" })
 	}

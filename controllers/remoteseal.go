@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +59,27 @@ type RemoteSealOptions struct {
 	// CleanupAfter deletes a complete sector's outputs this long after it completed when its
 	// partner never called cleanup (0: never).
 	CleanupAfter time.Duration
+	// PublicURL is the provider's address as lotus-miners reach it: set, batches may hand
+	// their sectors to lotus (spec.handoff), whose commit1 and done calls come back here.
+	PublicURL string
+	// Commit1Wait is how long lotus' commit1 call waits for the C1 output before a 503 (0:
+	// 50 s; lotus retries after its cool-down).
+	Commit1Wait time.Duration
+}
+
+// handoffCheck says why a batch's spec.handoff cannot be honoured ("" when it can), for
+// placement to hold the batch with that explanation instead of sealing sectors no miner
+// would take.
+func (o *RemoteSealOptions) handoffCheck(c client.Reader) func(context.Context, *sealv1.SealBatch) (string, error) {
+	return func(ctx context.Context, b *sealv1.SealBatch) (string, error) {
+		if b.Spec.Handoff == nil {
+			return "", nil
+		}
+		if o.Listen == "" || o.PublicURL == "" {
+			return provider.ErrNoHandoff.Error(), nil
+		}
+		return provider.HandoffProblem(ctx, c, b, o.PartnerNamespace, o.OrderNamespace, o.OutputPath)
+	}
 }
 
 func (o *RemoteSealOptions) bindFlags(fs *flag.FlagSet) {
@@ -72,6 +95,7 @@ func (o *RemoteSealOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.OutputPath, "remote-seal-output", "/var/lib/sealfleet/output", "host path remote-seal batches write to (node agents serve it: --sector-data-root)")
 	fs.StringVar(&o.DataKeySecret, "remote-seal-data-key-secret", "sealfleet-sector-data-key", "Secret (in the partner namespace, key \"key\") signing sector data URLs; created when missing")
 	fs.DurationVar(&o.URLTTL, "remote-seal-url-ttl", 6*time.Hour, "how long a sector data URL stays valid")
+	fs.StringVar(&o.PublicURL, "remote-seal-public-url", "", "base URL lotus-miners reach the provider at (e.g. https://sealfleet.example:8443): batches may then hand their sectors to lotus (spec.handoff); empty: no handoff")
 	fs.DurationVar(&o.CleanupAfter, "remote-seal-cleanup-after", 72*time.Hour, "delete a complete sector's replica and cache this long after it completed when its partner never called cleanup (Curio's own default; 0: never)")
 }
 
@@ -94,6 +118,11 @@ func (o *RemoteSealOptions) check() error {
 	}
 	if !sealv1.BatchSizeSupported(o.MaxBatch) {
 		errs = append(errs, fmt.Sprintf("--remote-seal-max-batch %d must be 1, 2, 4, 8, 16, 32, 64 or 128", o.MaxBatch))
+	}
+	if o.PublicURL != "" {
+		if u, err := url.Parse(o.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			errs = append(errs, fmt.Sprintf("--remote-seal-public-url %q must be a base URL such as https://sealfleet.example:8443", o.PublicURL))
+		}
 	}
 	if !strings.HasPrefix(o.OutputPath, "/") {
 		errs = append(errs, fmt.Sprintf("--remote-seal-output %q must be an absolute host path", o.OutputPath))
@@ -139,12 +168,10 @@ func setupRemoteSeal(mgr ctrl.Manager, all Options, rec Recorder) error {
 	}
 	output := sealv1.OutputSpec{HostPath: &sealv1.HostPathOutput{Path: o.OutputPath}}
 	hc := &http.Client{Timeout: time.Minute}
-	if err := (&OrderReconciler{Client: mgr.GetClient(), Recorder: rec, PartnerNamespace: o.PartnerNamespace, OrderNamespace: o.OrderNamespace,
+	order := &OrderReconciler{Client: mgr.GetClient(), Recorder: rec, PartnerNamespace: o.PartnerNamespace, OrderNamespace: o.OrderNamespace,
 		Policy: orders.Policy{MaxBatch: o.MaxBatch, MaxWait: o.MaxWait}, Output: output, HTTP: hc,
 		Cleanup:      render.OutputCleanupInput{Namespace: all.ScrubNamespace, OutputPath: o.OutputPath, HostNetwork: all.SealerHostNetwork, PullSecrets: all.pullSecrets()},
-		CleanupImage: all.ScrubImage, CleanupPull: corev1.PullPolicy(all.ImagePullPolicy), CleanupAfter: o.CleanupAfter}).SetupWithManager(mgr); err != nil {
-		return err
-	}
+		CleanupImage: all.ScrubImage, CleanupPull: corev1.PullPolicy(all.ImagePullPolicy), CleanupAfter: o.CleanupAfter}
 	logger := mgr.GetLogger().WithName("remote-seal")
 	backend := &provider.Backend{Client: mgr.GetClient(), Namespace: o.PartnerNamespace, OrderNamespace: o.OrderNamespace, MinerPrefix: o.MinerPrefix,
 		Data:    &provider.NodeLocator{Client: mgr.GetClient(), Signer: sectordata.Signer{Key: key}, TTL: o.URLTTL},
@@ -153,13 +180,41 @@ func setupRemoteSeal(mgr ctrl.Manager, all Options, rec Recorder) error {
 		Observe: func(route string, code int, d time.Duration) {
 			metricRemoteSealRequests.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
 		}}
+	var lotus *LotusHandoff
+	mux := http.NewServeMux()
+	mux.Handle("/", srv.Handler())
+	if o.PublicURL != "" {
+		ep := &provider.LotusEndpoints{Client: mgr.GetClient(), Namespace: o.OrderNamespace, Signer: sectordata.Signer{Key: key},
+			Data: &provider.NodeLocator{Client: mgr.GetClient(), Signer: sectordata.Signer{Key: key}, TTL: o.URLTTL}, Wait: cmp.Or(o.Commit1Wait, 50*time.Second),
+			Event: func(b *sealv1.SealBatch, warning bool, reason, msg string) {
+				kind := corev1.EventTypeNormal
+				if warning {
+					kind = corev1.EventTypeWarning
+				}
+				rec.Eventf(b, nil, kind, reason, "Handoff", "%s", msg)
+			}}
+		mux.Handle(provider.LotusRoutePrefix, ep.Handler())
+		// lotus fetches a received sector at once, and again after its own restart: its node
+		// URLs last as long as the outputs may (cleanup timeout), its callbacks past the
+		// longest seed wait (720h) and the commit.
+		lotus = &LotusHandoff{PublicURL: o.PublicURL, Endpoints: ep, CallbackTTL: 60 * 24 * time.Hour,
+			Data: &provider.NodeLocator{Client: mgr.GetClient(), Signer: sectordata.Signer{Key: key}, TTL: max(o.URLTTL, o.CleanupAfter)}}
+		if err := (&HandoffReconciler{Client: mgr.GetClient(), Recorder: rec, PartnerNamespace: o.PartnerNamespace, OrderNamespace: o.OrderNamespace,
+			OutputPath: o.OutputPath}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	order.Lotus = lotus
 	if err := metrics.Registry.Register(&orderCounts{reader: mgr.GetClient(), namespace: o.OrderNamespace}); err != nil {
 		var dup prometheus.AlreadyRegisteredError
 		if !errors.As(err, &dup) { // a second manager in one process (tests)
 			return err
 		}
 	}
-	return mgr.Add(&providerServer{opts: o, handler: srv.Handler()})
+	if err := order.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return mgr.Add(&providerServer{opts: o, handler: mux})
 }
 
 // orderCounts exports the orders by partner and state at each scrape, from the cache.

@@ -255,7 +255,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if lr, ok := o.Results.(*logResults); ok {
 		qualify.Logs = lr.lines("qualify", render.QualificationLinePrefix)
 	}
-	if err := (&PlacementReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-placement"), Caches: caches, Qualify: qualify}).SetupWithManager(mgr); err != nil {
+	if err := (&PlacementReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-placement"), Caches: caches, Qualify: qualify,
+		Handoff: o.RemoteSeal.handoffCheck(mgr.GetClient())}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&SealerReconciler{Client: mgr.GetClient(), Recorder: rec("sealfleet-sealer"), Pod: po,

@@ -5,6 +5,7 @@
 package orders
 
 import (
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -199,4 +200,37 @@ func sectorSealed(b *sealv1.SealBatch) bool {
 		return b.Spec.ProofTypeOrDefault() != sealv1.ProofTypeSyntheticPoRep
 	}
 	return false
+}
+
+// LabelHandoff marks the orders of a batch handed to a lotus-miner (spec.handoff); its value
+// is the batch's name. Such orders are never queued: their batch exists before them.
+const LabelHandoff = "sealfleet.io/handoff-batch"
+
+// ForHandoff is one order per sector of a batch handed to a lotus-miner: the miner's Secret
+// is the partner, the batch is the order's from the start and its ticket the sector's (lotus
+// checks it against its chain; the batch carries it and its epoch). Status is filled for the
+// caller to write after creating each order.
+func ForHandoff(b *sealv1.SealBatch, ticket func(i int) ([32]byte, error), now time.Time) ([]*sealv1.SealOrder, error) {
+	if b.Spec.Handoff == nil {
+		return nil, fmt.Errorf("batch %s/%s has no spec.handoff", b.Namespace, b.Name)
+	}
+	partner := b.Spec.Handoff.LotusMiner
+	var out []*sealv1.SealOrder
+	for i, s := range b.Spec.Sectors {
+		if s.TicketEpoch == nil {
+			return nil, fmt.Errorf("spec.sectors[%d].ticketEpoch: needed to hand sector %d to lotus", i, s.Number)
+		}
+		t, err := ticket(i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &sealv1.SealOrder{
+			ObjectMeta: metav1.ObjectMeta{Name: Name(b.Spec.MinerID, s.Number), Namespace: b.Namespace,
+				Labels: map[string]string{LabelPartner: partner, LabelHandoff: b.Name}},
+			Spec: sealv1.SealOrderSpec{Partner: partner, MinerID: b.Spec.MinerID, SectorNumber: s.Number, SectorSize: b.Spec.SectorSize, ProofType: b.Spec.ProofTypeOrDefault()},
+			Status: sealv1.SealOrderStatus{Batch: b.Name, State: sealv1.OrderPending,
+				Ticket: &sealv1.OrderTicket{Randomness: hex.EncodeToString(t[:]), Epoch: *s.TicketEpoch, FetchTime: metav1.NewTime(now)}},
+		})
+	}
+	return out, nil
 }

@@ -69,3 +69,10 @@ func (l *NodeLocator) Commit1(ctx context.Context, b *sealv1.SealBatch, sector i
 	_, cache := SectorPaths(b, sector)
 	return l.url(ctx, b, sectordata.KindCommit1, path.Join(cache, "commit-phase1-output"))
 }
+
+// UnsealedCC is a CC sector's unsealed file in lotus' format, made by the node from the
+// replica's length (lotus' SectorReceive wants one).
+func (l *NodeLocator) UnsealedCC(ctx context.Context, b *sealv1.SealBatch, sector int64) (string, error) {
+	sealed, _ := SectorPaths(b, sector)
+	return l.url(ctx, b, sectordata.KindUnsealedCC, sealed)
+}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sealfleet/sealfleet/internal/remoteseal/provider"
 )
@@ -43,5 +44,28 @@ func TestParsePartner(t *testing.T) {
 	found, ok, problems := provider.Find([]corev1.Secret{*partnerSecret("broken", "x", "1", ""), *good}, tokenA)
 	if !ok || found.Name != "alpha" || len(problems) != 1 {
 		t.Errorf("Find: %v %v %v", found, ok, problems)
+	}
+}
+
+func TestParseLotusMiner(t *testing.T) {
+	ok := func() *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "sf", Labels: map[string]string{provider.LabelLotusMiner: "true"}},
+			Data: map[string][]byte{provider.KeyToken: []byte("eyJhbGciOi.admin\n"), provider.KeyAPIURL: []byte("http://miner:2345/rpc/v0"), provider.KeyMinerID: []byte("t01000")}}
+	}
+	m, err := provider.ParseLotusMiner(ok())
+	if err != nil || m.Token() != "eyJhbGciOi.admin" || m.MinerID != "t01000" || strings.Contains(m.String(), "admin") {
+		t.Fatalf("%+v %v", m, err)
+	}
+	for want, edit := range map[string]func(*corev1.Secret){
+		"not labelled":         func(s *corev1.Secret) { s.Labels = nil },
+		"data.token":           func(s *corev1.Secret) { delete(s.Data, provider.KeyToken) },
+		"data.apiURL":          func(s *corev1.Secret) { s.Data[provider.KeyAPIURL] = []byte("miner:2345") },
+		"data.minerID \"f1x\"": func(s *corev1.Secret) { s.Data[provider.KeyMinerID] = []byte("f1x") },
+	} {
+		s := ok()
+		edit(s)
+		if _, err := provider.ParseLotusMiner(s); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", want, err)
+		}
 	}
 }

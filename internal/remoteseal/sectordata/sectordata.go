@@ -56,17 +56,32 @@ func (s Signer) mac(kind, rel string, exp int64) []byte {
 // URL is base (the node's address, e.g. https://10.0.0.5:9470) + a route for kind that
 // serves rel (a path under the node's output root) until exp.
 func (s Signer) URL(base, kind, rel string, exp time.Time) (string, error) {
+	q, err := s.Query(kind, rel, exp)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(base, "/") + RoutePrefix + kind + "?" + q.Encode(), nil
+}
+
+// Query is the signed query (path, exp, sig) granting kind on rel until exp, for a route of
+// the caller's (Verify checks it).
+func (s Signer) Query(kind, rel string, exp time.Time) (url.Values, error) {
 	if len(s.Key) < 32 {
-		return "", errors.New("sector data signing key must be at least 32 bytes")
+		return nil, errors.New("sector data signing key must be at least 32 bytes")
 	}
 	if err := checkRel(rel); err != nil {
-		return "", err
+		return nil, err
 	}
 	q := url.Values{}
 	q.Set("path", rel)
 	q.Set("exp", strconv.FormatInt(exp.Unix(), 10))
 	q.Set("sig", hex.EncodeToString(s.mac(kind, rel, exp.Unix())))
-	return strings.TrimSuffix(base, "/") + RoutePrefix + kind + "?" + q.Encode(), nil
+	return q, nil
+}
+
+// Verify checks a request's signature for kind and its expiry; it returns the signed path.
+func (s Signer) Verify(kind string, q url.Values, now time.Time) (string, error) {
+	return s.verify(kind, q, now)
 }
 
 // verify checks a request's signature and expiry; it returns the signed relative path.
