@@ -345,6 +345,7 @@ func TestRealNode(t *testing.T) {
 	}
 	t.Run("CorruptParentCacheRebuilt", func(t *testing.T) { corruptCacheRun(t, step, cacheManifest) })
 	t.Run("RemoteSeal", func(t *testing.T) { remoteSealRun(t, step) })
+	t.Run("LotusHandoff", func(t *testing.T) { lotusHandoffRun(t, step) })
 	t.Run("DemoFleetAndSummary", func(t *testing.T) { demoFleetRun(t, step) })
 }
 

@@ -55,7 +55,7 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 	}
 	// The provider on plain HTTP on the loopback (the local cluster has no certificate).
 	step(nil, "install", "--set", "remoteSeal.enabled=true", "--set", "remoteSeal.insecureHTTP=true", "--set", "remoteSeal.port=18443",
-		"--set", "remoteSeal.maxBatch=2", "--set", "remoteSeal.maxWait=2m")
+		"--set", "remoteSeal.maxBatch=2", "--set", "remoteSeal.maxWait=2m", "--set", "remoteSeal.publicURL=http://127.0.0.1:18443")
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		resp, err := http.Get(curio.provider + v0.BasePath + "capabilities")
