@@ -145,3 +145,27 @@ func TestStateOf(t *testing.T) {
 		t.Errorf("misnamed order: %+v", v)
 	}
 }
+
+// A batch handed to lotus has one order per sector, its miner Secret as partner, the batch and
+// the sector's ticket and epoch in its status; a sector without its epoch is refused.
+func TestForHandoff(t *testing.T) {
+	epoch := int64(77)
+	b := &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Name: "lb", Namespace: "o"}, Spec: sealv1.SealBatchSpec{
+		SectorSize: sealv1.SectorSize8MiB, MinerID: "f01000", Handoff: &sealv1.Handoff{LotusMiner: "m1"},
+		Sectors: []sealv1.SectorSpec{{Number: 5, TicketEpoch: &epoch}, {Number: 6, TicketEpoch: &epoch}}}}
+	ticket := func(i int) ([32]byte, error) { return [32]byte{byte(i + 1)}, nil }
+	now := time.Unix(1_800_000_000, 0)
+	got, err := orders.ForHandoff(b, ticket, now)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("%v %d", err, len(got))
+	}
+	o := got[1]
+	if o.Name != "f01000-6" || o.Spec.Partner != "m1" || o.Labels[orders.LabelHandoff] != "lb" || o.Labels[orders.LabelPartner] != "m1" ||
+		o.Status.Batch != "lb" || o.Status.Ticket.Epoch != 77 || o.Status.Ticket.Randomness[:4] != "0200" || o.Spec.ProofType != sealv1.ProofTypeV1_1 {
+		t.Errorf("order %+v", o)
+	}
+	b.Spec.Sectors[1].TicketEpoch = nil
+	if _, err := orders.ForHandoff(b, ticket, now); err == nil || !strings.Contains(err.Error(), "spec.sectors[1].ticketEpoch") {
+		t.Errorf("no epoch: %v", err)
+	}
+}
