@@ -46,26 +46,20 @@ func newFakeLotus(t *testing.T, refuse int) *fakeLotus {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-		var req struct {
-			Method string            `json:"method"`
-			Params []json.RawMessage `json:"params"`
-			ID     int64             `json:"id"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&req)
+		req, _ := lotusreceive.ReadRequest(r)
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		answer := map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": nil}
 		var m lotusreceive.RemoteSectorMeta
 		switch {
-		case req.Method != "Filecoin.SectorReceive" || json.Unmarshal(req.Params[0], &m) != nil:
-			answer["error"] = map[string]any{"code": -32601, "message": "method not found"}
+		case req.Method != "Filecoin.SectorReceive" || len(req.Params) != 1 || json.Unmarshal(req.Params[0], &m) != nil:
+			lotusreceive.WriteAnswer(w, req.ID, nil, &lotusreceive.RPCError{Code: -32601, Message: "method not found"})
 		case f.refuse > 0:
 			f.refuse--
-			answer["error"] = map[string]any{"code": 1, "message": "getting chain head: connection refused"}
+			lotusreceive.WriteAnswer(w, req.ID, nil, &lotusreceive.RPCError{Code: 1, Message: "getting chain head: connection refused"})
 		default:
 			f.received[m.Sector.Number] = m
+			lotusreceive.WriteAnswer(w, req.ID, nil, nil)
 		}
-		_ = json.NewEncoder(w).Encode(answer)
 	}))
 	t.Cleanup(f.srv.Close)
 	return f

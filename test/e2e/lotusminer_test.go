@@ -61,41 +61,37 @@ func (m *lotusMiner) rpc(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
-	var req struct {
-		Method string            `json:"method"`
-		Params []json.RawMessage `json:"params"`
-		ID     int64             `json:"id"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	req, err := lotusreceive.ReadRequest(r)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	answer := map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": nil}
 	var meta lotusreceive.RemoteSectorMeta
 	switch {
 	case req.Method != "Filecoin.SectorReceive" || len(req.Params) != 1 || json.Unmarshal(req.Params[0], &meta) != nil:
-		answer["error"] = map[string]any{"code": -32601, "message": "method not found"}
+		lotusreceive.WriteAnswer(w, req.ID, nil, &lotusreceive.RPCError{Code: -32601, Message: "method not found"})
+		return
 	case meta.State != "PreCommitting" || meta.DataUnsealed == nil || meta.DataSealed == nil || meta.DataCache == nil || meta.CommR == nil:
-		answer["error"] = map[string]any{"code": 1, "message": "imported sector State in not supported, or locations missing"}
-	default:
-		m.mu.Lock()
-		_, dup := m.metas[meta.Sector.Number]
-		if !dup {
-			m.metas[meta.Sector.Number] = meta
-		}
-		m.mu.Unlock()
-		if dup {
-			answer["error"] = map[string]any{"code": 1, "message": fmt.Sprintf("sector %d state already exists", meta.Sector.Number)}
-			break
-		}
-		go func() {
-			err := m.fetch(meta)
-			m.mu.Lock()
-			m.fetched[meta.Sector.Number] = err
-			m.mu.Unlock()
-		}()
+		lotusreceive.WriteAnswer(w, req.ID, nil, &lotusreceive.RPCError{Code: 1, Message: "imported sector State in not supported, or locations missing"})
+		return
 	}
-	_ = json.NewEncoder(w).Encode(answer)
+	m.mu.Lock()
+	_, dup := m.metas[meta.Sector.Number]
+	if !dup {
+		m.metas[meta.Sector.Number] = meta
+	}
+	m.mu.Unlock()
+	if dup {
+		lotusreceive.WriteAnswer(w, req.ID, nil, &lotusreceive.RPCError{Code: 1, Message: fmt.Sprintf("sector %d state already exists", meta.Sector.Number)})
+		return
+	}
+	go func() {
+		err := m.fetch(meta)
+		m.mu.Lock()
+		m.fetched[meta.Sector.Number] = err
+		m.mu.Unlock()
+	}()
+	lotusreceive.WriteAnswer(w, req.ID, nil, nil)
 }
 
 func (m *lotusMiner) sectorDir(n uint64, kind string) string {

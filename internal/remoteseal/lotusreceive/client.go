@@ -113,3 +113,30 @@ func (c *Client) Receive(ctx context.Context, meta RemoteSectorMeta) error {
 	}
 	return fmt.Errorf("%w: lotus holds another sector %d (state %s), not the one sealfleet sealed", err, meta.Sector.Number, si.State)
 }
+
+// Request is a JSON-RPC request as a server reads it (the lotus-miner side, in tests that
+// stand in for it).
+type Request struct {
+	Method string            `json:"method"`
+	Params []json.RawMessage `json:"params"`
+	ID     int64             `json:"id"`
+}
+
+// ReadRequest decodes a JSON-RPC request body.
+func ReadRequest(r *http.Request) (Request, error) {
+	var req Request
+	err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&req)
+	return req, err
+}
+
+// WriteAnswer writes a JSON-RPC answer to request id: result, or rpcErr when not nil.
+func WriteAnswer(w http.ResponseWriter, id int64, result any, rpcErr *RPCError) {
+	answer := map[string]any{"jsonrpc": "2.0", "id": id}
+	if rpcErr != nil {
+		answer["error"] = rpcErr
+	} else {
+		answer["result"] = result
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(answer)
+}

@@ -136,16 +136,11 @@ func fakeMiner(t *testing.T, token string, have map[uint64]string) (*httptest.Se
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-		var req struct {
-			Method string            `json:"method"`
-			Params []json.RawMessage `json:"params"`
-			ID     int64             `json:"id"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		req, err := ReadRequest(r)
+		if err != nil {
 			t.Error(err)
 			return
 		}
-		answer := map[string]any{"jsonrpc": "2.0", "id": req.ID}
 		switch req.Method {
 		case "Filecoin.SectorReceive":
 			var m RemoteSectorMeta
@@ -153,20 +148,19 @@ func fakeMiner(t *testing.T, token string, have map[uint64]string) (*httptest.Se
 				t.Error(err)
 			}
 			if _, ok := have[m.Sector.Number]; ok {
-				answer["error"] = map[string]any{"code": 1, "message": "sector 42 state already exists"}
-			} else {
-				got = append(got, m)
-				have[m.Sector.Number] = m.CommR.Str
-				answer["result"] = nil
+				WriteAnswer(w, req.ID, nil, &RPCError{Code: 1, Message: "sector 42 state already exists"})
+				return
 			}
+			got = append(got, m)
+			have[m.Sector.Number] = m.CommR.Str
+			WriteAnswer(w, req.ID, nil, nil)
 		case "Filecoin.SectorsStatus":
 			var n uint64
 			_ = json.Unmarshal(req.Params[0], &n)
-			answer["result"] = map[string]any{"SectorID": n, "State": "PreCommitting", "CommR": map[string]string{"/": have[n]}}
+			WriteAnswer(w, req.ID, SectorInfo{SectorID: n, State: "PreCommitting", CommR: &CID{have[n]}}, nil)
 		default:
-			answer["error"] = map[string]any{"code": -32601, "message": "method not found"}
+			WriteAnswer(w, req.ID, nil, &RPCError{Code: -32601, Message: "method not found"})
 		}
-		_ = json.NewEncoder(w).Encode(answer)
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &got
