@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/controllers"
@@ -230,6 +231,31 @@ func TestBatchHandedToLotus(t *testing.T) {
 	})
 	if code, _ := call(m.RemoteSealingDoneEndpoint, lotusreceive.RemoteSealingDoneParams{Successful: true, State: "Proving"}); code != 200 {
 		t.Errorf("a repeated done: %d", code)
+	}
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]uint64{}
+	for _, f := range families {
+		if f.GetName() != "sealfleet_remote_seal_request_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var route, code string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "route":
+					route = l.GetValue()
+				case "code":
+					code = l.GetValue()
+				}
+			}
+			calls[route+" "+code] += m.GetHistogram().GetSampleCount()
+		}
+	}
+	if calls["lotus-commit1 303"] != 1 || calls["lotus-commit1 400"] < 3 || calls["lotus-done 200"] != 2 {
+		t.Errorf("lotus calls in sealfleet_remote_seal_request_seconds: %v", calls)
 	}
 	if !h.hasEvent("orders", "lb", "LotusSealingDone", "left lotus' sealing pipeline in state Proving, commit message bafy2bzacecommit") {
 		t.Error("no event for lotus' done")

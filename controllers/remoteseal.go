@@ -193,7 +193,7 @@ func setupRemoteSeal(mgr ctrl.Manager, all Options, rec Recorder) error {
 				}
 				rec.Eventf(b, nil, kind, reason, "Handoff", "%s", msg)
 			}}
-		mux.Handle(provider.LotusRoutePrefix, ep.Handler())
+		mux.Handle(provider.LotusRoutePrefix, observeLotus(ep.Handler()))
 		// lotus fetches a received sector at once, and again after its own restart: its node
 		// URLs last as long as the outputs may (cleanup timeout), its callbacks past the
 		// longest seed wait (720h) and the commit.
@@ -282,3 +282,30 @@ func (p *providerServer) Start(ctx context.Context) error {
 }
 
 var _ manager.LeaderElectionRunnable = (*providerServer)(nil)
+
+// observeLotus records lotus' calls in sealfleet_remote_seal_request_seconds, as route
+// lotus-commit1 or lotus-done.
+func observeLotus(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		route := "lotus-other" // any path a caller invents counts here, not as a label of its own
+		switch p := strings.TrimPrefix(r.URL.Path, provider.LotusRoutePrefix); p {
+		case "commit1", "done":
+			route = "lotus-" + p
+		}
+		metricRemoteSealRequests.WithLabelValues(route, strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
+	})
+}
+
+// statusWriter remembers the status code written.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
