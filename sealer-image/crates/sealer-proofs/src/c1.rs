@@ -12,6 +12,8 @@
 //!   slot, not in the cache directories; once the seeds are known, [`from_slot`] writes each
 //!   sector's layer files holding only the labels C1 opens (its challenges' and their parents'
 //!   columns, every layer; the rest of each file is a hole), runs C1, and removes them.
+//! - SyntheticPoRep: the seed comes the same way, but C1 reads the sector's stored synthetic
+//!   proofs, written before the layers went; [`from_synthetic_proofs`] needs no slot.
 
 use anyhow::Context;
 use filecoin_hashers::{poseidon::PoseidonDomain, Domain};
@@ -101,12 +103,17 @@ struct C1Input<'a> {
     seed: [u8; 32],
     pre: SealPreCommitOutput,
     pieces: &'a [filecoin_proofs::PieceInfo],
+    /// Check the cache's layers and trees first (not for SyntheticPoRep, whose C1 reads its
+    /// stored proofs and no layer).
+    validate: bool,
 }
 
 /// filecoin-proofs' C1 of one sector with the tree shape of its size, as the api's JSON (the api
 /// checks the cache for the layers and trees first, as here).
 fn commit_phase1_json<Tree: 'static + MerkleTreeTrait>(i: &C1Input) -> anyhow::Result<Vec<u8>> {
-    filecoin_proofs::validate_cache_for_commit::<_, _, Tree>(i.cache, i.sealed)?;
+    if i.validate {
+        filecoin_proofs::validate_cache_for_commit::<_, _, Tree>(i.cache, i.sealed)?;
+    }
     let out = filecoin_proofs::seal_commit_phase1::<_, Tree>(
         i.pc,
         i.cache,
@@ -185,6 +192,7 @@ fn commit_and_clear(
         seed,
         pre: SealPreCommitOutput { comm_r, comm_d },
         pieces: &pieces,
+        validate: !crate::synth::enabled(cfg),
     };
     let c1 = with_shape!(cfg.sector_size, commit_phase1_json, &input)
         .with_context(|| format!("sector {}: seal_commit_phase1", s.sector_id))?;
@@ -251,6 +259,33 @@ impl ChallengePlan {
         }
         Ok(nodes)
     }
+}
+
+/// SyntheticPoRep C1 for the seeded sectors: filecoin-proofs' C1 takes each sector's records
+/// for the seed from its stored synthetic proofs (written after PC2, before the layers went),
+/// so it needs neither the slot nor layer files. Sectors whose output exists are skipped; a
+/// sector without its proofs file is an error naming it. Returns each sector's output path.
+pub fn from_synthetic_proofs(cfg: &BatchConfig, seeded: &[SeededSector]) -> anyhow::Result<Vec<(u64, PathBuf)>> {
+    anyhow::ensure!(crate::synth::enabled(cfg), "{}: C1 from synthetic proofs is for SyntheticPoRep", cfg.proof_name());
+    let mut out = Vec::with_capacity(seeded.len());
+    for s in seeded {
+        let id = cfg.sectors[s.index].sector_id;
+        let p = sealer_config::sector_paths(cfg, id);
+        let done = p.cache.join(C1_OUTPUT_FILE);
+        if !done.exists() {
+            let proofs = p.cache.join(crate::synth::SYNTH_PROOFS_FILE);
+            anyhow::ensure!(
+                proofs.exists(),
+                "sector {id}: no {} in {}: its synthetic proofs were not written (the batch did not finish)",
+                crate::synth::SYNTH_PROOFS_FILE,
+                p.cache.display()
+            );
+            commit_and_clear(cfg, s, &p.cache, &p.sealed, &[])?;
+            log::info!("sector {id}: C1 output written from its synthetic proofs");
+        }
+        out.push((id, done));
+    }
+    Ok(out)
 }
 
 /// The layer files of a sector's cache directory, as filecoin-proofs names them.

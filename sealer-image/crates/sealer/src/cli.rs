@@ -195,9 +195,10 @@ pub enum Cmd {
         #[command(flatten)]
         term: TerminationLog,
     },
-    /// V1_1 C1 from the slot, after PC2 and once the seeds are known: each seeded sector's
-    /// `commit-phase1-output` in its cache directory, from the labels in the slot (no layer
-    /// files kept). The batch's results.json (PC2) gives comm_r and comm_d.
+    /// C1 once the seeds are known: each seeded sector's `commit-phase1-output` in its cache
+    /// directory. V1_1: from the labels in the slot, after PC2 (no layer files kept).
+    /// SyntheticPoRep: from the sector's stored synthetic proofs (no slot needed). The batch's
+    /// results.json (PC2) gives comm_r and comm_d.
     C1 {
         #[command(flatten)]
         config: ConfigArg,

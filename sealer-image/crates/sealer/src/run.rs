@@ -445,10 +445,14 @@ fn c1_from_slot(cfg: &BatchConfig, seeds_path: &Path) -> Result<serde_json::Valu
             comm_d: hex32("results comm_d", &r["comm_d"])?,
         });
     }
-    let mut reader = sealer_slot::LayerReader::open(cfg)?;
-    let parents = sealer_slot::open_parents(cfg)?;
-    let done = sealer_proofs::c1::from_slot(cfg, &seeded, &mut reader, &parents)
-        .map_err(|e| SealerError::Io(format!("{e:#}")))?;
+    let done = if sealer_proofs::synth::enabled(cfg) {
+        sealer_proofs::c1::from_synthetic_proofs(cfg, &seeded)
+    } else {
+        let mut reader = sealer_slot::LayerReader::open(cfg)?;
+        let parents = sealer_slot::open_parents(cfg)?;
+        sealer_proofs::c1::from_slot(cfg, &seeded, &mut reader, &parents)
+    }
+    .map_err(|e| SealerError::Io(format!("{e:#}")))?;
     let sectors: Vec<_> =
         done.iter().map(|(id, p)| serde_json::json!({"sector_id": id, "c1_output": p.display().to_string()})).collect();
     Ok(serde_json::json!({ "sectors": sectors }))

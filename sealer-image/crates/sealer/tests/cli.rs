@@ -584,6 +584,21 @@ fn synthetic_and_ni_porep_batches_write_their_proofs_and_drop_the_layers() {
         assert_eq!((progress["phase"].as_str(), progress["state"].as_str()), (Some(phase), Some("done")), "{progress}");
         if proof == 10 {
             assert_eq!((progress["layer"].as_u64(), progress["layers"].as_u64()), (Some(2), Some(2)), "{progress}");
+            // C1 on request, from the stored proofs (the layers and, without layer files, the
+            // slot's labels are no longer read): each seeded sector's output names its seed.
+            let seed = |i: usize| hex::encode([i as u8 + 0x40; 32]);
+            let seeds: Vec<_> = cfg.sectors.iter().enumerate().map(|(i, s)| serde_json::json!({"sector_id": s.sector_id, "seed": seed(i)})).collect();
+            let seeds_path = work.path().join("seeds.json");
+            std::fs::write(&seeds_path, serde_json::json!({ "sectors": seeds }).to_string()).unwrap();
+            let _ = std::fs::remove_file(work.path().join("dev0.img"));
+            let out = file.cmd("c1", &["--seeds", seeds_path.to_str().unwrap()]).output().unwrap();
+            assert!(out.status.success(), "sealer c1 of a SyntheticPoRep batch: {}", String::from_utf8_lossy(&out.stderr));
+            for (i, s) in cfg.sectors.iter().enumerate() {
+                let c1 = sealer_config::sector_paths(&cfg, s.sector_id).cache.join(sealer_proofs::c1::C1_OUTPUT_FILE);
+                let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&c1).unwrap()).unwrap();
+                let got: Vec<u8> = serde_json::from_value(v["seed"].clone()).unwrap();
+                assert_eq!(hex::encode(got), seed(i), "sector {i}: C1 output's seed");
+            }
         }
     }
 }

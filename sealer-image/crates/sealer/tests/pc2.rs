@@ -180,7 +180,13 @@ fn pc2_case_with(
                 .expect("filecoin-proofs-api C1 of a SyntheticPoRep sector");
                 serde_json::to_vec(&out).unwrap()
             };
-            assert!(c1_on(&ours.cache, &ours.sealed) == c1_on(oc, &o.sealed), "C1 of sector {i} differs on our file");
+            let theirs = c1_on(oc, &o.sealed);
+            assert!(c1_on(&ours.cache, &ours.sealed) == theirs, "C1 of sector {i} differs on our file");
+            // The sealer's own C1 on request (`sealer c1` of a SyntheticPoRep batch) writes the
+            // same bytes, with no layer file and no slot.
+            let seeded = sealer_proofs::c1::SeededSector { index: i, seed: seed_bytes, comm_r: cr, comm_d: cd };
+            let written = sealer_proofs::c1::from_synthetic_proofs(&cfg, std::slice::from_ref(&seeded)).expect("C1 from synthetic proofs");
+            assert!(std::fs::read(&written[0].1).unwrap() == theirs, "sealer C1 of synthetic sector {i} differs from filecoin-proofs-api's");
         }
         if c1 && sealer_proofs::c1::enabled(&cfg) {
             // NI-PoRep: our C1 output (made on our files) equals filecoin-proofs-api's
