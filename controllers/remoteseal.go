@@ -205,9 +205,16 @@ func setupRemoteSeal(mgr ctrl.Manager, all Options, rec Recorder) error {
 		}
 	}
 	order.Lotus = lotus
-	if err := metrics.Registry.Register(&orderCounts{reader: mgr.GetClient(), namespace: o.OrderNamespace}); err != nil {
+	counts := &orderCounts{reader: mgr.GetClient(), namespace: o.OrderNamespace}
+	if err := metrics.Registry.Register(counts); err != nil {
 		var dup prometheus.AlreadyRegisteredError
-		if !errors.As(err, &dup) { // a second manager in one process (tests)
+		if !errors.As(err, &dup) {
+			return err
+		}
+		// A later manager in one process (tests): its orders are the ones to count, not
+		// those of a stopped manager's cache.
+		metrics.Registry.Unregister(dup.ExistingCollector)
+		if err := metrics.Registry.Register(counts); err != nil {
 			return err
 		}
 	}
