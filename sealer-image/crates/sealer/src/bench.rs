@@ -368,7 +368,28 @@ pub fn render(rows: &[Row], sector_size: u64) -> String {
 /// sealer's PC2 engines on a batch of `n` sectors (PC1 done once first, untimed), plus each
 /// engine's Poseidon rates at the arities a 32 GiB sector uses (11 for columns, 8 for trees),
 /// from which the table derives seconds for a 32 GiB sector.
-pub fn run_pc2(sector_size: u64, n: usize, dir: &Path, gpu: bool) -> Result<String, String> {
+/// What `bench pc2` runs beside filecoin-proofs' one-sector baseline.
+pub struct Pc2Bench<'a> {
+    /// Sector size in bytes (2 KiB, 8 MiB or 512 MiB).
+    pub sector_size: u64,
+    /// Sectors in the sealer batch.
+    pub batch: usize,
+    /// Work directory.
+    pub dir: &'a Path,
+    /// Run the GPU engine.
+    pub gpu: bool,
+    /// Leave the CPU engine out (on a lent GPU machine its 512 MiB run costs more than the lease).
+    pub skip_cpu: bool,
+}
+
+/// `bench pc2`: filecoin-proofs' PC2 of one sector vs the sealer's engines on a batch. Every
+/// engine's comm_r of the batch's first sector must equal filecoin-proofs' (the same inputs), and
+/// the engines' comm_rs must equal each other's: a GPU that computes fast and wrong fails the run.
+pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
+    let Pc2Bench { sector_size, batch: n, dir, gpu, skip_cpu } = *b;
+    if skip_cpu && !gpu {
+        return Err("no engine to run: --skip-cpu needs --engine gpu".into());
+    }
     let size_idx =
         sealer_config::SECTOR_SIZES.iter().position(|s| s.0 == sector_size).ok_or("unsupported sector size")?;
     let proof_id = 5 + size_idx as u64;
@@ -396,17 +417,39 @@ pub fn run_pc2(sector_size: u64, n: usize, dir: &Path, gpu: bool) -> Result<Stri
         o.pc2_seconds,
         nodes as f64 / o.pc2_seconds
     );
-    let mut engines = vec![Pc2Engine::Cpu];
+    let mut engines = Vec::new();
+    if !skip_cpu {
+        engines.push(Pc2Engine::Cpu);
+    }
     if gpu {
         engines.push(Pc2Engine::Gpu);
     }
     let mut notes = String::new();
+    let mut mismatches = Vec::new();
+    let mut first_comm_rs: Option<(Pc2Engine, Vec<String>)> = None;
     for engine in engines {
         let mut c = cfg.clone();
         c.pc2_engine = engine;
         let t0 = Instant::now();
-        let (_, bd) = sealer_pc2::run_pc2_measured(&c, false, None).map_err(|e| format!("{e:#}"))?;
+        let (results, bd) = sealer_pc2::run_pc2_measured(&c, false, None).map_err(|e| format!("{e:#}"))?;
         let secs = t0.elapsed().as_secs_f64();
+        let comm_rs: Vec<String> = results.iter().map(|r| r.comm_r.clone()).collect();
+        if comm_rs.first() != Some(&hex::encode(o.comm_r)) {
+            mismatches.push(format!(
+                "{}: sector {} comm_r {} != filecoin-proofs' {}",
+                engine.as_str(),
+                cfg.sectors[0].sector_id,
+                comm_rs.first().map_or("(none)", |s| s.as_str()),
+                hex::encode(o.comm_r)
+            ));
+        }
+        match &first_comm_rs {
+            Some((other, theirs)) if *theirs != comm_rs => {
+                mismatches.push(format!("{} and {} differ in the batch's comm_rs", engine.as_str(), other.as_str()))
+            }
+            Some(_) => {}
+            None => first_comm_rs = Some((engine, comm_rs)),
+        }
         let (tree_rate, col11_rate, name) = poseidon_rates(engine)?;
         let per = secs / n as f64;
         // A 32 GiB sector: 2^30 arity-11 column hashes, and tree-c plus tree-r-last's 2 × (2^30 − 1) / 7
@@ -439,6 +482,10 @@ pub fn run_pc2(sector_size: u64, n: usize, dir: &Path, gpu: bool) -> Result<Stri
     }
     let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_dir_all(dir.join("pc2-sealer-layers"));
+    if !mismatches.is_empty() {
+        return Err(format!("{table}\n{notes}\nwrong outputs:\n{}", mismatches.join("\n")));
+    }
+    notes += "Every engine's comm_r of the first sector equals filecoin-proofs', and the engines' comm_rs equal each other's.\n";
     Ok(format!("{table}\n{notes}"))
 }
 

@@ -296,6 +296,9 @@ pub enum BenchCmd {
         /// beside the CPU engine.
         #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
         engine: String,
+        /// Leave the CPU engine out (needs `--engine gpu`; filecoin-proofs' one sector still runs).
+        #[arg(long)]
+        skip_cpu: bool,
     },
     /// SyntheticPoRep proofs: filecoin-proofs generate_synth_proofs vs the sealer's streaming
     /// writer (time, CPU, peak RSS, equal files), and the prediction for 128 × 32 GiB.
