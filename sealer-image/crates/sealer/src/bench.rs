@@ -378,45 +378,65 @@ pub struct Pc2Bench<'a> {
     pub dir: &'a Path,
     /// Run the GPU engine.
     pub gpu: bool,
-    /// Leave the CPU engine out (on a lent GPU machine its 512 MiB run costs more than the lease).
+    /// Leave the CPU engine's PC2 out (on a lent GPU machine its 512 MiB run costs more than the
+    /// lease); its Poseidon rates are still measured as the baseline.
     pub skip_cpu: bool,
+    /// Random labels in the slot instead of PC1, and no filecoin-proofs sector: PC2's work does
+    /// not depend on the labels' values, so this times PC2 where PC1 would cost too long.
+    /// Outputs are then compared between engines only.
+    pub random_layers: bool,
 }
 
 /// `bench pc2`: filecoin-proofs' PC2 of one sector vs the sealer's engines on a batch. Every
 /// engine's comm_r of the batch's first sector must equal filecoin-proofs' (the same inputs), and
 /// the engines' comm_rs must equal each other's: a GPU that computes fast and wrong fails the run.
 pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
-    let Pc2Bench { sector_size, batch: n, dir, gpu, skip_cpu } = *b;
+    let Pc2Bench { sector_size, batch: n, dir, gpu, skip_cpu, random_layers } = *b;
     if skip_cpu && !gpu {
         return Err("no engine to run: --skip-cpu needs --engine gpu".into());
     }
+    let err = |e: &dyn std::fmt::Display| format!("{e:#}");
     let size_idx =
         sealer_config::SECTOR_SIZES.iter().position(|s| s.0 == sector_size).ok_or("unsupported sector size")?;
     let proof_id = 5 + size_idx as u64;
-    std::fs::create_dir_all(dir).map_err(|e| format!("{e:#}"))?;
+    std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
     oracle::set_cache_env(&dir.join("fil-cache"));
-    let work = dir.join("pc2-rfp");
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).map_err(|e| format!("{e:#}"))?;
-    log::info!("pc2: filecoin-proofs PC1+PC2 on one sector…");
     let out = dir.join(format!("pc2-sealer-n{n}"));
     let _ = std::fs::remove_dir_all(&out);
     let cfg = random_config(sector_size, proof_id, ApiVersion::V1_1_0, n, 77, &dir.join("pc2-sealer-layers"), &out);
-    let o = oracle::precommit_sector(&cfg, &cfg.sectors[0], &work).map_err(|e| format!("{e:#}"))?;
-    let _ = std::fs::remove_dir_all(&work);
-    log::info!("pc2: sealer PC1 (untimed) then PC2 on N = {n}…");
-    sealer_pc1::run_pc1(&cfg, &Pc1Options { restart: true, ..Default::default() }).map_err(|e| format!("{e:#}"))?;
     let cpus = sealer_config::allowed_cpus().len();
     let nodes = sector_size / 32;
-    let big_nodes = (32u64 << 30) / 32;
     let mut table = format!(
-        "sector size {sector_size} B, batch of {n}, {cpus} CPUs\n\
-         | engine | s per sector | column hashes/s | tree hashes/s (arity 8) | arity-11 hashes/s | device busy | slot reads MB/s | 32 GiB sector, s | vs filecoin-proofs |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n\
-         | filecoin-proofs seal_pre_commit_phase2 (CPU), 1 sector | {:.2} | {:.0} | – | – | – | – | – | 1.00× |\n",
-        o.pc2_seconds,
-        nodes as f64 / o.pc2_seconds
+        "sector size {sector_size} B, batch of {n}, {cpus} CPUs{}\n\
+         | engine | s per sector | column hashes/s | tree hashes/s (arity 8) | arity-11 hashes/s | device busy | slot reads MB/s | 32 GiB sector, s | vs baseline |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        if random_layers { ", random labels in the slot (no PC1)" } else { "" }
     );
+    let baseline = if random_layers {
+        log::info!("pc2: random labels in the slot (untimed)…");
+        std::fs::create_dir_all(&out).map_err(|e| err(&e))?;
+        fill_random_layers(&cfg)?;
+        // The CPU engine's hash rates stand in for the baseline: its 32 GiB prediction.
+        let (tree, col11, name) = poseidon_rates(Pc2Engine::Cpu)?;
+        let big = big_sector_seconds(tree, col11);
+        table += &format!("| {name}: Poseidon rates only (baseline) | – | – | {tree:.0} | {col11:.0} | – | – | {big:.0} | 1.00× |\n");
+        Baseline::CpuRates(big)
+    } else {
+        let work = dir.join("pc2-rfp");
+        let _ = std::fs::remove_dir_all(&work);
+        std::fs::create_dir_all(&work).map_err(|e| err(&e))?;
+        log::info!("pc2: filecoin-proofs PC1+PC2 on one sector…");
+        let o = oracle::precommit_sector(&cfg, &cfg.sectors[0], &work).map_err(|e| err(&e))?;
+        let _ = std::fs::remove_dir_all(&work);
+        log::info!("pc2: sealer PC1 (untimed) then PC2 on N = {n}…");
+        sealer_pc1::run_pc1(&cfg, &Pc1Options { restart: true, ..Default::default() }).map_err(|e| err(&e))?;
+        table += &format!(
+            "| filecoin-proofs seal_pre_commit_phase2 (CPU), 1 sector | {:.2} | {:.0} | – | – | – | – | – | 1.00× |\n",
+            o.pc2_seconds,
+            nodes as f64 / o.pc2_seconds
+        );
+        Baseline::FilecoinProofs { pc2_seconds: o.pc2_seconds, comm_r: hex::encode(o.comm_r) }
+    };
     let mut engines = Vec::new();
     if !skip_cpu {
         engines.push(Pc2Engine::Cpu);
@@ -430,18 +450,26 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
     for engine in engines {
         let mut c = cfg.clone();
         c.pc2_engine = engine;
+        if engine == Pc2Engine::Gpu {
+            // The first open builds the kernels (the driver caches them): timed apart from PC2.
+            let t = Instant::now();
+            sealer_gpu::Gpu::open(sealer_pc2::engine::device_index().map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+            notes += &format!("sealfleet gpu: first device open and kernel build {:.2} s (before the timed run).\n", t.elapsed().as_secs_f64());
+        }
         let t0 = Instant::now();
-        let (results, bd) = sealer_pc2::run_pc2_measured(&c, false, None).map_err(|e| format!("{e:#}"))?;
+        let (results, bd) = sealer_pc2::run_pc2_measured(&c, false, None).map_err(|e| err(&e))?;
         let secs = t0.elapsed().as_secs_f64();
         let comm_rs: Vec<String> = results.iter().map(|r| r.comm_r.clone()).collect();
-        if comm_rs.first() != Some(&hex::encode(o.comm_r)) {
-            mismatches.push(format!(
-                "{}: sector {} comm_r {} != filecoin-proofs' {}",
-                engine.as_str(),
-                cfg.sectors[0].sector_id,
-                comm_rs.first().map_or("(none)", |s| s.as_str()),
-                hex::encode(o.comm_r)
-            ));
+        if let Baseline::FilecoinProofs { comm_r, .. } = &baseline {
+            if comm_rs.first() != Some(comm_r) {
+                mismatches.push(format!(
+                    "{}: sector {} comm_r {} != filecoin-proofs' {comm_r}",
+                    engine.as_str(),
+                    cfg.sectors[0].sector_id,
+                    comm_rs.first().map_or("(none)", |s| s.as_str()),
+                ));
+            }
         }
         match &first_comm_rs {
             Some((other, theirs)) if *theirs != comm_rs => {
@@ -452,19 +480,20 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
         }
         let (tree_rate, col11_rate, name) = poseidon_rates(engine)?;
         let per = secs / n as f64;
-        // A 32 GiB sector: 2^30 arity-11 column hashes, and tree-c plus tree-r-last's 2 × (2^30 − 1) / 7
-        // arity-8 hashes (the 8 base trees' roots combine in one more).
-        let big = big_nodes as f64 / col11_rate + 2.0 * (big_nodes - 1) as f64 / 7.0 / tree_rate;
+        let big = big_sector_seconds(tree_rate, col11_rate);
         let read = (c.num_layers() as u64 * nodes * 32 * n as u64) as f64 / bd.total.max(1e-9) / 1e6;
         let busy = match engine {
             Pc2Engine::Cpu => "–".to_string(),
             Pc2Engine::Gpu => format!("{:.0} %", 100.0 * bd.device.kernels / bd.total.max(1e-9)),
         };
+        let ratio = match baseline {
+            Baseline::FilecoinProofs { pc2_seconds, .. } => pc2_seconds / per,
+            Baseline::CpuRates(cpu_big) => cpu_big / big,
+        };
         table += &format!(
-            "| sealfleet {} ({name}), N = {n} | {per:.2} | {:.0} | {tree_rate:.0} | {col11_rate:.0} | {busy} | {read:.0} | {big:.0} | {:.2}× |\n",
+            "| sealfleet {} ({name}), N = {n} | {per:.2} | {:.0} | {tree_rate:.0} | {col11_rate:.0} | {busy} | {read:.0} | {big:.0} | {ratio:.2}× |\n",
             engine.as_str(),
             (nodes * n as u64) as f64 / secs,
-            o.pc2_seconds / per
         );
         notes += &format!(
             "sealfleet {}: waiting for layer reads {:.2} s, columns and trees {:.2} s (device kernels {:.2} s, copies {:.2} s), tree-d {:.2} s, of {:.2} s.\n",
@@ -485,8 +514,81 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
     if !mismatches.is_empty() {
         return Err(format!("{table}\n{notes}\nwrong outputs:\n{}", mismatches.join("\n")));
     }
-    notes += "Every engine's comm_r of the first sector equals filecoin-proofs', and the engines' comm_rs equal each other's.\n";
+    notes += match baseline {
+        Baseline::FilecoinProofs { .. } => {
+            "Every engine's comm_r of the first sector equals filecoin-proofs', and the engines' comm_rs equal each other's.\n"
+        }
+        Baseline::CpuRates(_) => "Random labels: no filecoin-proofs comparison; the engines run (if more than one) agree on every comm_r.\n",
+    };
     Ok(format!("{table}\n{notes}"))
+}
+
+/// What the engines of `bench pc2` are compared with.
+enum Baseline {
+    /// filecoin-proofs' PC2 of the batch's first sector: its seconds and comm_r (hex).
+    FilecoinProofs { pc2_seconds: f64, comm_r: String },
+    /// The CPU engine's predicted seconds for a 32 GiB sector (random labels: no sector to compare).
+    CpuRates(f64),
+}
+
+/// Seconds for a 32 GiB sector's PC2 hashing at these rates: 2^30 arity-11 column hashes, and
+/// tree-c plus tree-r-last's 2 × (2^30 − 1) / 7 arity-8 hashes (the 8 base trees' roots combine
+/// in one more).
+fn big_sector_seconds(tree_rate: f64, col11_rate: f64) -> f64 {
+    let big_nodes = ((32u64 << 30) / 32) as f64;
+    big_nodes / col11_rate + 2.0 * (big_nodes - 1.0) / 7.0 / tree_rate
+}
+
+/// Random labels (each node below the field modulus) in every layer of `cfg`'s slot, and the
+/// state file PC1 writes after its last layer, so PC2 runs as after PC1.
+fn fill_random_layers(cfg: &BatchConfig) -> Result<(), String> {
+    use rayon::prelude::*;
+    use sealer_storage::{AlignedBuf, Devices, PageBackend, PageIo, UringBackend, PAGE};
+    let io = |e: std::io::Error| format!("random layers: {e}");
+    let layers = cfg.num_layers();
+    let g = sealer_slot::geometry(cfg, Tuning::default());
+    let stripe = sealer_slot::stripe(cfg, &g);
+    let devs = Devices::open(&cfg.layers.paths, stripe.bytes_per_device(layers)).map_err(io)?;
+    let mut be = UringBackend::new(devs, 64).map_err(io)?;
+    const CHUNK_PAGES: u64 = 4096; // 16 MiB per write
+    let mut buf = AlignedBuf::new(CHUNK_PAGES as usize * PAGE);
+    let mut digests = Vec::new();
+    for layer in 1..=layers as u32 {
+        for p0 in (0..g.ppl).step_by(CHUNK_PAGES as usize) {
+            let count = CHUNK_PAGES.min(g.ppl - p0);
+            buf.as_mut_slice().par_chunks_mut(PAGE).enumerate().for_each(|(i, page)| {
+                // splitmix64 from the page's number: distinct, repeatable pseudo-random labels.
+                let mut x = (layer as u64) << 40 | (p0 + i as u64);
+                for w in page.chunks_mut(8) {
+                    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    let mut z = x;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    w.copy_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+                }
+                page.chunks_mut(32).for_each(|node| node[31] &= 0x3f);
+            });
+            let base = buf.as_mut_ptr();
+            let ios: Vec<PageIo> = (0..count)
+                .map(|i| {
+                    let (dev, offset) = stripe.locate(layer, p0 + i);
+                    // SAFETY: i < count ≤ CHUNK_PAGES, the pages `buf` holds.
+                    PageIo { dev, offset, buf: unsafe { base.add(i as usize * PAGE) }, len: PAGE }
+                })
+                .collect();
+            be.write(&ios).map_err(io)?;
+        }
+        be.flush().map_err(io)?;
+        digests.push(sealer_slot::layer_digest(&g, stripe, &mut be, layer).map_err(|e| e.to_string())?);
+    }
+    let (rids, _) = sealer_slot::sector_ids(cfg);
+    let st = sealer_slot::state::State {
+        batch_key: sealer_slot::state::batch_key(cfg, &rids),
+        layers,
+        layers_done: layers,
+        layer_digests: digests,
+    };
+    sealer_slot::state::store(&sealer_slot::state_path(cfg), &st).map_err(io)
 }
 
 /// An engine's arity-8 and arity-11 Poseidon rates (hashes/s) on 2^16 random preimages, and

@@ -296,9 +296,13 @@ pub enum BenchCmd {
         /// beside the CPU engine.
         #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
         engine: String,
-        /// Leave the CPU engine out (needs `--engine gpu`; filecoin-proofs' one sector still runs).
+        /// Leave the CPU engine's PC2 out (needs `--engine gpu`; filecoin-proofs' one sector still runs).
         #[arg(long)]
         skip_cpu: bool,
+        /// Random labels in the slot instead of PC1, and no filecoin-proofs sector (PC2's work
+        /// does not depend on label values): times PC2 where PC1 would take too long.
+        #[arg(long)]
+        random_layers: bool,
     },
     /// SyntheticPoRep proofs: filecoin-proofs generate_synth_proofs vs the sealer's streaming
     /// writer (time, CPU, peak RSS, equal files), and the prediction for 128 × 32 GiB.

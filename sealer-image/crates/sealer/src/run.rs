@@ -530,8 +530,8 @@ fn parent_cache(p: &RegisteredProof, dir: &Path) -> Result<(), SealerError> {
 fn bench(what: BenchCmd) -> Result<(), SealerError> {
     let failed = |e: String| SealerError::Internal(format!("bench failed: {e}"));
     match what {
-        BenchCmd::Pc2 { sector_size, batch, dir, engine, skip_cpu } => {
-            let b = sealer::bench::Pc2Bench { sector_size, batch, dir: &dir, gpu: engine == "gpu", skip_cpu };
+        BenchCmd::Pc2 { sector_size, batch, dir, engine, skip_cpu, random_layers } => {
+            let b = sealer::bench::Pc2Bench { sector_size, batch, dir: &dir, gpu: engine == "gpu", skip_cpu, random_layers };
             println!("{}", sealer::bench::run_pc2(&b).map_err(failed)?);
         }
         BenchCmd::Synth { sector_size, batch, baseline_sectors, dir } => {
