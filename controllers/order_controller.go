@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/ledger"
+	"github.com/sealfleet/sealfleet/internal/placement"
 	v0 "github.com/sealfleet/sealfleet/internal/remoteseal/delegatedv0"
 	"github.com/sealfleet/sealfleet/internal/remoteseal/lotusreceive"
 	"github.com/sealfleet/sealfleet/internal/remoteseal/orders"
@@ -163,8 +165,18 @@ func (r *OrderReconciler) queue(ctx context.Context, o *sealv1.SealOrder) (recon
 		}
 		queued = append(queued, q)
 	}
+	if len(queued) == 0 {
+		return reconcile.Result{}, nil
+	}
 	wait := max(time.Second, r.Policy.MaxWait-r.now().Sub(o.CreationTimestamp.Time))
-	for _, group := range orders.Form(queued, r.now(), r.Policy) {
+	policy := r.Policy
+	var err error
+	if policy.Capacity, err = r.capacity(ctx); err != nil {
+		return reconcile.Result{}, err
+	}
+	grouped := 0
+	for _, group := range orders.Form(queued, r.now(), policy) {
+		grouped += len(group)
 		formed, err := r.form(ctx, group)
 		if err != nil {
 			return reconcile.Result{}, err
@@ -173,7 +185,52 @@ func (r *OrderReconciler) queue(ctx context.Context, o *sealv1.SealOrder) (recon
 			wait = ticketRetry // a partner that gave no ticket is asked again, not hammered
 		}
 	}
+	if grouped < len(queued) {
+		// Orders left waiting: look again when a node may have freed up.
+		wait = min(wait, capacityRecheck)
+	}
 	return reconcile.Result{RequeueAfter: wait}, nil
+}
+
+// capacityRecheck is how often queued orders look again for a node that frees up.
+const capacityRecheck = 20 * time.Second
+
+// capacity is what the fleet can take of each kind of order now, as placement sees it: every
+// SealerNode with what placed batches hold, and the batches still waiting for placement booked
+// first (they go before any batch formed now). Asked once per kind.
+func (r *OrderReconciler) capacity(ctx context.Context) (func(orders.Key) orders.Capacity, error) {
+	var sns sealv1.SealerNodeList
+	if err := r.List(ctx, &sns); err != nil {
+		return nil, err
+	}
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes); err != nil {
+		return nil, err
+	}
+	var batches sealv1.SealBatchList
+	if err := r.List(ctx, &batches); err != nil {
+		return nil, err
+	}
+	fleet := fleetView(sns.Items, nodes.Items, batches.Items, ledger.NewAssumed(), nil)
+	var pending []*sealv1.SealBatch
+	for i := range batches.Items {
+		if b := &batches.Items[i]; b.DeletionTimestamp == nil && b.Status.Node == "" && b.Status.Phase != sealv1.PhaseFailed {
+			pending = append(pending, b)
+		}
+	}
+	for _, n := range fleet {
+		n.IgnoreCaches = true // a batch that waits for a parent cache has it built
+	}
+	placement.Schedule(fleet, pending)
+	known := map[orders.Key]orders.Capacity{}
+	return func(k orders.Key) orders.Capacity {
+		if c, ok := known[k]; ok {
+			return c
+		}
+		now, ever := placement.FitOf(fleet, func(n int) *sealv1.SealBatch { return orders.Probe(r.OrderNamespace, r.Output, k, n) }, r.Policy.MaxBatch)
+		known[k] = orders.Capacity{Now: now, Ever: ever}
+		return known[k]
+	}, nil
 }
 
 // ticketRetry is how soon a group whose partner gave no ticket asks again.

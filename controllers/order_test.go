@@ -394,3 +394,44 @@ func TestOrderWaitsForItsTicket(t *testing.T) {
 		return len(bs) == 1 && bs[0].Spec.Sectors[0].Ticket == strings.Repeat("01", 32), fmt.Sprint(len(bs))
 	})
 }
+
+// TestOrdersFormAsLargeAsAFreeNodeTakes: with room for more in maxBatch, four 8 MiB orders
+// form a batch at once because the one free node's slot takes no more than four; a fifth,
+// ordered while that batch holds the node, waits (no batch of one) instead of drawing a
+// ticket that would age in the queue.
+func TestOrdersFormAsLargeAsAFreeNodeTakes(t *testing.T) {
+	curio := newFakeCurio(t, 0)
+	h, post, _ := remoteSealHarness(t, curio, 8)
+	ctx := context.Background()
+	var partner corev1.Secret
+	if err := h.c.Get(ctx, client.ObjectKey{Namespace: "partners", Name: "alpha"}, &partner); err != nil {
+		t.Fatal(err)
+	}
+	partner.Data[provider.KeyMaxSectors] = []byte("8")
+	if err := h.c.Update(ctx, &partner); err != nil {
+		t.Fatal(err)
+	}
+	order := func(sector int64) {
+		var o v0.OrderResponse
+		if code := post("order", v0.OrderRequest{PartnerToken: partnerToken, SpID: 1000, SectorNumber: sector, RegSealProof: 6}, &o); code != 200 || !o.Accepted {
+			t.Fatalf("order %d: %d %+v", sector, code, o)
+		}
+	}
+	for n := int64(31); n <= 34; n++ {
+		order(n)
+	}
+	h.eventually("a batch of the four orders (the most the node's 64 MiB slot takes at 8 MiB)", func() (bool, string) {
+		bs := h.batchesIn("orders")
+		return len(bs) == 1 && len(bs[0].Spec.Sectors) == 4, fmt.Sprint(len(bs))
+	})
+	order(35)
+	time.Sleep(3 * time.Second)
+	if bs := h.batchesIn("orders"); len(bs) != 1 {
+		t.Fatalf("a batch formed for the fifth order while the only node is taken: %d batches", len(bs))
+	}
+	curio.mu.Lock()
+	defer curio.mu.Unlock()
+	if curio.tickets != 4 {
+		t.Errorf("tickets drawn: %d, want 4 (none for the waiting order)", curio.tickets)
+	}
+}

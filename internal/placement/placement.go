@@ -722,3 +722,30 @@ func Human(b int64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
 }
+
+// FitOf is how many sectors one batch of the probe's kind can have on this fleet: now, the
+// largest batch size (of sealv1.SupportedBatchSizes, at most maxSize) some node can place with
+// what it has free; ever, the largest some node could place once its running batches end (every
+// check it fails now is one that frees up). 0: no node. probe(n) is such a batch of n sectors.
+// Parent caches are left out: a batch that waits for one asks for it to be built.
+func FitOf(nodes []*Node, probe func(sectors int) *sealv1.SealBatch, maxSize int) (now, ever int) {
+	for _, size := range sealv1.SupportedBatchSizes {
+		if size > maxSize {
+			break
+		}
+		need := NeedOf(probe(size))
+		for _, n := range nodes {
+			ignore := n.IgnoreCaches
+			n.IgnoreCaches = true
+			reason, transient := check(n, &need)
+			n.IgnoreCaches = ignore
+			switch {
+			case reason == "":
+				now, ever = max(now, size), max(ever, size)
+			case transient:
+				ever = max(ever, size)
+			}
+		}
+	}
+	return now, ever
+}

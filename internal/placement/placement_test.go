@@ -638,3 +638,38 @@ func TestPredictionPrefersTheFasterDevicesAndRefusesStarvedNodes(t *testing.T) {
 		t.Fatalf("minRatePercent 0: %+v", d)
 	}
 }
+
+// TestFitOf: the largest batch a node can take now (free capacity) and once its running batch
+// ends (capacity held only by batches), each bounded by what never frees (slot size, cordon).
+func TestFitOf(t *testing.T) {
+	probe := func(n int) *sealv1.SealBatch { return batch("probe", sealv1.SectorSize32GiB, n, 0) }
+	slotFor := func(sectors int64) nodeOpt {
+		return func(n *Node) { n.Geometry.SlotBytes, n.Geometry.PerDevice = sectors*11*32<<30, sectors*11*32<<30 }
+	}
+	small := node("small", 1, 100, slotFor(2)) // free, room for 2 sectors
+	busy := node("busy", 1, 100, slotFor(32))  // room for 32, its one pipeline busy
+	hold(busy, batch("running", sealv1.SectorSize32GiB, 8, 0), 0, 36)
+	fenced := node("fenced", 1, 100, slotFor(128), cordoned)
+	for _, c := range []struct {
+		name      string
+		nodes     []*Node
+		max       int
+		now, ever int
+	}{
+		{"no nodes", nil, 128, 0, 0},
+		{"a small free node and a big busy one", []*Node{small, busy, fenced}, 128, 2, 32},
+		{"bounded by the most a batch may take", []*Node{small, busy}, 16, 2, 16},
+		{"only the busy node", []*Node{busy}, 128, 0, 32},
+		{"only a cordoned node", []*Node{fenced}, 128, 0, 0},
+	} {
+		now, ever := FitOf(c.nodes, probe, c.max)
+		if now != c.now || ever != c.ever {
+			t.Errorf("%s: FitOf = %d now, %d ever; want %d, %d", c.name, now, ever, c.now, c.ever)
+		}
+	}
+	// A missing parent cache is not capacity: the batch asks for it once formed.
+	nocache := node("nocache", 1, 100, slotFor(4), func(n *Node) { n.Sealer.Status.ParentCaches = nil })
+	if now, _ := FitOf([]*Node{nocache}, probe, 128); now != 4 || nocache.IgnoreCaches {
+		t.Errorf("node without parent caches: now %d (want 4), IgnoreCaches left %v", now, nocache.IgnoreCaches)
+	}
+}

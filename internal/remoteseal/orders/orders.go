@@ -40,15 +40,38 @@ type Policy struct {
 	// MaxWait is how long the oldest queued order of a group waits for the group to fill
 	// before a smaller batch is formed.
 	MaxWait time.Duration
+	// Capacity is what the fleet can take of a group's kind (nil: no bound beyond MaxBatch).
+	Capacity func(Key) Capacity
 }
 
-// Form groups queued orders (no batch yet, not failed) into batches: full batches of
-// MaxBatch at once, the rest once its oldest order has waited MaxWait, in the largest sizes
-// the sealer runs (5 orders → 4 + 1). Orders keep their arrival order; the result is
-// deterministic.
+// Capacity is how many sectors one batch of a kind can have on the fleet: Now on a node free
+// now, Ever on a node once its running batches end (0: no node).
+type Capacity struct{ Now, Ever int }
+
+// batchLimit is the most sectors a batch of k gets, and whether a full one forms at once: up
+// to what a free node takes now; while none is free, up to what a busy node takes once it
+// frees, and only after the wait (tickets drawn early would age while the batch queues); a
+// kind no node can seal forms as MaxBatch allows, and placement says why it waits.
+func (p Policy) batchLimit(k Key) (limit int, atOnce bool) {
+	limit = p.MaxBatch
+	if p.Capacity == nil {
+		return limit, true
+	}
+	switch c := p.Capacity(k); {
+	case c.Now > 0:
+		return min(limit, c.Now), true
+	case c.Ever > 0:
+		return min(limit, c.Ever), false
+	}
+	return limit, true
+}
+
+// Form groups queued orders (no batch yet, not failed) into batches: full batches (as many
+// sectors as MaxBatch and a free node allow: Policy.Capacity) at once, the rest once its
+// oldest order has waited MaxWait, in the largest sizes the sealer runs (5 orders → 4 + 1).
+// Orders keep their arrival order; the result is deterministic.
 func Form(queued []*sealv1.SealOrder, now time.Time, p Policy) [][]*sealv1.SealOrder {
-	maxBatch := largestSupported(p.MaxBatch)
-	if maxBatch == 0 {
+	if largestSupported(p.MaxBatch) == 0 {
 		return nil
 	}
 	groups := map[Key][]*sealv1.SealOrder{}
@@ -74,18 +97,47 @@ func Form(queued []*sealv1.SealOrder, now time.Time, p Policy) [][]*sealv1.SealO
 	var out [][]*sealv1.SealOrder
 	for _, k := range keys {
 		g := groups[k]
-		for len(g) >= maxBatch {
+		limit, atOnce := p.batchLimit(k)
+		maxBatch := largestSupported(limit)
+		for atOnce && len(g) >= maxBatch {
 			out, g = append(out, g[:maxBatch]), g[maxBatch:]
 		}
 		if len(g) == 0 || now.Sub(g[0].CreationTimestamp.Time) < p.MaxWait {
 			continue
 		}
 		for len(g) > 0 {
-			n := largestSupported(len(g))
+			n := largestSupported(min(len(g), maxBatch))
 			out, g = append(out, g[:n]), g[n:]
 		}
 	}
 	return out
+}
+
+// Probe is a batch of n sectors of k's kind as Batch forms it (numbers and tickets aside):
+// what placement is asked whether a node can take.
+func Probe(namespace string, output sealv1.OutputSpec, k Key, n int) *sealv1.SealBatch {
+	b := batchOf(namespace, output, k)
+	for i := range n {
+		b.Spec.Sectors = append(b.Spec.Sectors, sealv1.SectorSpec{Number: int64(i)})
+	}
+	return b
+}
+
+// batchOf is the batch of k's kind that Batch and Probe fill with sectors.
+func batchOf(namespace string, output sealv1.OutputSpec, k Key) *sealv1.SealBatch {
+	b := &sealv1.SealBatch{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Labels: map[string]string{LabelPartner: k.Partner}},
+		Spec: sealv1.SealBatchSpec{
+			SectorSize: k.Size, ProofType: k.Proof, MinerID: k.MinerID,
+			Output:        output.DeepCopy(),
+			ReleasePolicy: sealv1.ReleaseOnCompletion,
+		},
+	}
+	b.Spec.Output.Layout = sealv1.OutputLayoutLotus
+	if k.Proof == sealv1.ProofTypeV1_1 {
+		b.Spec.Commit1 = sealv1.Commit1FromSlot
+	}
+	return b
 }
 
 // largestSupported is the largest batch size the sealer runs that is at most n (0 if none).
@@ -116,18 +168,8 @@ func Batch(namespace string, output sealv1.OutputSpec, group []*sealv1.SealOrder
 		return nil, fmt.Errorf("a batch of %d orders is not a size the sealer runs", len(group))
 	}
 	k := keyOf(group[0])
-	b := &sealv1.SealBatch{
-		ObjectMeta: metav1.ObjectMeta{Name: BatchName(group), Namespace: namespace, Labels: map[string]string{LabelPartner: k.Partner}},
-		Spec: sealv1.SealBatchSpec{
-			SectorSize: k.Size, ProofType: k.Proof, MinerID: k.MinerID,
-			Output:        &output,
-			ReleasePolicy: sealv1.ReleaseOnCompletion,
-		},
-	}
-	b.Spec.Output.Layout = sealv1.OutputLayoutLotus
-	if k.Proof == sealv1.ProofTypeV1_1 {
-		b.Spec.Commit1 = sealv1.Commit1FromSlot
-	}
+	b := batchOf(namespace, output, k)
+	b.Name = BatchName(group)
 	for _, o := range group {
 		if keyOf(o) != k {
 			return nil, fmt.Errorf("order %s is for %v, the batch for %v", o.Name, keyOf(o), k)

@@ -66,6 +66,45 @@ func TestFormBatches(t *testing.T) {
 	}
 }
 
+// TestFormBoundedByCapacity: a full batch is as large as a free node takes; while every node
+// that could seal the kind is busy, orders wait out MaxWait and then form batches a node can
+// take once free; a kind no node can seal forms as before (placement says why it waits).
+func TestFormBoundedByCapacity(t *testing.T) {
+	var q []*sealv1.SealOrder
+	for i := int64(0); i < 7; i++ {
+		q = append(q, order("alpha", "f01000", 10+i, sealv1.ProofTypeV1_1, time.Duration(7-i)*time.Minute))
+	}
+	capacity := orders.Capacity{}
+	p := orders.Policy{MaxBatch: 8, MaxWait: 10 * time.Minute, Capacity: func(k orders.Key) orders.Capacity {
+		if k.Size != sealv1.SectorSize32GiB || k.Proof != sealv1.ProofTypeV1_1 {
+			t.Errorf("capacity asked for %+v", k)
+		}
+		return capacity
+	}}
+	for _, c := range []struct {
+		name     string
+		capacity orders.Capacity
+		after    time.Duration
+		want     string
+	}{
+		{"a free node takes 2", orders.Capacity{Now: 2, Ever: 8}, 0, "10,11 | 12,13 | 14,15"},
+		{"a free node takes 3: batches of 2", orders.Capacity{Now: 3, Ever: 3}, 0, "10,11 | 12,13 | 14,15"},
+		{"a free node takes more than MaxBatch", orders.Capacity{Now: 128, Ever: 128}, 0, ""},
+		{"all busy: nothing before the wait", orders.Capacity{Now: 0, Ever: 4}, 0, ""},
+		{"all busy, after the wait: batches a node takes once free", orders.Capacity{Now: 0, Ever: 4}, 4 * time.Minute, "10,11,12,13 | 14,15 | 16"},
+		{"no node can seal it: as MaxBatch allows, after the wait", orders.Capacity{}, 4 * time.Minute, "10,11,12,13 | 14,15 | 16"},
+	} {
+		capacity = c.capacity
+		if got := sectors(orders.Form(q, t0.Add(c.after), p)); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+	probe := orders.Probe("ns", out, orders.Key{Partner: "alpha", MinerID: "f01000", Size: sealv1.SectorSize8MiB, Proof: sealv1.ProofTypeV1_1}, 4)
+	if len(probe.Spec.Sectors) != 4 || probe.Spec.Commit1 != sealv1.Commit1FromSlot || probe.Spec.Output.Layout != sealv1.OutputLayoutLotus {
+		t.Errorf("probe %+v", probe.Spec)
+	}
+}
+
 func TestBatchOfOrders(t *testing.T) {
 	g := []*sealv1.SealOrder{order("alpha", "f01000", 7, sealv1.ProofTypeV1_1, 0), order("alpha", "f01000", 8, sealv1.ProofTypeV1_1, 0)}
 	b, err := orders.Batch("sealfleet-batches", out, g)
