@@ -90,14 +90,7 @@ func TestBatchHandedToLotus(t *testing.T) {
 	})
 	h.addNode("node-r", 1, 8, nil)
 	ctx := context.Background()
-	var sn sealv1.SealerNode
-	if err := h.c.Get(ctx, client.ObjectKey{Name: "node-r"}, &sn); err != nil {
-		t.Fatal(err)
-	}
-	sn.Status.SectorDataURL = "http://10.0.0.9:9470"
-	if err := h.c.Status().Update(ctx, &sn); err != nil {
-		t.Fatal(err)
-	}
+	h.serveSectorData("node-r", "http://10.0.0.9:9470")
 	epoch := int64(900)
 	handed := func(name, miner string, numbers ...int64) *sealv1.SealBatch {
 		b := &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "orders"}, Spec: sealv1.SealBatchSpec{

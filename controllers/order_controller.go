@@ -368,13 +368,18 @@ func (r *OrderReconciler) setState(ctx context.Context, o *sealv1.SealOrder, v o
 // handSeed copies the seed the partner sent with commit1 into the batch's spec.seeds (C1
 // from the slot runs once every sector has one, or at seedTimeout).
 func (r *OrderReconciler) handSeed(ctx context.Context, o *sealv1.SealOrder, b *sealv1.SealBatch) error {
-	if o.Spec.Seed == nil || b == nil || !b.Spec.FromSlot() || b.DeletionTimestamp != nil ||
+	synthetic := b != nil && b.Spec.ProofTypeOrDefault() == sealv1.ProofTypeSyntheticPoRep
+	if o.Spec.Seed == nil || b == nil || !b.Spec.FromSlot() && !synthetic || b.DeletionTimestamp != nil ||
 		slices.ContainsFunc(b.Spec.Seeds, func(s sealv1.SectorSeed) bool { return s.Number == o.Spec.SectorNumber }) {
 		return nil
 	}
 	switch b.Status.Phase {
-	case sealv1.PhaseC1, sealv1.PhaseCompleted, sealv1.PhaseFailed:
-		return nil // too late: C1 ran (or runs) without it
+	case sealv1.PhaseFailed:
+		return nil
+	case sealv1.PhaseC1, sealv1.PhaseCompleted:
+		if !synthetic {
+			return nil // too late: C1 from the slot ran (or runs) without it
+		}
 	}
 	patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	// Curio's client sends no seed epoch; C1 does not read it.
@@ -471,6 +476,9 @@ func (r *OrderReconciler) cleanup(ctx context.Context, o *sealv1.SealOrder, b *s
 	case sealv1.PhaseCompleted, sealv1.PhaseFailed:
 	default:
 		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
+	}
+	if synthC1Wanted(b) && len(synthC1Pending(b)) > 0 {
+		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil // C1 still reads seeded sectors' synthetic proofs
 	}
 	in := r.Cleanup
 	in.Order, in.OrderUID, in.Node = o.Name, string(o.UID), b.Status.Node

@@ -435,3 +435,89 @@ func TestOrdersFormAsLargeAsAFreeNodeTakes(t *testing.T) {
 		t.Errorf("tickets drawn: %d, want 4 (none for the waiting order)", curio.tickets)
 	}
 }
+
+// TestSyntheticOrderC1OnCommit1: a SyntheticPoRep order seals into a batch that completes (and
+// gives its slot back) once its synthetic proofs are written; the partner's commit1 brings the
+// seed, and a C1 pod on the node (one CPU, no slot, hugepages or layer devices) writes the C1
+// output from the stored proofs; commit1 then redirects to the node. A second run that fails
+// for good gives the sector up, and commit1 says why.
+func TestSyntheticOrderC1OnCommit1(t *testing.T) {
+	curio := newFakeCurio(t, 0)
+	h, post, base := remoteSealHarness(t, curio, 1)
+	h.addNode("node-s", 1, 8, nil) // the second batch's: node-r is taken by the first
+	ctx := context.Background()
+	h.serveSectorData("node-r", "http://10.0.0.9:9470")
+	for _, n := range []int64{51, 52} {
+		var o v0.OrderResponse
+		if code := post("order", v0.OrderRequest{PartnerToken: partnerToken, SpID: 1000, SectorNumber: n, RegSealProof: 10}, &o); code != 200 || !o.Accepted {
+			t.Fatalf("SyntheticPoRep order %d: %d %+v", n, code, o)
+		}
+	}
+	var b, b2 *sealv1.SealBatch
+	h.eventually("a batch per order (maxBatch 1)", func() (bool, string) {
+		b, b2 = h.batch("orders", "rs-f01000-51-x1"), h.batch("orders", "rs-f01000-52-x1")
+		return b != nil && b2 != nil, fmt.Sprint(len(h.batchesIn("orders")))
+	})
+	for _, x := range []*sealv1.SealBatch{b, b2} {
+		if x.Spec.ProofType != sealv1.ProofTypeSyntheticPoRep || x.Spec.FromSlot() {
+			t.Fatalf("batch %s: proof %s commit1 %q", x.Name, x.Spec.ProofType, x.Spec.Commit1)
+		}
+		pod := h.waitPod("orders", x.Name+"-sealer-1")
+		h.setPod(pod, corev1.PodSucceeded, 0, results(x))
+		h.waitPhase("orders", x.Name, sealv1.PhaseCompleted)
+	}
+	commit1 := func(n int64) (int, string) {
+		raw, _ := json.Marshal(v0.Commit1Request{PartnerToken: partnerToken, SpID: 1000, SectorNumber: n, SeedValue: bytes.Repeat([]byte{byte(n)}, 32)})
+		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := noFollow.Post(base+"commit1", "application/json", bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Location") + string(body)
+	}
+	if code, body := commit1(51); code != http.StatusPreconditionFailed {
+		t.Fatalf("commit1 before C1: %d %s", code, body)
+	}
+	c1 := h.waitPod("orders", b.Name+"-c1-1")
+	c := c1.Spec.Containers[0]
+	if args := strings.Join(append(c.Command, c.Args...), " "); !strings.Contains(args, "c1 --config") || c.Resources.Requests.Cpu().Value() != 1 {
+		t.Errorf("C1 pod: %s, %v CPUs", args, c.Resources.Requests.Cpu())
+	}
+	for _, v := range c1.Spec.Volumes {
+		if strings.HasPrefix(v.Name, "layer-") || v.Name == "hugepages" || v.Name == "parent-cache" {
+			t.Errorf("C1 from synthetic proofs mounts %s", v.Name)
+		}
+	}
+	var seeds corev1.ConfigMap
+	if err := h.c.Get(ctx, client.ObjectKey{Namespace: c1.Namespace, Name: b.Name + "-c1-seeds"}, &seeds); err != nil ||
+		!strings.Contains(seeds.Data["seeds.json"], `"sector_id":51`) || !strings.Contains(seeds.Data["seeds.json"], strings.Repeat("33", 32)) {
+		t.Errorf("seeds ConfigMap: %v %v", err, seeds.Data)
+	}
+	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(51))
+	h.eventually("sector 51 C1Written", func() (bool, string) {
+		got := h.batch("orders", b.Name)
+		return got.Status.Sectors[0].State == "C1Written", got.Status.Sectors[0].State
+	})
+	if got := h.batch("orders", b.Name); got.Status.Node != "node-r" {
+		t.Fatalf("batch %s placed on %s, want node-r", b.Name, got.Status.Node)
+	}
+	if code, loc := commit1(51); code != http.StatusTemporaryRedirect || !strings.HasPrefix(loc, "http://10.0.0.9:9470/") {
+		t.Errorf("commit1 after C1: %d %s", code, loc)
+	}
+
+	// Sector 52: its C1 pod fails with a code that will not pass (its proofs are unreadable).
+	if code, _ := commit1(52); code != http.StatusPreconditionFailed {
+		t.Errorf("commit1 of 52 before its C1: %d", code)
+	}
+	failed := h.waitPod("orders", b2.Name+"-c1-1")
+	h.setPod(failed, corev1.PodFailed, 2, "sector 52: no synthetic proofs in its cache directory")
+	h.eventually("sector 52 C1Failed", func() (bool, string) {
+		got := h.batch("orders", b2.Name)
+		return got.Status.Sectors[0].State == "C1Failed", got.Status.Sectors[0].State + " " + got.Status.Message
+	})
+	if code, body := commit1(52); code == http.StatusTemporaryRedirect || code == http.StatusPreconditionFailed || !strings.Contains(body, "no C1 output for sectors 52") {
+		t.Errorf("commit1 of a sector whose C1 failed: %d %s", code, body)
+	}
+}

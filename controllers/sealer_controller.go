@@ -74,6 +74,9 @@ func (r *SealerReconciler) reconcileBatch(ctx context.Context, req reconcile.Req
 		// on a slot that a deletion could free without stopping it first.
 		return reconcile.Result{}, nil
 	}
+	if synthC1Wanted(&b) {
+		return r.synthC1(ctx, &b)
+	}
 	if b.Status.Phase.Final() {
 		return reconcile.Result{}, nil
 	}

@@ -223,6 +223,19 @@ func (h *harness) addNode(name string, slots int32, hugepages int64, labels map[
 	}
 }
 
+// serveSectorData plays the node agent publishing where the node serves sector data.
+func (h *harness) serveSectorData(node, url string) {
+	h.t.Helper()
+	var sn sealv1.SealerNode
+	if err := h.c.Get(context.Background(), client.ObjectKey{Name: node}, &sn); err != nil {
+		h.t.Fatal(err)
+	}
+	sn.Status.SectorDataURL = url
+	if err := h.c.Status().Update(context.Background(), &sn); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 // setCordon marks a Node unschedulable or schedulable, as kubectl cordon / uncordon do.
 func (h *harness) setCordon(name string, cordoned bool) {
 	h.t.Helper()

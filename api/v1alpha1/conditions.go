@@ -47,7 +47,10 @@ const (
 	ReasonC1Running       Reason = "ReadingSlot"
 	ReasonC1Written       Reason = "C1OutputWritten"
 	ReasonSeedTimeout     Reason = "SeedTimeout"
-	ReasonSealerFailed    Reason = "SealerFailed"
+	// ReasonC1FromProofs: a SyntheticPoRep batch's C1 on request reads the seeded sectors'
+	// stored synthetic proofs (no slot).
+	ReasonC1FromProofs Reason = "ReadingSyntheticProofs"
+	ReasonSealerFailed Reason = "SealerFailed"
 	// ReasonDataMismatch: a data sector's staged file or commD does not match its pieces
 	// (the message names the sector and both commitments); never retried.
 	ReasonDataMismatch Reason = "DataMismatch"

@@ -19,7 +19,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.pc2Engine) || self.pc2Engine == 'cpu'",fieldPath=".pc2Engine",message="spec.pc2Engine: an update (spec.update) encodes and builds tree-r-last on the CPU; remove pc2Engine or set it to cpu"
 // +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.output) || !has(self.output.layout) || self.output.layout == 'Sealfleet'",fieldPath=".output.layout",message="spec.output.layout: an update writes the Sealfleet layout (<sector>/sealed, <sector>/cache); lotus' update/ and update-cache/ layout is not written yet: remove layout or set Sealfleet"
 // +kubebuilder:validation:XValidation:rule="self.commit1 != 'FromSlot' || (self.proofType in ['V1', 'V1_1'] && !has(self.update))",fieldPath=".commit1",message="spec.commit1 FromSlot is for interactive proofs (proofType V1 or V1_1) that seal: SyntheticPoRep and NI-PoRep batches write their proofs right after PC2, and an update has no C1; remove commit1"
-// +kubebuilder:validation:XValidation:rule="!has(self.seeds) || self.commit1 == 'FromSlot'",fieldPath=".seeds",message="spec.seeds are read only with spec.commit1 FromSlot (the operator runs C1); with LayerFiles your lotus or Curio runs C1 and takes the seed itself"
+// +kubebuilder:validation:XValidation:rule="!has(self.seeds) || self.commit1 == 'FromSlot' || (has(self.proofType) && self.proofType == 'V1_1_Feat_SyntheticPoRep' && !has(self.update))",fieldPath=".seeds",message="spec.seeds are read only with spec.commit1 FromSlot or proofType V1_1_Feat_SyntheticPoRep (the operator runs C1); with LayerFiles your lotus or Curio runs C1 and takes the seed itself"
 // +kubebuilder:validation:XValidation:rule="!has(self.seedTimeout) || self.commit1 == 'FromSlot'",fieldPath=".seedTimeout",message="spec.seedTimeout is only used with spec.commit1 FromSlot"
 // +kubebuilder:validation:XValidation:rule="!has(self.seeds) || self.seeds.all(x, self.sectors.exists(s, s.number == x.number))",fieldPath=".seeds",message="spec.seeds: every seed must be for a sector of the batch (spec.sectors[].number)"
 // +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.residentLayerPercent) || self.residentLayerPercent == 0",fieldPath=".residentLayerPercent",message="spec.residentLayerPercent: an update labels no layers; remove it"
@@ -101,7 +101,11 @@ type SealBatchSpec struct {
 	Commit1 Commit1Mode `json:"commit1,omitempty"`
 
 	// seeds are the sectors' interactive PoRep seeds, written once each sector's precommit has
-	// landed and its seed epoch has passed (commit1 FromSlot). A seed once given cannot change.
+	// landed and its seed epoch has passed (commit1 FromSlot). A SyntheticPoRep batch takes them
+	// too, at any time: once it is Completed, the operator runs C1 from each seeded sector's
+	// stored synthetic proofs on its node (no slot held) and the sector's state becomes
+	// C1Written (or C1Failed, with the reason in the C1Complete condition). A seed once given
+	// cannot change.
 	// +kubebuilder:validation:MaxItems=128
 	// +listType=map
 	// +listMapKey=number
@@ -823,9 +827,10 @@ type SectorStatus struct {
 	// and commR are then the new data's commitment and the updated replica's comm_r_new.
 	// +optional
 	CommROld string `json:"commROld,omitempty"`
-	// state is Sealed, Updated (an update), C1Written (commit1 FromSlot: commit-phase1-output
-	// is in the sector's cache directory) or SeedMissing (no seed before seedTimeout: the
-	// sector cannot be committed).
+	// state is Sealed, Updated (an update), C1Written (commit1 FromSlot, or a SyntheticPoRep
+	// sector's seed: commit-phase1-output is in the sector's cache directory), SeedMissing (no
+	// seed before seedTimeout: the sector cannot be committed) or C1Failed (a SyntheticPoRep
+	// sector's C1 could not be written; the C1Complete condition says why).
 	// +optional
 	State string `json:"state,omitempty"`
 }

@@ -283,6 +283,7 @@ func TestSealBatchValidation(t *testing.T) {
 			"resident-half":         "sectorSize: 32GiB\nminerID: f01\nresidentLayerPercent: 50\n" + sectorsYAML(32),
 			"handoff-to-lotus":      okBase + handoffOut + "commit1: FromSlot\nhandoff: {lotusMiner: m1}\n" + handoffSectors,
 			"from-slot-seeded":      okBase + "commit1: FromSlot\nseedTimeout: 48h\nseeds: [{number: 1001, randomness: \"" + ticketA + "\", epoch: 4242}]\n" + sectorsYAML(2),
+			"synthetic-seeded":      okBase + "proofType: V1_1_Feat_SyntheticPoRep\nseeds: [{number: 1000, randomness: \"" + ticketA + "\", epoch: 4242}]\n" + sectorsYAML(2),
 			"update-from-claim": okBase + "update: {sectorKeys: {persistentVolumeClaim: {claimName: cc}, layout: Lotus}}\n" +
 				"dataSource: {persistentVolumeClaim: {claimName: deals}}\n" + updateSector,
 		}

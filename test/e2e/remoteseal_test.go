@@ -85,10 +85,10 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 	}
 	if o := func() v0.OrderResponse {
 		var o v0.OrderResponse
-		curio.post("order", v0.OrderRequest{PartnerToken: curio.token, SpID: sp, SectorNumber: 5003, RegSealProof: 11}, &o)
+		curio.post("order", v0.OrderRequest{PartnerToken: curio.token, SpID: sp, SectorNumber: 5003, RegSealProof: 16}, &o)
 		return o
 	}(); o.Accepted || !strings.Contains(o.RejectReason, "not taken for delegated orders") {
-		t.Errorf("a SyntheticPoRep order: %+v", o)
+		t.Errorf("an NI-PoRep order: %+v", o)
 	}
 	st := map[int64]v0.StatusResponse{}
 	deadline = time.Now().Add(12 * time.Minute)

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,10 +45,10 @@ type Backend struct {
 
 var _ v0.Backend = (*Backend)(nil)
 
-// sealedProofs are the proof types delegated orders are taken for. SyntheticPoRep is not
-// among them yet: its C1 must be computed on the partner's commit1 from the synthetic proofs,
-// which sealfleet does not run yet, so such an order could never be committed.
-var sealedProofs = []sealv1.ProofType{sealv1.ProofTypeV1_1}
+// sealedProofs are the proof types delegated orders are taken for: V1_1 (C1 from the slot once
+// the partner's commit1 brings the seed) and SyntheticPoRep (the slot goes once the synthetic
+// proofs are written; commit1's C1 reads them on the node).
+var sealedProofs = []sealv1.ProofType{sealv1.ProofTypeV1_1, sealv1.ProofTypeSyntheticPoRep}
 
 func (b *Backend) partners(ctx context.Context) ([]corev1.Secret, error) {
 	var list corev1.SecretList
@@ -141,7 +142,7 @@ func (b *Backend) Order(ctx context.Context, vp v0.Partner, s v0.SectorID, regSe
 		return &v0.Rejection{Reason: err.Error()}
 	}
 	if !containsProof(proof) {
-		return &v0.Rejection{Reason: fmt.Sprintf("reg_seal_proof %d (%s) is not taken for delegated orders: only V1_1 (reg_seal_proof 5-9; SyntheticPoRep once sealfleet computes its C1 on commit1)", regSealProof, sealv1.RegisteredProof(size, proof))}
+		return &v0.Rejection{Reason: fmt.Sprintf("reg_seal_proof %d (%s) is not taken for delegated orders: only V1_1 (reg_seal_proof 5-9) and V1_1_Feat_SyntheticPoRep (10-14)", regSealProof, sealv1.RegisteredProof(size, proof))}
 	}
 	if !p.Allows(regSealProof) {
 		return &v0.Rejection{Reason: fmt.Sprintf("proof type %d not allowed for this partner", regSealProof)}
@@ -329,6 +330,9 @@ func (b *Backend) Commit1(ctx context.Context, vp v0.Partner, s v0.SectorID, see
 	case !strings.EqualFold(o.Spec.Seed.Randomness, want):
 		return v0.Payload{}, &v0.Rejection{Reason: "a different seed was already given for this sector; a sector has one interactive seed"}
 	}
+	if why := c1Failed(sb, s.Number); why != "" {
+		return v0.Payload{}, &v0.Rejection{Reason: why}
+	}
 	if !c1Written(sb, s.Number) {
 		return v0.Payload{}, v0.ErrNotReady
 	}
@@ -339,8 +343,22 @@ func (b *Backend) Commit1(ctx context.Context, vp v0.Partner, s v0.SectorID, see
 	return v0.Payload{Redirect: u}, err
 }
 
-// c1Written: the batch wrote the sector's commit-phase1-output (C1 from the slot), or, for a
-// SyntheticPoRep batch, its synthetic proofs, from which C1 is computed on request.
+// c1Failed is why the batch gave up the sector's C1 ("" when it has not): a SyntheticPoRep
+// sector whose stored proofs gave no C1 output.
+func c1Failed(sb *sealv1.SealBatch, sector int64) string {
+	for _, st := range sb.Status.Sectors {
+		if st.Number == sector && st.State == "C1Failed" {
+			if c := meta.FindStatusCondition(sb.Status.Conditions, sealv1.CondC1Complete); c != nil {
+				return c.Message
+			}
+			return fmt.Sprintf("sector %d: C1 failed", sector)
+		}
+	}
+	return ""
+}
+
+// c1Written: the batch wrote the sector's commit-phase1-output (C1 from the slot, or from a
+// SyntheticPoRep sector's stored synthetic proofs once its seed came).
 func c1Written(sb *sealv1.SealBatch, sector int64) bool {
 	for _, st := range sb.Status.Sectors {
 		if st.Number == sector && st.State == "C1Written" {

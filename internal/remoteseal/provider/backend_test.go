@@ -132,8 +132,9 @@ func TestProviderOnAPIServer(t *testing.T) {
 		{tokenA, 7, 6, "already ordered as StackedDrg2KiBV1_1"},
 		{tokenB, 7, 5, "already ordered by another partner"},
 		{tokenA, 8, 7, "proof type 7 not allowed for this partner"},
-		{tokenA, 8, 10, "not taken for delegated orders"}, // SyntheticPoRep: no C1 on commit1 yet
-		{tokenB, 8, 15, "not taken for delegated orders"},
+		{tokenA, 8, 11, "proof type 11 not allowed for this partner"}, // SyntheticPoRep 8 MiB is taken, not by alpha's Secret
+		{tokenB, 8, 15, "not taken for delegated orders"},             // NI-PoRep
+		{tokenB, 8, 0, "not taken for delegated orders"},              // V1
 	} {
 		o := cl.order(tc.token, "", tc.sector, tc.proof)
 		if tc.want == "" && !o.Accepted || tc.want != "" && (o.Accepted || !strings.Contains(o.RejectReason, tc.want)) {
