@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,7 +49,7 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 	partner := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-curio", Namespace: "sealfleet-system", Labels: map[string]string{provider.LabelPartner: "true"}},
 		Data: map[string][]byte{provider.KeyToken: []byte(curio.token), provider.KeyURL: []byte(curio.srv.URL),
-			provider.KeyMaxSectors: []byte("4"), provider.KeyProofTypes: []byte("6")},
+			provider.KeyMaxSectors: []byte("4"), provider.KeyProofTypes: []byte("5,6,11")},
 	}
 	if err := k8s.Create(ctx, partner); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -200,30 +201,109 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 		}
 	}
 	for i, n := range sectors {
-		var c1 []byte
-		deadline = time.Now().Add(5 * time.Minute)
-		for {
-			code, body := curio.commit1(sp, n, seeds[n])
-			if code == 200 && len(body) > 0 {
-				c1 = body
-				break
-			}
-			if code != http.StatusPreconditionFailed || time.Now().After(deadline) {
-				t.Fatalf("sector %d: commit1: %d %s", n, code, body)
-			}
-			time.Sleep(3 * time.Second)
-		}
-		disk, _ := os.ReadFile(filepath.Join(dir, "cache", fmt.Sprintf("s-t01000-%d", n), "commit-phase1-output"))
-		var out struct {
-			CommR [32]byte `json:"comm_r"`
-			Seed  [32]byte `json:"seed"`
-		}
-		if !bytes.Equal(c1, disk) || json.Unmarshal(c1, &out) != nil || hex.EncodeToString(out.CommR[:]) != b.Status.Sectors[i].CommR || !bytes.Equal(out.Seed[:], seeds[n]) {
-			t.Errorf("sector %d: C1 output (%d bytes) is not the batch's for its commR and seed", n, len(c1))
-		}
-		t.Logf("sector %d: C1 output %d bytes", n, len(c1))
+		commit1Checked(t, curio, sp, n, seeds[n], dir, b.Status.Sectors[i].CommR)
 	}
+	finalizeAndCleanUp(t, curio, sp, sectors, ns, batch)
+	remoteSealOrdersRun(t, step, curio, ns, sp, 5, []int64{5007, 5008})  // StackedDrg2KiBV1_1: C1 from the slot
+	remoteSealOrdersRun(t, step, curio, ns, sp, 11, []int64{5005, 5006}) // StackedDrg8MiBV1_1_Feat_SyntheticPoRep
+	_ = k8s.Delete(ctx, partner)
+}
 
+// remoteSealOrdersRun orders two more sectors of another kind in one batch and takes them
+// through the protocol: complete, CommRs against rust-fil-proofs, commit1 with fresh seeds (412
+// until C1 wrote each sector's output, which is then the batch's for its commR and seed),
+// finalize and cleanup. A SyntheticPoRep batch must give its slot back once complete: its C1
+// reads the stored synthetic proofs on the node, not the slot.
+func remoteSealOrdersRun(t *testing.T, step func(env []string, args ...string) string, curio *curioClient, ns string, sp int64, proof int, sectors []int64) {
+	ctx := context.Background()
+	_, kind, err := v0.ProofOf(proof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range sectors {
+		if err := curio.delegate(sp, n, proof); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for done := 0; done < len(sectors); {
+		done = 0
+		for _, n := range sectors {
+			switch s := curio.status(sp, n); s.State {
+			case v0.StateComplete:
+				done++
+			case v0.StateFailed, v0.StateGone:
+				t.Fatalf("reg_seal_proof %d sector %d: %s (%s)", proof, n, s.State, s.FailReason)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reg_seal_proof %d orders not complete after 10 minutes: %d of %d", proof, done, len(sectors))
+		}
+		time.Sleep(3 * time.Second)
+	}
+	batch := fmt.Sprintf("rs-f01000-%d-x%d", sectors[0], len(sectors))
+	var b sealv1.SealBatch
+	deadline = time.Now().Add(2 * time.Minute)
+	for {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: batch}, &b)
+		if err == nil && (kind != sealv1.ProofTypeSyntheticPoRep || meta.IsStatusConditionTrue(b.Status.Conditions, sealv1.CondReleased)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("batch %s: %v; a SyntheticPoRep batch gives its slot back once complete: %+v", batch, err, b.Status.Conditions)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if out := step(nil, "verify", batch); strings.Count(out, "matches rust-fil-proofs") != len(sectors) {
+		t.Errorf("reg_seal_proof %d sectors do not match rust-fil-proofs:\n%s", proof, out)
+	}
+	dir := filepath.Join("/var/lib/sealfleet/output", ns, batch)
+	seeds := map[int64][]byte{}
+	for _, n := range sectors {
+		seeds[n] = make([]byte, 32)
+		_, _ = rand.Read(seeds[n])
+		if code, body := curio.commit1(sp, n, seeds[n]); code != http.StatusPreconditionFailed && code != 200 {
+			t.Errorf("sector %d: first commit1: %d %s", n, code, body)
+		}
+	}
+	for i, n := range sectors {
+		commit1Checked(t, curio, sp, n, seeds[n], dir, b.Status.Sectors[i].CommR)
+	}
+	finalizeAndCleanUp(t, curio, sp, sectors, ns, batch)
+}
+
+// commit1Checked calls commit1 until the sector's C1 output is written (412 before) and checks
+// it: the file in the sector's cache directory, for its commR and the seed sent.
+func commit1Checked(t *testing.T, curio *curioClient, sp, n int64, seed []byte, dir, commR string) {
+	t.Helper()
+	var c1 []byte
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		code, body := curio.commit1(sp, n, seed)
+		if code == 200 && len(body) > 0 {
+			c1 = body
+			break
+		}
+		if code != http.StatusPreconditionFailed || time.Now().After(deadline) {
+			t.Fatalf("sector %d: commit1: %d %s", n, code, body)
+		}
+		time.Sleep(3 * time.Second)
+	}
+	disk, _ := os.ReadFile(filepath.Join(dir, "cache", fmt.Sprintf("s-t01000-%d", n), "commit-phase1-output"))
+	var out struct {
+		CommR [32]byte `json:"comm_r"`
+		Seed  [32]byte `json:"seed"`
+	}
+	if !bytes.Equal(c1, disk) || json.Unmarshal(c1, &out) != nil || hex.EncodeToString(out.CommR[:]) != commR || !bytes.Equal(out.Seed[:], seed) {
+		t.Errorf("sector %d: C1 output (%d bytes) is not the batch's for its commR and seed", n, len(c1))
+	}
+	t.Logf("sector %d: C1 output %d bytes", n, len(c1))
+}
+
+// finalizeAndCleanUp finalizes and cleans up each sector, then waits until every one is gone,
+// the batch deleted with its last order, and the files off the node.
+func finalizeAndCleanUp(t *testing.T, curio *curioClient, sp int64, sectors []int64, ns, batch string) {
+	t.Helper()
 	for _, n := range sectors {
 		for _, route := range []string{"finalize", "cleanup"} {
 			if code, body := curio.post(route, v0.SectorRequest{PartnerToken: curio.token, SpID: sp, SectorNumber: n}, nil); code != 200 {
@@ -231,7 +311,7 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 			}
 		}
 	}
-	deadline = time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		gone := 0
 		for _, n := range sectors {
@@ -239,15 +319,17 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 				gone++
 			}
 		}
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: batch}, &b)
+		var b sealv1.SealBatch
+		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: batch}, &b)
 		if gone == len(sectors) && apierrors.IsNotFound(err) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after cleanup: %d of %d sectors gone, batch %v", gone, len(sectors), err)
+			t.Fatalf("after cleanup: %d of %d sectors gone, batch %s: %v", gone, len(sectors), batch, err)
 		}
 		time.Sleep(2 * time.Second)
 	}
+	dir := filepath.Join("/var/lib/sealfleet/output", ns, batch)
 	for _, n := range sectors {
 		for _, p := range []string{filepath.Join(dir, "sealed", fmt.Sprintf("s-t01000-%d", n)), filepath.Join(dir, "cache", fmt.Sprintf("s-t01000-%d", n))} {
 			if _, err := os.Stat(p); !os.IsNotExist(err) {
@@ -255,5 +337,4 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 			}
 		}
 	}
-	_ = k8s.Delete(ctx, partner)
 }
