@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -184,18 +185,50 @@ func TestBatchHandedToLotus(t *testing.T) {
 		if code, msg := commit1(n, m.TicketValue[:0:0]); code != http.StatusBadRequest {
 			t.Errorf("commit1 %d without ticket: %d %s", n, code, msg)
 		}
-		ticket, _ := hex.DecodeString(strings.Repeat(fmt.Sprintf("%02x", n), 32))
-		if code, msg := commit1(n, ticket); code != http.StatusServiceUnavailable || !strings.Contains(msg, "not written yet") {
-			t.Errorf("commit1 %d before C1: %d %s", n, code, msg)
-		}
+	}
+	ticket41, _ := hex.DecodeString(strings.Repeat("29", 32))
+	if code, msg := commit1(41, ticket41); code != http.StatusServiceUnavailable || !strings.Contains(msg, "not written yet") {
+		t.Errorf("commit1 41 before C1: %d %s", code, msg)
 	}
 	c1 := h.waitPod("orders", "lb-c1-1")
-	if got := h.batch("orders", "lb"); len(got.Spec.Seeds) != 2 || got.Spec.Seeds[0].Randomness != strings.Repeat("29", 32) {
+	if got := h.batch("orders", "lb"); len(got.Spec.Seeds) != 1 || got.Spec.Seeds[0].Randomness != strings.Repeat("29", 32) {
 		t.Errorf("batch seeds %+v", got.Spec.Seeds)
 	}
-	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(41, 42))
-	h.waitPhase("orders", "lb", sealv1.PhaseCompleted)
-	ticket41, _ := hex.DecodeString(strings.Repeat("29", 32))
+	// lotus gives sector 42 up before its commit1: the batch stops waiting for it, its files
+	// and order go, and its commit1 is refused from then on.
+	lotus.mu.Lock()
+	m42 := lotus.received[42]
+	lotus.mu.Unlock()
+	if code, msg := call(m42.RemoteSealingDoneEndpoint, lotusreceive.RemoteSealingDoneParams{Successful: false, State: "Removing"}); code != 200 {
+		t.Fatalf("unsuccessful done of 42: %d %s", code, msg)
+	}
+	h.eventually("sector 42 abandoned", func() (bool, string) {
+		got := h.batch("orders", "lb")
+		return slices.Contains(got.Spec.AbandonedSectors, 42), fmt.Sprint(got.Spec.AbandonedSectors)
+	})
+	ticket42, _ := hex.DecodeString(strings.Repeat("2a", 32))
+	if code, msg := commit1(42, ticket42); code != http.StatusGone {
+		t.Errorf("commit1 of the given-up sector 42: %d %s", code, msg)
+	}
+	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(41))
+	got := h.waitPhase("orders", "lb", sealv1.PhaseCompleted)
+	if got.Status.Sectors[0].State != "C1Written" || got.Status.Sectors[1].State != "Abandoned" {
+		t.Errorf("sector states %+v", got.Status.Sectors)
+	}
+	var gone *corev1.Pod
+	h.eventually("output cleanup of the given-up sector 42", func() (bool, string) {
+		pods := h.podsLabelled(scrubNS, "sealfleet.io/order=f01000-42")
+		if len(pods) == 1 {
+			gone = &pods[0]
+		}
+		return gone != nil, fmt.Sprint(len(pods))
+	})
+	h.setPod(gone, corev1.PodSucceeded, 0, "")
+	h.eventually("order 42 forgotten", func() (bool, string) {
+		var o sealv1.SealOrder
+		err := h.c.Get(ctx, client.ObjectKey{Namespace: "orders", Name: "f01000-42"}, &o)
+		return err != nil, fmt.Sprint(err)
+	})
 	code, loc := commit1(41, ticket41)
 	if code != http.StatusSeeOther || !strings.Contains(loc, "10.0.0.9:9470/remoteseal/node/v0/commit1?") || !strings.Contains(loc, url.QueryEscape("orders/lb/cache/s-t01000-41/commit-phase1-output")) {
 		t.Errorf("commit1 after C1: %d %s", code, loc)
@@ -247,7 +280,7 @@ func TestBatchHandedToLotus(t *testing.T) {
 			calls[route+" "+code] += m.GetHistogram().GetSampleCount()
 		}
 	}
-	if calls["lotus-commit1 303"] != 1 || calls["lotus-commit1 400"] < 3 || calls["lotus-done 200"] != 2 {
+	if calls["lotus-commit1 303"] != 1 || calls["lotus-commit1 400"] < 3 || calls["lotus-done 200"] != 3 {
 		t.Errorf("lotus calls in sealfleet_remote_seal_request_seconds: %v", calls)
 	}
 	if !h.hasEvent("orders", "lb", "LotusSealingDone", "left lotus' sealing pipeline in state Proving, commit message bafy2bzacecommit") {

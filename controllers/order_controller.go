@@ -366,19 +366,22 @@ func (r *OrderReconciler) setState(ctx context.Context, o *sealv1.SealOrder, v o
 }
 
 // handSeed copies the seed the partner sent with commit1 into the batch's spec.seeds (C1
-// from the slot runs once every sector has one, or at seedTimeout).
+// from the slot runs for it at once, beside the sectors still waiting for theirs).
 func (r *OrderReconciler) handSeed(ctx context.Context, o *sealv1.SealOrder, b *sealv1.SealBatch) error {
 	synthetic := b != nil && b.Spec.ProofTypeOrDefault() == sealv1.ProofTypeSyntheticPoRep
 	if o.Spec.Seed == nil || b == nil || !b.Spec.FromSlot() && !synthetic || b.DeletionTimestamp != nil ||
 		slices.ContainsFunc(b.Spec.Seeds, func(s sealv1.SectorSeed) bool { return s.Number == o.Spec.SectorNumber }) {
 		return nil
 	}
+	if o.Spec.Cleanup || slices.Contains(b.Spec.AbandonedSectors, o.Spec.SectorNumber) {
+		return nil // its owner gave the sector up: no C1 for it
+	}
 	switch b.Status.Phase {
 	case sealv1.PhaseFailed:
 		return nil
-	case sealv1.PhaseC1, sealv1.PhaseCompleted:
+	case sealv1.PhaseCompleted:
 		if !synthetic {
-			return nil // too late: C1 from the slot ran (or runs) without it
+			return nil // too late: the slot went back
 		}
 	}
 	patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -472,12 +475,16 @@ func (r *OrderReconciler) cleanup(ctx context.Context, o *sealv1.SealOrder, b *s
 		// No batch, or one never placed: nothing of the sector's is on a node.
 		return reconcile.Result{}, r.forget(ctx, o, b)
 	}
-	switch b.Status.Phase {
-	case sealv1.PhaseCompleted, sealv1.PhaseFailed:
-	default:
+	if !sectorOutputsFree(b, o.Spec.SectorNumber) {
+		if !timedOut && b.Spec.FromSlot() && o.Spec.Seed == nil && !slices.Contains(b.Spec.AbandonedSectors, o.Spec.SectorNumber) &&
+			!slices.ContainsFunc(b.Spec.Seeds, func(s sealv1.SectorSeed) bool { return s.Number == o.Spec.SectorNumber }) {
+			// Only the partner's cleanup before its commit1 abandons a sector; a seeded
+			// sector's cleanup, or the cleanup timeout, waits for its C1.
+			return reconcile.Result{RequeueAfter: 5 * time.Second}, r.abandon(ctx, o, b)
+		}
 		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
 	}
-	if synthC1Wanted(b) && len(synthC1Pending(b)) > 0 {
+	if synthC1Wanted(b) && len(c1Pending(b)) > 0 {
 		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil // C1 still reads seeded sectors' synthetic proofs
 	}
 	in := r.Cleanup
@@ -513,6 +520,33 @@ func (r *OrderReconciler) cleanup(ctx context.Context, o *sealv1.SealOrder, b *s
 		return reconcile.Result{RequeueAfter: time.Minute}, client.IgnoreNotFound(r.Delete(ctx, &pod))
 	}
 	return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+}
+
+// sectorOutputsFree: nothing of the batch reads or writes the sector's outputs any more. A
+// FromSlot batch still waiting for other sectors' seeds is done with a sector once its C1 is
+// settled (written, failed or abandoned): C1 writes only into the seeded sectors' caches.
+func sectorOutputsFree(b *sealv1.SealBatch, sector int64) bool {
+	if b.Status.Phase.Final() {
+		return true
+	}
+	if !b.Spec.FromSlot() {
+		return false
+	}
+	i := slices.IndexFunc(b.Status.Sectors, func(s sealv1.SectorStatus) bool { return s.Number == sector })
+	return i >= 0 && c1Settled(b.Status.Sectors[i].State)
+}
+
+// abandon tells a FromSlot batch that the sector's owner gave it up (its cleanup came before
+// its C1): the batch stops waiting for its seed, so its outputs can go and the slot goes back
+// once the other sectors are done.
+func (r *OrderReconciler) abandon(ctx context.Context, o *sealv1.SealOrder, b *sealv1.SealBatch) error {
+	patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	b.Spec.AbandonedSectors = append(b.Spec.AbandonedSectors, o.Spec.SectorNumber)
+	if err := r.Patch(ctx, b, patch); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, "SectorAbandoned", "Cleanup", "partner %s gave up sector %d (cleanup before its C1): the batch no longer waits for its seed", o.Spec.Partner, o.Spec.SectorNumber)
+	return nil
 }
 
 // forget deletes a cleaned-up order, and its batch once no order is left in it.

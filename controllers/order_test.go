@@ -85,14 +85,18 @@ func freeAddr(t *testing.T) string {
 
 // remoteSealHarness runs the operator with the remote-seal provider on a free loopback
 // port, partner "alpha" calling back to curio, and one node; post calls the provider.
-func remoteSealHarness(t *testing.T, curio *fakeCurio, maxBatch int) (*harness, func(route string, in, out any) int, string) {
+func remoteSealHarness(t *testing.T, curio *fakeCurio, maxBatch int, commit1Hold ...time.Duration) (*harness, func(route string, in, out any) int, string) {
+	hold := time.Second // commit1 held this long for its C1 output, then 412
+	if len(commit1Hold) > 0 {
+		hold = commit1Hold[0]
+	}
 	addr := freeAddr(t)
 	h := newHarnessWith(t, func(h *harness) {
 		h.namespace("partners")
 		h.namespace("orders")
 		h.remote = controllers.RemoteSealOptions{Listen: addr, Insecure: true, PartnerNamespace: "partners", OrderNamespace: "orders",
 			MinerPrefix: "f0", MaxBatch: maxBatch, MaxWait: time.Hour, OutputPath: "/var/lib/sealfleet/output", DataKeySecret: "data-key", URLTTL: time.Hour,
-			CleanupAfter: 3 * time.Second}
+			CleanupAfter: 3 * time.Second, PartnerCommit1Wait: hold}
 		if err := h.c.Create(context.Background(), &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "partners", Labels: map[string]string{provider.LabelPartner: "true"}},
 			Data:       map[string][]byte{provider.KeyToken: []byte(partnerToken), provider.KeyURL: []byte(curio.srv.URL), provider.KeyMaxSectors: []byte("4")},
@@ -133,7 +137,7 @@ func remoteSealHarness(t *testing.T, curio *fakeCurio, maxBatch int) (*harness, 
 // batch's C1; the partner is told of completion, retried after it refuses once.
 func TestOrdersBecomeBatches(t *testing.T) {
 	curio := newFakeCurio(t, 1)
-	h, post, _ := remoteSealHarness(t, curio, 2)
+	h, post, base := remoteSealHarness(t, curio, 2, time.Minute)
 	ctx := context.Background()
 	var key corev1.Secret
 	if err := h.c.Get(ctx, client.ObjectKey{Namespace: "partners", Name: "data-key"}, &key); err != nil || len(key.Data["key"]) != 32 {
@@ -242,28 +246,61 @@ func TestOrdersBecomeBatches(t *testing.T) {
 			seen["sealfleet_remote_seal_request_seconds,code=200,route=order"], seen["sealfleet_remote_seal_order_complete_seconds"])
 	}
 
-	// commit1 for both: the seeds reach the batch, whose C1 starts.
-	for _, n := range []int64{21, 22} {
-		code := post("commit1", v0.Commit1Request{PartnerToken: partnerToken, SpID: 1000, SectorNumber: n, SeedValue: bytes.Repeat([]byte{byte(n)}, 32)}, nil)
-		if code != http.StatusPreconditionFailed {
-			t.Errorf("commit1 %d before C1 ran: %d", n, code)
-		}
+	// commit1 of sector 21 alone: its seed reaches the batch, whose C1 runs for it at once
+	// while sector 22 has no seed; the call is held until the output is written, then
+	// redirected to it.
+	commit1 := func(n int64) chan int {
+		answer := make(chan int, 1)
+		go func() {
+			raw, _ := json.Marshal(v0.Commit1Request{PartnerToken: partnerToken, SpID: 1000, SectorNumber: n, SeedValue: bytes.Repeat([]byte{byte(n)}, 32)})
+			noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			resp, err := noFollow.Post(base+"commit1", "application/json", bytes.NewReader(raw))
+			if err != nil {
+				answer <- 0
+				return
+			}
+			resp.Body.Close()
+			answer <- resp.StatusCode
+		}()
+		return answer
 	}
+	h.serveSectorData("node-r", "http://10.0.0.9:9470")
+	answer21 := commit1(21)
 	c1 := h.waitPod("orders", b.Name+"-c1-1")
+	if s := c1.Annotations["sealfleet.io/c1-sectors"]; s != "21" {
+		t.Errorf("C1 run 1 for sectors %q, want 21 alone", s)
+	}
 	got := h.batch("orders", b.Name)
-	if len(got.Spec.Seeds) != 2 || got.Spec.Seeds[0].Randomness != strings.Repeat("15", 32) {
+	if len(got.Spec.Seeds) != 1 || got.Spec.Seeds[0].Randomness != strings.Repeat("15", 32) {
 		t.Errorf("batch seeds %+v", got.Spec.Seeds)
 	}
+	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(21))
+	if code := <-answer21; code != http.StatusTemporaryRedirect {
+		t.Errorf("held commit1 of 21: %d, want a redirect to its C1 output", code)
+	}
+	got = h.batch("orders", b.Name)
+	if got.Status.Phase != sealv1.PhaseWaitingForSeeds || got.Status.Sectors[0].State != "C1Written" || got.Status.Sectors[1].State == "C1Written" {
+		t.Errorf("after 21's C1: phase %s, sectors %+v", got.Status.Phase, got.Status.Sectors)
+	}
+	// Sector 21 is done: its partner finalizes and cleans it up while 22 still waits, and
+	// its outputs go at once (C1 of 22 writes only 22's cache).
 	for _, route := range []string{"finalize", "cleanup"} {
 		if code := post(route, v0.SectorRequest{PartnerToken: partnerToken, SpID: 1000, SectorNumber: 21}, nil); code != 200 {
 			t.Errorf("%s: %d", route, code)
 		}
 	}
-	time.Sleep(time.Second)
-	if pods := h.podsLabelled(scrubNS, "sealfleet.io/order"); len(pods) != 0 {
-		t.Errorf("outputs deleted while C1 may still read them: %d pods", len(pods))
+	h.eventually("sector 21's output cleanup while 22 waits", func() (bool, string) {
+		return len(h.podsLabelled(scrubNS, "sealfleet.io/order=f01000-21")) == 1, h.batch("orders", b.Name).Status.Message
+	})
+	if got := h.batch("orders", b.Name); got.Status.Phase != sealv1.PhaseWaitingForSeeds || len(got.Spec.AbandonedSectors) != 0 {
+		t.Errorf("batch after 21's cleanup: %s, abandoned %v", got.Status.Phase, got.Spec.AbandonedSectors)
 	}
-	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(21, 22))
+	answer22 := commit1(22)
+	c1 = h.waitPod("orders", b.Name+"-c1-2")
+	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(22))
+	if code := <-answer22; code != http.StatusTemporaryRedirect {
+		t.Errorf("held commit1 of 22: %d", code)
+	}
 	h.waitPhase("orders", b.Name, sealv1.PhaseCompleted)
 	h.eventually("C1 time recorded", func() (bool, string) {
 		var so sealv1.SealOrder

@@ -65,6 +65,10 @@ type RemoteSealOptions struct {
 	// Commit1Wait is how long lotus' commit1 call waits for the C1 output before a 503 (0:
 	// 50 s; lotus retries after its cool-down).
 	Commit1Wait time.Duration
+	// PartnerCommit1Wait is how long a partner's (Curio's) commit1 call is held for its
+	// sector's C1 output before a 412 (0: 20 s; Curio's client gives up a call after 30 s, and
+	// the redirect to the output must fit in what is left; negative: not held).
+	PartnerCommit1Wait time.Duration
 }
 
 // handoffCheck says why a batch's spec.handoff cannot be honoured ("" when it can), for
@@ -175,7 +179,7 @@ func setupRemoteSeal(mgr ctrl.Manager, all Options, rec Recorder) error {
 	logger := mgr.GetLogger().WithName("remote-seal")
 	backend := &provider.Backend{Client: mgr.GetClient(), Namespace: o.PartnerNamespace, OrderNamespace: o.OrderNamespace, MinerPrefix: o.MinerPrefix,
 		Data:    &provider.NodeLocator{Client: mgr.GetClient(), Signer: sectordata.Signer{Key: key}, TTL: o.URLTTL},
-		Problem: func(err error) { logger.Error(err, "partner Secret ignored") }}
+		Problem: func(err error) { logger.Error(err, "partner Secret ignored") }, Wait: max(cmp.Or(o.PartnerCommit1Wait, 20*time.Second), 0)}
 	srv := &v0.Server{Backend: backend, Error: func(route string, err error) { logger.Error(err, "remote-seal request failed", "route", route) },
 		Observe: func(route string, code int, d time.Duration) {
 			metricRemoteSealRequests.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())

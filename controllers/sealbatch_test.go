@@ -651,9 +651,10 @@ func c1Results(numbers ...int64) string {
 	return `{"sectors":[` + strings.Join(parts, ",") + `]}`
 }
 
-// TestC1FromSlot: a commit1 FromSlot batch seals without layer copies, holds its slot (and
-// nothing else) after PC2 until spec.seeds covers every sector, then runs C1 on its node with
-// the seeds fixed in a ConfigMap (a failed C1 pod is retried), and completes and releases.
+// TestC1FromSlot: a commit1 FromSlot batch seals without layer copies and holds its slot (and
+// nothing else) after PC2; each seed starts a C1 pod for its sector at once (the other sector
+// still waiting), a failed C1 pod is run again, and the batch completes and releases once
+// every sector has its output.
 func TestC1FromSlot(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
@@ -663,6 +664,7 @@ func TestC1FromSlot(t *testing.T) {
 		b.Spec.Commit1 = sealv1.Commit1FromSlot
 		b.Spec.SeedTimeout = &metav1.Duration{Duration: time.Hour}
 	})
+	first, second := b.Spec.Sectors[0].Number, b.Spec.Sectors[1].Number
 	pod := h.waitPod(ns, "c-sealer-1")
 	if !slices.Contains(pod.Spec.Containers[0].Command, "--no-layer-files") {
 		t.Errorf("seal command %v copies the layers", pod.Spec.Containers[0].Command)
@@ -679,21 +681,8 @@ func TestC1FromSlot(t *testing.T) {
 		t.Errorf("C1Complete while waiting: %+v", c)
 	}
 
-	// One seed is not enough before the deadline: the batch keeps waiting, no C1 pod.
-	got.Spec.Seeds = []sealv1.SectorSeed{{Number: b.Spec.Sectors[0].Number, Randomness: strings.Repeat("5e", 32), Epoch: 1000}}
-	if err := h.c.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
-	h.eventually("1/2 seeds seen", func() (bool, string) {
-		got = h.batch(ns, "c")
-		return strings.Contains(got.Status.Message, "1/2 given"), got.Status.Message
-	})
-	if got.Status.Phase != sealv1.PhaseWaitingForSeeds || h.pod(ns, "c-c1-1") != nil {
-		t.Fatalf("C1 started with one of two seeds before the deadline: phase %s", got.Status.Phase)
-	}
-	// The second arrives (in base64): C1 starts with both.
-	got.Spec.Seeds = append(got.Spec.Seeds,
-		sealv1.SectorSeed{Number: b.Spec.Sectors[1].Number, Randomness: "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=", Epoch: 1001})
+	// The first seed starts C1 for its sector alone, while the second sector waits.
+	got.Spec.Seeds = []sealv1.SectorSeed{{Number: first, Randomness: strings.Repeat("5e", 32), Epoch: 1000}}
 	if err := h.c.Update(ctx, got); err != nil {
 		t.Fatal(err)
 	}
@@ -708,21 +697,41 @@ func TestC1FromSlot(t *testing.T) {
 	if !mounts["seeds"] || !mounts["config"] || !mounts["output"] || !mounts["layer-0"] || mounts["hugepages"] {
 		t.Errorf("C1 pod mounts %v", mounts)
 	}
-	var cm corev1.ConfigMap
-	if err := h.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "c-c1-seeds"}, &cm); err != nil {
-		t.Fatal(err)
+	seeds := func() string {
+		var cm corev1.ConfigMap
+		if err := h.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "c-c1-seeds"}, &cm); err != nil {
+			t.Fatal(err)
+		}
+		return cm.Data[render.SeedsKey]
 	}
-	want := fmt.Sprintf(`{"sectors":[{"sector_id":%d,"seed":"%s"},{"sector_id":%d,"seed":"0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20"}]}`,
-		b.Spec.Sectors[0].Number, strings.Repeat("5e", 32), b.Spec.Sectors[1].Number)
-	if cm.Data[render.SeedsKey] != want {
-		t.Errorf("seeds file %s\nwant %s", cm.Data[render.SeedsKey], want)
+	if want := fmt.Sprintf(`{"sectors":[{"sector_id":%d,"seed":"%s"}]}`, first, strings.Repeat("5e", 32)); seeds() != want {
+		t.Errorf("seeds file of run 1 %s\nwant %s", seeds(), want)
 	}
 	h.waitPhase(ns, "c", sealv1.PhaseC1)
+	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(first))
+	h.eventually("first sector's C1 written, second waiting with the slot held", func() (bool, string) {
+		got = h.batch(ns, "c")
+		return got.Status.Phase == sealv1.PhaseWaitingForSeeds && got.Status.Sectors[0].State == "C1Written", fmt.Sprintf("%s %+v", got.Status.Phase, got.Status.Sectors)
+	})
+	if got.Status.Sectors[1].State == "C1Written" || h.pod(ns, "c-c1-2") != nil || condition(got, sealv1.CondReleased) != nil && condition(got, sealv1.CondReleased).Status == "True" {
+		t.Fatalf("after the first run: %+v, conditions %+v", got.Status.Sectors, got.Status.Conditions)
+	}
+	if l := h.held("node-c"); len(l) != 1 {
+		t.Errorf("slot given back while sector %d waits: %+v", second, l)
+	}
 
-	// A failed C1 is retried; the second attempt writes both outputs.
-	h.setPod(c1, corev1.PodFailed, 3, "sealer: reading layer pages: I/O error")
+	// The second seed arrives (in base64): its own run, which fails once and is run again.
+	got.Spec.Seeds = append(got.Spec.Seeds, sealv1.SectorSeed{Number: second, Randomness: "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=", Epoch: 1001})
+	if err := h.c.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
 	c1 = h.waitPod(ns, "c-c1-2")
-	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(b.Spec.Sectors[0].Number, b.Spec.Sectors[1].Number))
+	if want := fmt.Sprintf(`{"sectors":[{"sector_id":%d,"seed":"0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20"}]}`, second); seeds() != want {
+		t.Errorf("seeds file of run 2 %s\nwant %s", seeds(), want)
+	}
+	h.setPod(c1, corev1.PodFailed, 3, "sealer: reading layer pages: I/O error")
+	c1 = h.waitPod(ns, "c-c1-3")
+	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(second))
 	h.eventually("completed and released", func() (bool, string) {
 		got = h.batch(ns, "c")
 		r := condition(got, sealv1.CondReleased)
@@ -735,6 +744,73 @@ func TestC1FromSlot(t *testing.T) {
 	}
 	if c := condition(got, sealv1.CondC1Complete); c == nil || c.Status != "True" || condition(got, sealv1.CondSeedsMissing) != nil {
 		t.Errorf("conditions: %+v", got.Status.Conditions)
+	}
+}
+
+// TestC1AbandonedAndFailedSectors: a sector its owner abandons is no longer waited for, a
+// sector whose C1 fails for good is C1Failed with the reason, and neither stops the other
+// sectors' C1; the slot goes back once the last waiting sector is done.
+func TestC1AbandonedAndFailedSectors(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	ns := h.namespace("c1ab")
+	h.addNode("node-ab", 1, 8, nil)
+	b := h.newBatch(ns, "ab", 4, func(b *sealv1.SealBatch) {
+		b.Spec.Commit1 = sealv1.Commit1FromSlot
+		b.Spec.SeedTimeout = &metav1.Duration{Duration: time.Hour}
+	})
+	n := func(i int) int64 { return b.Spec.Sectors[i].Number }
+	h.setPod(h.waitPod(ns, "ab-sealer-1"), corev1.PodSucceeded, 0, results(b))
+	got := h.waitPhase(ns, "ab", sealv1.PhaseWaitingForSeeds)
+
+	// Sector 0 fails deterministically; sector 1 is abandoned with no seed.
+	got.Spec.Seeds = []sealv1.SectorSeed{{Number: n(0), Randomness: strings.Repeat("11", 32)}}
+	got.Spec.AbandonedSectors = []int64{n(1)}
+	if err := h.c.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	h.setPod(h.waitPod(ns, "ab-c1-1"), corev1.PodFailed, 2, "sector "+strconv.FormatInt(n(0), 10)+": challenge labels do not match comm_r")
+	h.eventually("sector 0 C1Failed, sector 1 Abandoned, others waiting", func() (bool, string) {
+		got = h.batch(ns, "ab")
+		st := got.Status.Sectors
+		return got.Status.Phase == sealv1.PhaseWaitingForSeeds && st[0].State == "C1Failed" && st[1].State == "Abandoned", fmt.Sprintf("%+v", st)
+	})
+	if r := got.Status.Sectors[0].Reason; !strings.Contains(r, "run 1") || !strings.Contains(r, "not retried") {
+		t.Errorf("C1Failed reason %q", r)
+	}
+	// An abandoned sector cannot be taken back.
+	taken := got.DeepCopy()
+	taken.Spec.AbandonedSectors = nil
+	if err := h.c.Update(ctx, taken); err == nil || !strings.Contains(err.Error(), "cannot be taken back") {
+		t.Errorf("removing an abandoned sector: %v", err)
+	}
+	// Sectors 2 and 3 seeded together share one run; then the batch completes and releases.
+	got.Spec.Seeds = append(got.Spec.Seeds,
+		sealv1.SectorSeed{Number: n(2), Randomness: strings.Repeat("22", 32)}, sealv1.SectorSeed{Number: n(3), Randomness: strings.Repeat("33", 32)})
+	if err := h.c.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	c1 := h.waitPod(ns, "ab-c1-2")
+	if s := c1.Annotations["sealfleet.io/c1-sectors"]; s != fmt.Sprintf("%d,%d", n(2), n(3)) {
+		t.Errorf("run 2 sectors %q", s)
+	}
+	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(n(2), n(3)))
+	h.eventually("completed and released", func() (bool, string) {
+		got = h.batch(ns, "ab")
+		r := condition(got, sealv1.CondReleased)
+		return got.Status.Phase == sealv1.PhaseCompleted && r != nil && r.Status == "True", got.Status.Message
+	})
+	want := []string{"C1Failed", "Abandoned", "C1Written", "C1Written"}
+	for i, s := range got.Status.Sectors {
+		if s.State != want[i] {
+			t.Errorf("sector %d state %s, want %s", s.Number, s.State, want[i])
+		}
+	}
+	if !strings.Contains(got.Status.Message, "2 of 4") || !strings.Contains(got.Status.Message, "1 C1Failed") || !strings.Contains(got.Status.Message, "1 Abandoned") {
+		t.Errorf("message %q", got.Status.Message)
+	}
+	if condition(got, sealv1.CondSeedsMissing) != nil {
+		t.Errorf("SeedsMissing with every sector settled: %+v", got.Status.Conditions)
 	}
 }
 

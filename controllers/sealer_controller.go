@@ -358,13 +358,20 @@ func (r *SealerReconciler) startStep(ctx context.Context, b *sealv1.SealBatch, a
 	if !b.Spec.IsUpdate() { // an update reads no layers and no graph
 		in.Devices, in.DeviceMode, in.ParentCachePath = at.sn.UsableLayerDevices(), at.sn.Spec.DeviceMode, r.parentCachePath(at.sn)
 	}
+	pending := c1Pending(b)
 	if step == render.StepC1 {
-		if err := r.ensureSeeds(ctx, b); err != nil || b.Status.Phase == sealv1.PhaseFailed {
+		if err := r.writeSeeds(ctx, b, pending); err != nil {
+			if invalid := (invalidSeeds{}); errors.As(err, &invalid) {
+				return reconcile.Result{}, r.fail(ctx, b, sealv1.ReasonInvalidSpec, err.Error())
+			}
 			return reconcile.Result{}, err
 		}
 		in.Step, in.CPUs, in.Hugepages = render.StepC1, 1, 0
 	}
 	pod := render.Pod(in, r.podOptionsFor(b))
+	if step == render.StepC1 {
+		metav1.SetMetaDataAnnotation(&pod.ObjectMeta, c1SectorsAnnotation, strings.ReplaceAll(seedNumbers(pending), " ", ""))
+	}
 	if err := r.ownPod(ctx, b, pod); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -378,7 +385,7 @@ func (r *SealerReconciler) startStep(ctx context.Context, b *sealv1.SealBatch, a
 		if step == render.StepC1 {
 			b.Status.C1Attempts = attempt
 			b.Status.Phase = sealv1.PhaseC1
-			msg := fmt.Sprintf("C1 pod %s (attempt %d) reads %d seeded sectors' labels from the slot", pod.Name, attempt, len(b.Spec.Seeds))
+			msg := fmt.Sprintf("C1 pod %s (run %d) reads the labels of sectors %s from the slot", pod.Name, attempt, seedNumbers(pending))
 			setCondition(b, sealv1.CondC1Complete, metav1.ConditionFalse, sealv1.ReasonC1Running, msg)
 			b.Status.Message = msg
 			return
@@ -497,24 +504,15 @@ func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, po
 // failOrRetry starts the next attempt on the same node and slot when retries remain and the
 // failure could go differently next time, else fails the batch.
 func (r *SealerReconciler) failOrRetry(ctx context.Context, b *sealv1.SealBatch, at attemptTarget, reason sealv1.Reason, msg string, retriable bool) (reconcile.Result, error) {
-	return r.failOrRetryStep(ctx, b, at, render.StepSeal, reason, msg, retriable)
-}
-
-// failOrRetryStep is failOrRetry for a step (the seal's attempts, or C1's).
-func (r *SealerReconciler) failOrRetryStep(ctx context.Context, b *sealv1.SealBatch, at attemptTarget, step render.Step, reason sealv1.Reason, msg string, retriable bool) (reconcile.Result, error) {
 	if !retriable {
 		return reconcile.Result{}, r.fail(ctx, b, reason, msg+" (not retried: another attempt would fail the same way)")
 	}
-	attempts := b.Status.Attempts
-	if step == render.StepC1 {
-		attempts = b.Status.C1Attempts
-	}
-	if attempts <= b.Spec.Retries() {
+	if attempts := b.Status.Attempts; attempts <= b.Spec.Retries() {
 		if !at.cordoned {
 			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, string(sealv1.ReasonRetrying), "Seal",
 				"attempt %d failed (%s: %s); retrying on %s", attempts, reason, msg, placedMessage(b.Status.Node, slotOf(b)))
 		}
-		return r.startStep(ctx, b, at, step, attempts+1)
+		return r.startAttempt(ctx, b, at, attempts+1)
 	}
 	return reconcile.Result{}, r.fail(ctx, b, reason, msg)
 }

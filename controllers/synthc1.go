@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,35 +27,12 @@ import (
 // c1Attempts numbers them), each for the seeded sectors that have no output yet, so seeds that
 // arrive days apart each get their C1 without holding anything in between.
 
-// Sector states of synthetic C1 on request.
-const (
-	stateC1Written = "C1Written"
-	stateC1Failed  = "C1Failed"
-)
-
 // synthC1Retry is how soon a run that failed for a reason that may pass is tried again.
 const synthC1Retry = 30 * time.Second
 
 // synthC1Wanted: a completed SyntheticPoRep batch with seeds.
 func synthC1Wanted(b *sealv1.SealBatch) bool {
 	return b.Spec.ProofTypeOrDefault() == sealv1.ProofTypeSyntheticPoRep && b.Status.Phase == sealv1.PhaseCompleted && len(b.Spec.Seeds) > 0
-}
-
-// synthC1Pending is the seeds whose sectors have no C1 output yet and have not failed it.
-func synthC1Pending(b *sealv1.SealBatch) []sealv1.SectorSeed {
-	done := map[int64]bool{}
-	for _, s := range b.Status.Sectors {
-		if s.State == stateC1Written || s.State == stateC1Failed {
-			done[s.Number] = true
-		}
-	}
-	var out []sealv1.SectorSeed
-	for _, s := range b.Spec.Seeds {
-		if !done[s.Number] {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // synthC1 follows the current run and starts the next one while seeded sectors lack their C1
@@ -65,7 +43,7 @@ func (r *SealerReconciler) synthC1(ctx context.Context, b *sealv1.SealBatch) (re
 		err := r.getPod(ctx, b, r.Pod.Home.C1PodName(b, run), &pod)
 		switch {
 		case apierrors.IsNotFound(err):
-			if len(synthC1Pending(b)) > 0 && !r.synthC1Recorded(b, run) {
+			if len(c1Pending(b)) > 0 && !r.synthC1Recorded(b, run) {
 				return r.synthC1Failed(ctx, b, nil, "the C1 pod was deleted before it finished", true)
 			}
 		case err != nil:
@@ -88,7 +66,7 @@ func (r *SealerReconciler) synthC1(ctx context.Context, b *sealv1.SealBatch) (re
 			return r.waitScheduled(ctx, b, &pod)
 		}
 	}
-	pending := synthC1Pending(b)
+	pending := c1Pending(b)
 	if len(pending) == 0 {
 		return reconcile.Result{}, nil
 	}
@@ -105,33 +83,11 @@ func (r *SealerReconciler) synthC1(ctx context.Context, b *sealv1.SealBatch) (re
 // CPU, no hugepages, no layer devices or parent cache.
 func (r *SealerReconciler) startSynthC1(ctx context.Context, b *sealv1.SealBatch, pending []sealv1.SectorSeed) (reconcile.Result, error) {
 	run := b.Status.C1Attempts + 1
-	only := b.DeepCopy()
-	only.Spec.Seeds = pending
-	data, err := render.C1Seeds(only)
-	if err != nil {
-		return reconcile.Result{}, r.synthC1Give(ctx, b, nil, pending, err.Error())
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Name: r.Pod.Home.SeedsConfigMapName(b), Namespace: r.Pod.Home.NamespaceOf(b), Labels: render.BatchLabels(b),
-	}}
-	var have corev1.ConfigMap
-	switch err := r.Get(ctx, client.ObjectKeyFromObject(cm), &have); {
-	case apierrors.IsNotFound(err):
-		cm.Data = map[string]string{render.SeedsKey: string(data)}
-		if err := r.own(b, cm); err != nil {
-			return reconcile.Result{}, err
+	if err := r.writeSeeds(ctx, b, pending); err != nil {
+		if invalid := (invalidSeeds{}); errors.As(err, &invalid) {
+			return reconcile.Result{}, r.synthC1Give(ctx, b, nil, pending, err.Error())
 		}
-		if err := r.create(ctx, cm, "ConfigMap "+cm.Name); err != nil {
-			return reconcile.Result{}, err
-		}
-	case err != nil:
 		return reconcile.Result{}, err
-	case have.Data[render.SeedsKey] != string(data):
-		// The previous run has ended: the next one reads only the seeds still pending.
-		have.Data = map[string]string{render.SeedsKey: string(data)}
-		if err := r.Update(ctx, &have); err != nil {
-			return reconcile.Result{}, err
-		}
 	}
 	pod := render.Pod(render.PodInput{Batch: b, Node: b.Status.Node, Attempt: run, CPUs: 1, Step: render.StepC1}, r.podOptionsFor(b))
 	if err := r.ownPod(ctx, b, pod); err != nil {
@@ -192,7 +148,7 @@ func (r *SealerReconciler) synthC1Recorded(b *sealv1.SealBatch, run int32) bool 
 // synthC1Failed tries again later when the failure may pass (a lost pod, an I/O error) and
 // there are runs left (at most three beyond one per seed), else gives the pending sectors up.
 func (r *SealerReconciler) synthC1Failed(ctx context.Context, b *sealv1.SealBatch, pod *corev1.Pod, why string, retriable bool) (reconcile.Result, error) {
-	pending := synthC1Pending(b)
+	pending := c1Pending(b)
 	run := b.Status.C1Attempts
 	if !retriable || int(run) >= len(b.Spec.Seeds)+3 {
 		return reconcile.Result{}, r.synthC1Give(ctx, b, pod, pending, fmt.Sprintf("C1 (run %d): %s", run, why))
@@ -217,7 +173,7 @@ func (r *SealerReconciler) synthC1Give(ctx context.Context, b *sealv1.SealBatch,
 		for i := range b.Status.Sectors {
 			s := &b.Status.Sectors[i]
 			if slices.ContainsFunc(pending, func(p sealv1.SectorSeed) bool { return p.Number == s.Number }) {
-				s.State = stateC1Failed
+				s.State, s.Reason = stateC1Failed, msg
 			}
 		}
 		b.Status.Message = msg
@@ -225,12 +181,4 @@ func (r *SealerReconciler) synthC1Give(ctx context.Context, b *sealv1.SealBatch,
 	}, func(b *sealv1.SealBatch) {
 		r.Recorder.Eventf(b, pod, corev1.EventTypeWarning, string(sealv1.ReasonSealerFailed), "Seal", "%s", msg)
 	})
-}
-
-func seedNumbers(seeds []sealv1.SectorSeed) string {
-	var out []string
-	for _, s := range seeds {
-		out = append(out, fmt.Sprint(s.Number))
-	}
-	return strings.Join(out, ", ")
 }

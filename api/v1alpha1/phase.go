@@ -9,7 +9,8 @@ var Phases = []SealBatchPhase{
 // phaseNext is the phase machine: the phases a batch may move to from each phase (staying
 // is always allowed). A sealer that finishes before its progress was read skips the phases
 // in between (Placed → Completed); a FromSlot batch whose seeds never came completes without
-// C1; any phase short of the end may fail. Completed and Failed are final.
+// C1, and one whose seeds come apart goes back from C1 to WaitingForSeeds after each run;
+// any phase short of the end may fail. Completed and Failed are final.
 var phaseNext = map[SealBatchPhase][]SealBatchPhase{
 	"":                   {PhasePending, PhasePlaced, PhaseFailed},
 	PhasePending:         {PhasePlaced, PhaseFailed},
@@ -17,7 +18,7 @@ var phaseNext = map[SealBatchPhase][]SealBatchPhase{
 	PhasePC1:             {PhasePC2, PhaseWaitingForSeeds, PhaseCompleted, PhaseFailed},
 	PhasePC2:             {PhaseWaitingForSeeds, PhaseCompleted, PhaseFailed},
 	PhaseWaitingForSeeds: {PhaseC1, PhaseCompleted, PhaseFailed},
-	PhaseC1:              {PhaseCompleted, PhaseFailed},
+	PhaseC1:              {PhaseWaitingForSeeds, PhaseCompleted, PhaseFailed},
 	PhaseUpdating:        {PhaseCompleted, PhaseFailed},
 }
 

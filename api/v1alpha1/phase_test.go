@@ -27,7 +27,7 @@ func TestPhaseMachine(t *testing.T) {
 		{PhaseCompleted, PhasePC1, false},
 		{PhasePending, PhasePC1, false},
 		{PhaseUpdating, PhasePC1, false},
-		{PhaseC1, PhaseWaitingForSeeds, false},
+		{PhaseC1, PhaseWaitingForSeeds, true},
 	} {
 		if got := c.from.CanMoveTo(c.to); got != c.ok {
 			t.Errorf("%q → %q: allowed %v, want %v", c.from, c.to, got, c.ok)

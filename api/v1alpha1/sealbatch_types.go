@@ -22,6 +22,8 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.seeds) || self.commit1 == 'FromSlot' || (has(self.proofType) && self.proofType == 'V1_1_Feat_SyntheticPoRep' && !has(self.update))",fieldPath=".seeds",message="spec.seeds are read only with spec.commit1 FromSlot or proofType V1_1_Feat_SyntheticPoRep (the operator runs C1); with LayerFiles your lotus or Curio runs C1 and takes the seed itself"
 // +kubebuilder:validation:XValidation:rule="!has(self.seedTimeout) || self.commit1 == 'FromSlot'",fieldPath=".seedTimeout",message="spec.seedTimeout is only used with spec.commit1 FromSlot"
 // +kubebuilder:validation:XValidation:rule="!has(self.seeds) || self.seeds.all(x, self.sectors.exists(s, s.number == x.number))",fieldPath=".seeds",message="spec.seeds: every seed must be for a sector of the batch (spec.sectors[].number)"
+// +kubebuilder:validation:XValidation:rule="!has(self.abandonedSectors) || self.commit1 == 'FromSlot'",fieldPath=".abandonedSectors",message="spec.abandonedSectors is only read with spec.commit1 FromSlot (a batch waiting for its sectors' seeds); remove it"
+// +kubebuilder:validation:XValidation:rule="!has(self.abandonedSectors) || self.abandonedSectors.all(x, self.sectors.exists(s, s.number == x))",fieldPath=".abandonedSectors",message="spec.abandonedSectors: every entry must be a sector of the batch (spec.sectors[].number)"
 // +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.residentLayerPercent) || self.residentLayerPercent == 0",fieldPath=".residentLayerPercent",message="spec.residentLayerPercent: an update labels no layers; remove it"
 // +kubebuilder:validation:XValidation:rule="!has(self.releaseTTL) || self.releasePolicy == 'AfterTTL'",message="spec.releaseTTL is only used with spec.releasePolicy AfterTTL: remove releaseTTL or set releasePolicy: AfterTTL"
 // +kubebuilder:validation:XValidation:rule="self.releasePolicy != 'AfterTTL' || has(self.releaseTTL)",message="spec.releasePolicy AfterTTL needs spec.releaseTTL (e.g. releaseTTL: 24h)"
@@ -91,10 +93,11 @@ type SealBatchSpec struct {
 	// commit1 says who runs C1 of an interactive (V1, V1_1) batch. LayerFiles (the default):
 	// PC2 copies every layer into each sector's cache directory (layers × sector size per
 	// sector) and the provider's lotus or Curio runs C1 from there. FromSlot: no layer copies;
-	// after PC2 the batch keeps its slot (phase WaitingForSeeds) until spec.seeds holds every
-	// sector's seed, or seedTimeout passes, then the operator runs C1 on the node from the
-	// labels in the slot (phase C1) and writes each sector's commit-phase1-output into its
-	// cache directory, and the release policy applies.
+	// after PC2 the batch keeps its slot (phase WaitingForSeeds) and, as each sector's seed
+	// arrives in spec.seeds, runs C1 for it on the node from the labels in the slot (phase C1
+	// while a C1 pod runs; seeds that arrive together share one pod) and writes its
+	// commit-phase1-output into its cache directory. Once every sector has its output, was
+	// abandoned, or seedTimeout passed, the batch completes and the release policy applies.
 	// +kubebuilder:validation:Enum=LayerFiles;FromSlot
 	// +kubebuilder:default=LayerFiles
 	// +optional
@@ -113,11 +116,21 @@ type SealBatchSpec struct {
 	Seeds []SectorSeed `json:"seeds,omitempty"`
 
 	// seedTimeout is how long after PC2 a FromSlot batch waits for all its seeds (default
-	// 24h, at most 720h). Then C1 runs for the sectors that have one; the others lose their
-	// layers with the slot (condition SeedsMissing names them) and must be sealed again.
+	// 24h, at most 720h). Sectors with no seed by then lose their layers with the slot
+	// (condition SeedsMissing names them) and must be sealed again.
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('720h')",message="spec.seedTimeout must be between 0s and 720h"
 	// +optional
 	SeedTimeout *metav1.Duration `json:"seedTimeout,omitempty"`
+
+	// abandonedSectors are sectors of a commit1 FromSlot batch whose owner gave up on them (a
+	// lotus-miner's unsuccessful done notice, a partner's cleanup before its commit1): the batch
+	// stops waiting for their seeds, runs no C1 for them (state Abandoned) and gives its slot
+	// back once every other sector has its C1 output or timed out. A sector once abandoned
+	// stays abandoned.
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=set
+	// +optional
+	AbandonedSectors []int64 `json:"abandonedSectors,omitempty"`
 
 	// update makes the batch a SnapDeals update instead of a seal: each sector's data
 	// (sectors[].data) is encoded into that sector's sealed CC replica, read from
@@ -829,10 +842,13 @@ type SectorStatus struct {
 	CommROld string `json:"commROld,omitempty"`
 	// state is Sealed, Updated (an update), C1Written (commit1 FromSlot, or a SyntheticPoRep
 	// sector's seed: commit-phase1-output is in the sector's cache directory), SeedMissing (no
-	// seed before seedTimeout: the sector cannot be committed) or C1Failed (a SyntheticPoRep
-	// sector's C1 could not be written; the C1Complete condition says why).
+	// seed before seedTimeout: the sector cannot be committed), C1Failed (its C1 could not be
+	// written; reason says why) or Abandoned (its owner gave up on it: spec.abandonedSectors).
 	// +optional
 	State string `json:"state,omitempty"`
+	// reason says why a sector is C1Failed or Abandoned.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // SealBatch is a batch of sectors sealed together by one sealer pod.
@@ -853,6 +869,7 @@ type SectorStatus struct {
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.proofType == oldSelf.spec.proofType",message="spec.proofType cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.minerID == oldSelf.spec.minerID",message="spec.minerID cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.seeds) || oldSelf.spec.seeds.all(o, has(self.spec.seeds) && self.spec.seeds.exists(s, s == o))",message="spec.seeds: a seed once given cannot change or be removed"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.abandonedSectors) || oldSelf.spec.abandonedSectors.all(o, has(self.spec.abandonedSectors) && o in self.spec.abandonedSectors)",message="spec.abandonedSectors: a sector once abandoned cannot be taken back (its outputs are deleted); seal it again in a new batch"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || self.spec.commit1 == oldSelf.spec.commit1",message="spec.commit1 cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || has(self.spec.update) == has(oldSelf.spec.update) && (!has(self.spec.update) || self.spec.update == oldSelf.spec.update)",message="spec.update cannot change after the batch is placed: delete the batch and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.node) || has(self.spec.dataSource) == has(oldSelf.spec.dataSource) && (!has(self.spec.dataSource) || self.spec.dataSource == oldSelf.spec.dataSource)",message="spec.dataSource cannot change after the batch is placed: delete the batch and create a new one"

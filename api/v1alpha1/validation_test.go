@@ -197,6 +197,10 @@ func TestSealBatchValidation(t *testing.T) {
 			[]string{"spec.seeds[0].randomness", "32 bytes"}},
 		{"seed-timeout-without-from-slot", okBase + "seedTimeout: 1h\n" + sectorsYAML(1),
 			[]string{"spec.seedTimeout", "FromSlot"}},
+		{"abandoned-without-from-slot", okBase + "abandonedSectors: [1000]\n" + sectorsYAML(1),
+			[]string{"spec.abandonedSectors", "commit1 FromSlot"}},
+		{"abandoned-another-sector", okBase + "commit1: FromSlot\nabandonedSectors: [7]\n" + sectorsYAML(1),
+			[]string{"spec.abandonedSectors", "a sector of the batch"}},
 		{"resident-over-100", okBase + "residentLayerPercent: 101\n" + sectorsYAML(1),
 			[]string{"spec.residentLayerPercent", "less than or equal to 100"}},
 		{"resident-in-update", okBase + updateKeys + pinned + "residentLayerPercent: 50\n" + dataSrc + updateSector,
@@ -283,6 +287,7 @@ func TestSealBatchValidation(t *testing.T) {
 			"resident-half":         "sectorSize: 32GiB\nminerID: f01\nresidentLayerPercent: 50\n" + sectorsYAML(32),
 			"handoff-to-lotus":      okBase + handoffOut + "commit1: FromSlot\nhandoff: {lotusMiner: m1}\n" + handoffSectors,
 			"from-slot-seeded":      okBase + "commit1: FromSlot\nseedTimeout: 48h\nseeds: [{number: 1001, randomness: \"" + ticketA + "\", epoch: 4242}]\n" + sectorsYAML(2),
+			"from-slot-abandoned":   okBase + "commit1: FromSlot\nabandonedSectors: [1000]\nseeds: [{number: 1001, randomness: \"" + ticketA + "\", epoch: 4242}]\n" + sectorsYAML(2),
 			"synthetic-seeded":      okBase + "proofType: V1_1_Feat_SyntheticPoRep\nseeds: [{number: 1000, randomness: \"" + ticketA + "\", epoch: 4242}]\n" + sectorsYAML(2),
 			"update-from-claim": okBase + "update: {sectorKeys: {persistentVolumeClaim: {claimName: cc}, layout: Lotus}}\n" +
 				"dataSource: {persistentVolumeClaim: {claimName: deals}}\n" + updateSector,

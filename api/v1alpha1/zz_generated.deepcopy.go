@@ -773,6 +773,11 @@ func (in *SealBatchSpec) DeepCopyInto(out *SealBatchSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.AbandonedSectors != nil {
+		in, out := &in.AbandonedSectors, &out.AbandonedSectors
+		*out = make([]int64, len(*in))
+		copy(*out, *in)
+	}
 	if in.Update != nil {
 		in, out := &in.Update, &out.Update
 		*out = new(SnapUpdate)

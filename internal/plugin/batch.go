@@ -142,6 +142,7 @@ func writeBatch(w io.Writer, b *sealv1.SealBatch, events []EventSummary, now tim
 		cols = append(cols, "COMMROLD")
 	}
 	sectors.header(cols...)
+	var reasons []string
 	for _, sp := range b.Spec.Sectors {
 		r := results[sp.Number]
 		cells := []string{fmt.Sprint(sp.Number), r.State, r.CommR, r.CommRCID, r.CommDCID}
@@ -149,9 +150,15 @@ func writeBatch(w io.Writer, b *sealv1.SealBatch, events []EventSummary, now tim
 			cells = append(cells, r.CommROld)
 		}
 		sectors.row(cells...)
+		if r.Reason != "" {
+			reasons = append(reasons, fmt.Sprintf("sector %d (%s): %s", sp.Number, r.State, r.Reason))
+		}
 	}
 	if err := sectors.flush(); err != nil {
 		return err
+	}
+	for _, line := range reasons {
+		fmt.Fprintln(w, line)
 	}
 
 	fmt.Fprintln(w)

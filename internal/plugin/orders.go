@@ -24,6 +24,9 @@ type OrderRow struct {
 	BatchPhase string `json:"batchPhase,omitempty"`
 	// Notified: yes, no (not complete yet), or the refused notices so far.
 	Notified string `json:"notified"`
+	// C1 is the sector's C1 in its batch: C1Written, C1Failed, Abandoned, SeedMissing,
+	// "seeded" (its seed is in and C1 runs or is due), or empty (no seed yet).
+	C1 string `json:"c1,omitempty"`
 	// Done lists what the partner said: finalize, cleanup.
 	Done   string `json:"done,omitempty"`
 	Reason string `json:"reason,omitempty"`
@@ -33,8 +36,15 @@ type OrderRow struct {
 // OrderRows joins each order with its batch, oldest first.
 func OrderRows(orders []sealv1.SealOrder, batches []sealv1.SealBatch, now time.Time) []OrderRow {
 	phase := map[string]sealv1.SealBatchPhase{}
+	c1 := map[string]string{} // namespace/batch/sector → the sector's C1 state
 	for _, b := range batches {
 		phase[b.Namespace+"/"+b.Name] = b.Status.Phase
+		for _, s := range b.Status.Sectors {
+			switch s.State {
+			case "C1Written", "C1Failed", "Abandoned", "SeedMissing":
+				c1[fmt.Sprintf("%s/%s/%d", b.Namespace, b.Name, s.Number)] = s.State
+			}
+		}
 	}
 	sort.SliceStable(orders, func(i, j int) bool {
 		return orders[i].CreationTimestamp.Before(&orders[j].CreationTimestamp)
@@ -52,6 +62,9 @@ func OrderRows(orders []sealv1.SealOrder, batches []sealv1.SealBatch, now time.T
 			if r.BatchPhase == "" {
 				r.BatchPhase = "gone"
 			}
+		}
+		if r.C1 = c1[fmt.Sprintf("%s/%s/%d", o.Namespace, o.Status.Batch, o.Spec.SectorNumber)]; r.C1 == "" && o.Spec.Seed != nil {
+			r.C1 = "seeded"
 		}
 		switch {
 		case o.Status.NotifiedTime != nil:
@@ -116,9 +129,9 @@ table.`,
 				return out.print(a.env.Out, rows)
 			}
 			t := newTable(a.env.Out, out.noHeaders)
-			t.header("NAMESPACE", "ORDER", "PARTNER", "SECTOR", "PROOF", "STATE", "BATCH", "PHASE", "NOTIFIED", "DONE", "AGE")
+			t.header("NAMESPACE", "ORDER", "PARTNER", "SECTOR", "PROOF", "STATE", "BATCH", "PHASE", "C1", "NOTIFIED", "DONE", "AGE")
 			for _, r := range rows {
-				t.row(r.Namespace, r.Order, r.Partner, r.Sector, r.Proof, r.State, orDash(r.Batch), orDash(r.BatchPhase), r.Notified, orDash(r.Done), r.Age)
+				t.row(r.Namespace, r.Order, r.Partner, r.Sector, r.Proof, r.State, orDash(r.Batch), orDash(r.BatchPhase), orDash(r.C1), r.Notified, orDash(r.Done), r.Age)
 			}
 			if err := t.flush(); err != nil {
 				return err

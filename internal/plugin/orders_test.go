@@ -25,11 +25,11 @@ func testOrder(name, partner string, sector int64, age time.Duration, st sealv1.
 	}
 }
 
-// TestOrdersCommand: each order with its state, batch phase, partner, notice and what the
+// TestOrdersCommand: each order with its state, batch phase, its sector's C1, partner, notice and what the
 // partner finished; a failed order's reason; --partner narrows by the partner's label.
 func TestOrdersCommand(t *testing.T) {
 	b := &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Name: "rs-f01000-1-x2", Namespace: "ns", Labels: map[string]string{orders.LabelPartner: "alpha"}},
-		Status: sealv1.SealBatchStatus{Phase: sealv1.PhaseWaitingForSeeds}}
+		Status: sealv1.SealBatchStatus{Phase: sealv1.PhaseWaitingForSeeds, Sectors: []sealv1.SectorStatus{{Number: 1, State: "C1Written"}, {Number: 2, State: "Sealed"}}}}
 	objs := []client.Object{b,
 		testOrder("f01000-1", "alpha", 1, 2*time.Hour, sealv1.SealOrderStatus{State: sealv1.OrderComplete, Batch: b.Name, NotifiedTime: &metav1.Time{Time: now}}),
 		testOrder("f01000-2", "alpha", 2, time.Hour, sealv1.SealOrderStatus{State: sealv1.OrderComplete, Batch: b.Name, NotifyAttempts: 3}),
@@ -37,16 +37,17 @@ func TestOrdersCommand(t *testing.T) {
 		testOrder("f01000-4", "beta", 4, 10*time.Minute, sealv1.SealOrderStatus{State: sealv1.OrderFailed, Batch: "rs-f01000-4-x1", FailReason: "batch rs-f01000-4-x1 was deleted before the sector was sealed"}),
 	}
 	objs[2].(*sealv1.SealOrder).Spec.Finalized = true
+	objs[2].(*sealv1.SealOrder).Spec.Seed = &sealv1.OrderSeed{Randomness: strings.Repeat("ab", 32)}
 	c := fakeClient(objs...)
 	out, errOut, code := run(t, c, "", "orders", "-n", "ns", "--no-headers")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	want := [][]string{
-		{"ns", "f01000-1", "alpha", "f01000/1", "StackedDrg32GiBV1_1", "complete", "rs-f01000-1-x2", "WaitingForSeeds", "yes", "-", "120m"},
-		{"ns", "f01000-2", "alpha", "f01000/2", "StackedDrg32GiBV1_1", "complete", "rs-f01000-1-x2", "WaitingForSeeds", "refused", "3x", "finalize", "60m"},
-		{"ns", "f01000-3", "beta", "f01000/3", "StackedDrg32GiBV1_1", "pending", "-", "-", "no", "-", "30m"},
-		{"ns", "f01000-4", "beta", "f01000/4", "StackedDrg32GiBV1_1", "failed", "rs-f01000-4-x1", "gone", "no", "-", "10m"},
+		{"ns", "f01000-1", "alpha", "f01000/1", "StackedDrg32GiBV1_1", "complete", "rs-f01000-1-x2", "WaitingForSeeds", "C1Written", "yes", "-", "120m"},
+		{"ns", "f01000-2", "alpha", "f01000/2", "StackedDrg32GiBV1_1", "complete", "rs-f01000-1-x2", "WaitingForSeeds", "seeded", "refused", "3x", "finalize", "60m"},
+		{"ns", "f01000-3", "beta", "f01000/3", "StackedDrg32GiBV1_1", "pending", "-", "-", "-", "no", "-", "30m"},
+		{"ns", "f01000-4", "beta", "f01000/4", "StackedDrg32GiBV1_1", "failed", "rs-f01000-4-x1", "gone", "-", "no", "-", "10m"},
 		{"ns/f01000-4:", "batch", "rs-f01000-4-x1", "was", "deleted", "before", "the", "sector", "was", "sealed"},
 	}
 	if got := splitRows(out); !reflect.DeepEqual(got, want) {

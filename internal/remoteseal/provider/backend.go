@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,6 +42,17 @@ type Backend struct {
 	Data DataLocator
 	// Problem reports partner Secrets that do not parse (never with a token).
 	Problem func(error)
+	// Wait is how long a commit1 call is held for its sector's C1 output before the sector is
+	// reported not ready (412; 0: not held).
+	Wait time.Duration
+	Now  func() time.Time
+}
+
+func (b *Backend) now() time.Time {
+	if b.Now != nil {
+		return b.Now()
+	}
+	return time.Now()
 }
 
 var _ v0.Backend = (*Backend)(nil)
@@ -319,6 +331,9 @@ func (b *Backend) Commit1(ctx context.Context, vp v0.Partner, s v0.SectorID, see
 	if err != nil {
 		return v0.Payload{}, err
 	}
+	if gaveUp(o, sb) {
+		return v0.Payload{}, &v0.Rejection{Reason: fmt.Sprintf("sector %d was given up (cleanup came before its commit1): its files are deleted, so it has no C1", s.Number)}
+	}
 	want := hex.EncodeToString(seed)
 	switch {
 	case o.Spec.Seed == nil:
@@ -329,6 +344,13 @@ func (b *Backend) Commit1(ctx context.Context, vp v0.Partner, s v0.SectorID, see
 		}
 	case !strings.EqualFold(o.Spec.Seed.Randomness, want):
 		return v0.Payload{}, &v0.Rejection{Reason: "a different seed was already given for this sector; a sector has one interactive seed"}
+	}
+	if b.Wait > 0 && (sb.Spec.FromSlot() || sb.Spec.ProofTypeOrDefault() == sealv1.ProofTypeSyntheticPoRep) {
+		// Held until this sector's C1 output is written (C1 runs as soon as its seed is in),
+		// so the client's first call usually gets it: Curio retries a 412 only ten times.
+		if err := awaitC1(ctx, b.Client, sb, s.Number, b.now().Add(b.Wait), b.now); err != nil {
+			return v0.Payload{}, err
+		}
 	}
 	if why := c1Failed(sb, s.Number); why != "" {
 		return v0.Payload{}, &v0.Rejection{Reason: why}
@@ -347,7 +369,13 @@ func (b *Backend) Commit1(ctx context.Context, vp v0.Partner, s v0.SectorID, see
 // sector whose stored proofs gave no C1 output.
 func c1Failed(sb *sealv1.SealBatch, sector int64) string {
 	for _, st := range sb.Status.Sectors {
+		if st.Number == sector && st.State == "SeedMissing" {
+			return fmt.Sprintf("sector %d: its seed came after batch %s stopped waiting (seedTimeout): its layers are gone and it cannot be committed", sector, sb.Name)
+		}
 		if st.Number == sector && st.State == "C1Failed" {
+			if st.Reason != "" {
+				return st.Reason
+			}
 			if c := meta.FindStatusCondition(sb.Status.Conditions, sealv1.CondC1Complete); c != nil {
 				return c.Message
 			}

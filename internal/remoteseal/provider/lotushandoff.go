@@ -116,8 +116,9 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 // commit1 checks lotus' request against the sector sealfleet sealed, hands the seed to the
-// batch (through the order, as a partner's commit1 does), and redirects to the C1 output on
-// the node once it is written; until then 503, which lotus retries.
+// batch (through the order, as a partner's commit1 does; the batch runs C1 for it at once),
+// holds the call until that sector's C1 output is written and redirects to it on the node;
+// past Wait, 503, which lotus retries. A sector given up is refused (410).
 func (e *LotusEndpoints) commit1(w http.ResponseWriter, r *http.Request) {
 	o, b, ok := e.order(w, r, kindLotusCommit1)
 	if !ok {
@@ -130,6 +131,12 @@ func (e *LotusEndpoints) commit1(w http.ResponseWriter, r *http.Request) {
 	if msg := commit1Mismatch(o, b, p); msg != "" {
 		e.event(b, true, "LotusCommit1Refused", fmt.Sprintf("%s: commit1 for sector %d refused: %s", o.Spec.Partner, o.Spec.SectorNumber, msg))
 		http.Error(w, msg, http.StatusBadRequest)
+		return
+	}
+	if gaveUp(o, b) {
+		msg := fmt.Sprintf("sector %d was given up (lotus' done notice or the cleanup timeout): its files are deleted, so it has no C1", o.Spec.SectorNumber)
+		e.event(b, true, "LotusCommit1Refused", o.Spec.Partner+": "+msg)
+		http.Error(w, msg, http.StatusGone)
 		return
 	}
 	seed := hex.EncodeToString(p.Seed)
@@ -151,40 +158,35 @@ func (e *LotusEndpoints) commit1(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "a different seed was already given for this sector; a sector has one interactive seed", http.StatusConflict)
 		return
 	}
-	deadline := e.now().Add(e.Wait)
-	for {
-		switch sectorState(b, o.Spec.SectorNumber) {
-		case "C1Written":
-			u, err := e.Data.Commit1(r.Context(), b, o.Spec.SectorNumber)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-			http.Redirect(w, r, u, http.StatusSeeOther)
-			return
-		case "SeedMissing":
-			http.Error(w, fmt.Sprintf("sector %d: its seed came after batch %s stopped waiting (spec.seedTimeout): its layers are gone and it cannot be committed", o.Spec.SectorNumber, b.Name), http.StatusGone)
-			return
-		}
-		if b.Status.Phase == sealv1.PhaseFailed || !e.now().Before(deadline) {
-			break
-		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-time.After(2 * time.Second):
-		}
-		if err := e.Client.Get(r.Context(), client.ObjectKeyFromObject(b), b); err != nil {
+	if err := awaitC1(r.Context(), e.Client, b, o.Spec.SectorNumber, e.now().Add(e.Wait), e.now); err != nil {
+		if r.Context().Err() == nil {
 			http.Error(w, "reading the batch: "+err.Error(), http.StatusServiceUnavailable)
+		}
+		return
+	}
+	n := o.Spec.SectorNumber
+	switch sectorState(b, n) {
+	case "C1Written":
+		u, err := e.Data.Commit1(r.Context(), b, n)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
+		http.Redirect(w, r, u, http.StatusSeeOther)
+		return
+	case "SeedMissing":
+		http.Error(w, fmt.Sprintf("sector %d: its seed came after batch %s stopped waiting (spec.seedTimeout): its layers are gone and it cannot be committed", n, b.Name), http.StatusGone)
+		return
+	case "C1Failed":
+		http.Error(w, fmt.Sprintf("sector %d: C1 failed: %s", n, sectorReason(b, n)), http.StatusGone)
+		return
 	}
 	if b.Status.Phase == sealv1.PhaseFailed {
-		http.Error(w, fmt.Sprintf("batch %s failed before C1 of sector %d", b.Name, o.Spec.SectorNumber), http.StatusGone)
+		http.Error(w, fmt.Sprintf("batch %s failed before C1 of sector %d", b.Name, n), http.StatusGone)
 		return
 	}
 	w.Header().Set("Retry-After", "60")
-	http.Error(w, fmt.Sprintf("C1 of sector %d is not written yet (batch %s is %s); call again", o.Spec.SectorNumber, b.Name, b.Status.Phase), http.StatusServiceUnavailable)
+	http.Error(w, fmt.Sprintf("C1 of sector %d is not written yet (batch %s is %s); call again", n, b.Name, b.Status.Phase), http.StatusServiceUnavailable)
 }
 
 // commit1Mismatch says what in lotus' C1 request is not the sector sealfleet sealed ("" when
@@ -210,21 +212,18 @@ func commit1Mismatch(o *sealv1.SealOrder, b *sealv1.SealBatch, p lotusreceive.Re
 	return ""
 }
 
+// gaveUp: the sector's owner gave it up (cleanup asked, or the batch told), so no C1 runs
+// for it and its files go.
+func gaveUp(o *sealv1.SealOrder, b *sealv1.SealBatch) bool {
+	return o.Spec.Cleanup || slices.Contains(b.Spec.AbandonedSectors, o.Spec.SectorNumber)
+}
+
 func seedOf(b *sealv1.SealBatch, sector int64) string {
 	for _, s := range b.Spec.Seeds {
 		if s.Number == sector {
 			if t, err := render.Bytes32("seed", s.Randomness); err == nil {
 				return hex.EncodeToString(t[:])
 			}
-		}
-	}
-	return ""
-}
-
-func sectorState(b *sealv1.SealBatch, sector int64) string {
-	for _, s := range b.Status.Sectors {
-		if s.Number == sector {
-			return s.State
 		}
 	}
 	return ""
