@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	v0 "github.com/sealfleet/sealfleet/internal/remoteseal/delegatedv0"
 	"github.com/sealfleet/sealfleet/internal/remoteseal/sectordata"
@@ -71,10 +72,14 @@ func newCurioClient(t *testing.T, provider string) *curioClient {
 	return c
 }
 
+// curioHTTP is the HTTP client Curio's remote-seal client uses: each call, redirects and body
+// included, within 30 s.
+var curioHTTP = &http.Client{Timeout: 30 * time.Second}
+
 func (c *curioClient) post(route string, in, out any) (int, []byte) {
 	c.t.Helper()
 	raw, _ := json.Marshal(in)
-	resp, err := http.Post(c.provider+v0.BasePath+route, "application/json", bytes.NewReader(raw))
+	resp, err := curioHTTP.Post(c.provider+v0.BasePath+route, "application/json", bytes.NewReader(raw))
 	if err != nil {
 		c.t.Fatalf("%s: %v", route, err)
 	}

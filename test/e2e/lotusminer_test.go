@@ -167,8 +167,10 @@ func untar(r io.Reader, dir string) error {
 // the provider installed by remoteSealRun (with its public URL): SectorReceive once sealed,
 // with the ticket and its epoch; the files lotus fetched from the node equal the sealed ones
 // (replica and cache byte for byte, the unsealed file zeros with lotus' trailer), and the
-// CommRs match rust-fil-proofs; lotus' commit1 with random seeds (C1 from the slot) returns
-// the batch's C1 output for its commR and seed; lotus' done deletes the outputs and the orders.
+// CommRs match rust-fil-proofs; lotus gives the second sector up before its commit1 (its files
+// and order go at once), lotus' commit1 of the first with a random seed (C1 from the slot, for
+// it alone) returns the batch's C1 output for its commR and seed; lotus' done deletes its
+// outputs and order.
 func lotusHandoffRun(t *testing.T, step func(env []string, args ...string) string) {
 	const ns, name = "sealfleet-batches", "e2e-lotus"
 	ctx := context.Background()
@@ -252,98 +254,89 @@ func lotusHandoffRun(t *testing.T, step func(env []string, args ...string) strin
 	}
 	t.Logf("BENCH lotus handoff: bytes the node served so far (replicas, unsealed files, caches, this run and the remote-seal one): %.0f", served)
 
-	// lotus' commit1, as its Committing state makes it for each sector on its own: POST,
-	// redirects followed, retried on 503 (C1 runs once the batch has every seed).
-	type c1Result struct {
-		body []byte
-		seed []byte
-		err  error
-	}
-	results := make([]c1Result, len(b.Spec.Sectors))
-	var wg sync.WaitGroup
-	for i, s := range b.Spec.Sectors {
+	metaOf := func(n int64) lotusreceive.RemoteSectorMeta {
 		lotus.mu.Lock()
-		meta := lotus.metas[uint64(s.Number)]
-		lotus.mu.Unlock()
-		seed := make([]byte, 32)
-		_, _ = rand.Read(seed)
-		results[i].seed = seed
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			params, _ := json.Marshal(lotusreceive.RemoteCommit1Params{Ticket: meta.TicketValue, Seed: seed, Unsealed: *meta.CommD, Sealed: *meta.CommR, ProofType: meta.Type})
-			deadline := time.Now().Add(8 * time.Minute)
-			for {
-				resp, err := http.Post(meta.RemoteCommit1Endpoint, "application/json", bytes.NewReader(params))
-				if err != nil {
-					results[i].err = err
-					return
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					results[i].body = body
-					return
-				}
-				if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
-					results[i].err = fmt.Errorf("commit1: %s %s", resp.Status, body)
-					return
-				}
-				time.Sleep(2 * time.Second)
-			}
-		}()
+		defer lotus.mu.Unlock()
+		return lotus.metas[uint64(n)]
 	}
-	wg.Wait()
-	for i, s := range b.Spec.Sectors {
-		if results[i].err != nil {
-			t.Fatalf("sector %d: %v", s.Number, results[i].err)
-		}
-		c1 := results[i].body
-		disk, _ := os.ReadFile(filepath.Join(dir, "cache", fmt.Sprintf("s-t01000-%d", s.Number), "commit-phase1-output"))
-		var out struct {
-			CommR [32]byte `json:"comm_r"`
-			Seed  [32]byte `json:"seed"`
-		}
-		if !bytes.Equal(c1, disk) || json.Unmarshal(c1, &out) != nil || hex.EncodeToString(out.CommR[:]) != b.Status.Sectors[i].CommR || !bytes.Equal(out.Seed[:], results[i].seed) {
-			t.Errorf("sector %d: C1 output (%d bytes) is not the batch's for its commR and seed", s.Number, len(c1))
-		}
-		t.Logf("sector %d: C1 output %d bytes through lotus' commit1", s.Number, len(c1))
-	}
-
-	// lotus is done with both: their outputs and orders go; the batch is the owner's.
-	for _, s := range b.Spec.Sectors {
-		lotus.mu.Lock()
-		meta := lotus.metas[uint64(s.Number)]
-		lotus.mu.Unlock()
-		params, _ := json.Marshal(lotusreceive.RemoteSealingDoneParams{Successful: true, State: "Proving"})
-		resp, err := http.Post(meta.RemoteSealingDoneEndpoint, "application/json", bytes.NewReader(params))
+	done := func(n int64, ok bool, state string) {
+		params, _ := json.Marshal(lotusreceive.RemoteSealingDoneParams{Successful: ok, State: state})
+		resp, err := http.Post(metaOf(n).RemoteSealingDoneEndpoint, "application/json", bytes.NewReader(params))
 		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("sector %d: done: %v %v", s.Number, err, resp)
+			t.Fatalf("sector %d: done: %v %v", n, err, resp)
 		}
 		resp.Body.Close()
 	}
-	deadline = time.Now().Add(3 * time.Minute)
-	for {
-		left := 0
-		for _, s := range b.Spec.Sectors {
-			for _, p := range []string{filepath.Join(dir, "sealed", fmt.Sprintf("s-t01000-%d", s.Number)), filepath.Join(dir, "cache", fmt.Sprintf("s-t01000-%d", s.Number))} {
+	// gone waits until the sector's replica, cache and order are deleted.
+	gone := func(n int64, why string) {
+		deadline := time.Now().Add(3 * time.Minute)
+		for {
+			left := 0
+			for _, p := range []string{filepath.Join(dir, "sealed", fmt.Sprintf("s-t01000-%d", n)), filepath.Join(dir, "cache", fmt.Sprintf("s-t01000-%d", n))} {
 				if _, err := os.Stat(p); err == nil {
 					left++
 				}
 			}
 			var o sealv1.SealOrder
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("f01000-%d", s.Number)}, &o); err == nil {
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("f01000-%d", n)}, &o); err == nil {
 				left++
 			}
+			if left == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sector %d after %s: %d outputs or its order left", n, why, left)
+			}
+			time.Sleep(2 * time.Second)
 		}
-		if left == 0 {
+	}
+	kept, dropped := b.Spec.Sectors[0].Number, b.Spec.Sectors[1].Number
+
+	// lotus gives up on the second sector before its commit1 (an unsuccessful done, as its
+	// Removing state sends): its files and order go at once, the batch no longer waits for it.
+	given := time.Now()
+	done(dropped, false, "Removing")
+	gone(dropped, "lotus gave it up")
+	t.Logf("BENCH lotus handoff: sector %d given up: files and order gone in %.1f s", dropped, time.Since(given).Seconds())
+
+	// lotus' commit1 of the first sector, as its Committing state makes it: POST, redirects
+	// followed, retried on 503. C1 runs for it alone as soon as its seed is in.
+	m := metaOf(kept)
+	seed := make([]byte, 32)
+	_, _ = rand.Read(seed)
+	params, _ := json.Marshal(lotusreceive.RemoteCommit1Params{Ticket: m.TicketValue, Seed: seed, Unsealed: *m.CommD, Sealed: *m.CommR, ProofType: m.Type})
+	var c1 []byte
+	asked := time.Now()
+	for deadline := time.Now().Add(8 * time.Minute); ; {
+		resp, err := http.Post(m.RemoteCommit1Endpoint, "application/json", bytes.NewReader(params))
+		if err != nil {
+			t.Fatalf("sector %d: commit1: %v", kept, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			c1 = body
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after lotus' done: %d outputs or orders left", left)
+		if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("sector %d: commit1: %s %s", kept, resp.Status, body)
 		}
 		time.Sleep(2 * time.Second)
 	}
+	t.Logf("BENCH lotus handoff: commit1 of sector %d answered with its C1 output in %.1f s (8 MiB)", kept, time.Since(asked).Seconds())
+	disk, _ := os.ReadFile(filepath.Join(dir, "cache", fmt.Sprintf("s-t01000-%d", kept), "commit-phase1-output"))
+	var out struct {
+		CommR [32]byte `json:"comm_r"`
+		Seed  [32]byte `json:"seed"`
+	}
+	if !bytes.Equal(c1, disk) || json.Unmarshal(c1, &out) != nil || hex.EncodeToString(out.CommR[:]) != b.Status.Sectors[0].CommR || !bytes.Equal(out.Seed[:], seed) {
+		t.Errorf("sector %d: C1 output (%d bytes) is not the batch's for its commR and seed", kept, len(c1))
+	}
+	t.Logf("sector %d: C1 output %d bytes through lotus' commit1", kept, len(c1))
+
+	// lotus is done with the first: its outputs and order go; the batch is the owner's.
+	done(kept, true, "Proving")
+	gone(kept, "lotus' done")
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil || b.Status.Phase != sealv1.PhaseCompleted {
 		t.Errorf("the owner's batch after handoff: %v %s", err, b.Status.Phase)
 	}

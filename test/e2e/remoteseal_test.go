@@ -191,18 +191,8 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 		t.Errorf("node's sector data counter %v, want at least two replicas (%d)", served, 2*8<<20)
 	}
 
-	// commit1: the seeds reach the batch, C1 runs from the slot once both are in.
-	seeds := map[int64][]byte{}
-	for _, n := range sectors {
-		seeds[n] = make([]byte, 32)
-		_, _ = rand.Read(seeds[n])
-		if code, body := curio.commit1(sp, n, seeds[n]); code != http.StatusPreconditionFailed {
-			t.Errorf("sector %d: commit1 before C1 ran: %d %s", n, code, body)
-		}
-	}
-	for i, n := range sectors {
-		commit1Checked(t, curio, sp, n, seeds[n], dir, b.Status.Sectors[i].CommR)
-	}
+	// commit1 of each sector on its own, as a client precommitting them apart sends it.
+	commit1Apart(t, curio, sp, sectors, ns, batch, dir, &b)
 	finalizeAndCleanUp(t, curio, sp, sectors, ns, batch)
 	remoteSealOrdersRun(t, step, curio, ns, sp, 5, []int64{5007, 5008})  // StackedDrg2KiBV1_1: C1 from the slot
 	remoteSealOrdersRun(t, step, curio, ns, sp, 11, []int64{5005, 5006}) // StackedDrg8MiBV1_1_Feat_SyntheticPoRep
@@ -258,18 +248,31 @@ func remoteSealOrdersRun(t *testing.T, step func(env []string, args ...string) s
 		t.Errorf("reg_seal_proof %d sectors do not match rust-fil-proofs:\n%s", proof, out)
 	}
 	dir := filepath.Join("/var/lib/sealfleet/output", ns, batch)
-	seeds := map[int64][]byte{}
-	for _, n := range sectors {
-		seeds[n] = make([]byte, 32)
-		_, _ = rand.Read(seeds[n])
-		if code, body := curio.commit1(sp, n, seeds[n]); code != http.StatusPreconditionFailed && code != 200 {
-			t.Errorf("sector %d: first commit1: %d %s", n, code, body)
+	commit1Apart(t, curio, sp, sectors, ns, batch, dir, &b)
+	finalizeAndCleanUp(t, curio, sp, sectors, ns, batch)
+}
+
+// commit1Apart sends each sector's commit1 with a fresh seed only once the previous sector's
+// C1 output came back: the first sector's output must come while the others have no seed
+// (C1 per sector, never waiting for another's seed), each checked against its commR and seed.
+func commit1Apart(t *testing.T, curio *curioClient, sp int64, sectors []int64, ns, batch, dir string, b *sealv1.SealBatch) {
+	t.Helper()
+	for i, n := range sectors {
+		seed := make([]byte, 32)
+		_, _ = rand.Read(seed)
+		asked := time.Now()
+		commit1Checked(t, curio, sp, n, seed, dir, b.Status.Sectors[i].CommR)
+		t.Logf("BENCH remote-seal: commit1 of sector %d answered with its C1 output in %.1f s (%s)", n, time.Since(asked).Seconds(), b.Spec.SectorSize)
+		if i+1 < len(sectors) {
+			var now sealv1.SealBatch
+			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: batch}, &now); err != nil {
+				t.Fatal(err)
+			}
+			if len(now.Spec.Seeds) != i+1 || now.Status.Sectors[i+1].State == "C1Written" {
+				t.Errorf("sector %d's C1 output came back, but the batch has seeds %d and sector %d is %s", n, len(now.Spec.Seeds), sectors[i+1], now.Status.Sectors[i+1].State)
+			}
 		}
 	}
-	for i, n := range sectors {
-		commit1Checked(t, curio, sp, n, seeds[n], dir, b.Status.Sectors[i].CommR)
-	}
-	finalizeAndCleanUp(t, curio, sp, sectors, ns, batch)
 }
 
 // commit1Checked calls commit1 until the sector's C1 output is written (412 before) and checks
