@@ -32,12 +32,15 @@ const (
 	stateC1Failed    = "C1Failed"
 	stateSeedMissing = "SeedMissing"
 	stateAbandoned   = "Abandoned"
+	// stateFailed: the sealer left the sector out (a check of its own failed); the batch
+	// sealed the others.
+	stateFailed = "Failed"
 )
 
 // c1Settled: the sector needs no C1 run any more (and none reads its cache).
 func c1Settled(state string) bool {
 	switch state {
-	case stateC1Written, stateC1Failed, stateSeedMissing, stateAbandoned:
+	case stateC1Written, stateC1Failed, stateSeedMissing, stateAbandoned, stateFailed:
 		return true
 	}
 	return false
@@ -90,9 +93,11 @@ func (r *SealerReconciler) toWaitingForSeeds(ctx context.Context, b *sealv1.Seal
 		setCondition(b, sealv1.CondPC2Complete, metav1.ConditionTrue, sealv1.ReasonCommitted, fmt.Sprintf("%d sectors sealed", len(res.Sectors)))
 		setCondition(b, sealv1.CondC1Complete, metav1.ConditionFalse, sealv1.ReasonWaitingForSeeds, msg)
 		b.Status.Message = msg
+		recordSectorFailures(b, res)
 	}, func(b *sealv1.SealBatch) {
 		metricBatchTransitions.WithLabelValues(string(sealv1.PhaseWaitingForSeeds)).Inc()
 		r.Recorder.Eventf(b, pod, corev1.EventTypeNormal, string(sealv1.ReasonWaitingForSeeds), "Seal", "%s", b.Status.Message)
+		r.sectorFailuresSeen(b, pod, res)
 	})
 }
 

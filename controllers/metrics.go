@@ -43,6 +43,10 @@ var (
 	metricBatchTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sealfleet_batch_transitions_total", Help: "Batch phase transitions.",
 	}, []string{"phase"})
+	metricSectorFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sealfleet_sector_failures_total",
+		Help: "Sectors a batch went on without: a check of their own failed before PC1 (reason input, data-mismatch or io); the others were sealed.",
+	}, []string{"reason"})
 	metricBatchPhaseSeconds = &phaseClock{desc: prometheus.NewDesc("sealfleet_batch_phase_seconds",
 		"Seconds a batch has spent in its current phase.",
 		[]string{"namespace", "batch", "phase", "node", "sector_size", "sectors"}, nil)}
@@ -89,7 +93,7 @@ func init() {
 		metricScheduleCycle, metricSlots, metricReleaseFailures, metricBatchTransitions,
 		metricBatchPhaseSeconds, metricBatchProgress, metricBatchRate, metricBatchPredictedRate, metricQualifications,
 		metricNodeDeviceIOPS, metricNodeDeviceBandwidth, metricNodeHashRate, metricNodeQualified,
-		metricRemoteSealRequests, metricOrderCompleteSeconds, metricOrderC1Seconds)
+		metricRemoteSealRequests, metricOrderCompleteSeconds, metricOrderC1Seconds, metricSectorFailures)
 }
 
 // exportBatchMetrics sets the per-phase counts and, for batches not yet finished, how long

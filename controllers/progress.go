@@ -141,6 +141,12 @@ type SectorResult struct {
 	CommROld     string `json:"comm_r_old"`
 	CommRLastNew string `json:"comm_r_last_new"`
 	CommRNew     string `json:"comm_r_new"`
+
+	// Failed says why the sealer left the sector out of the batch (a check of its own failed
+	// before PC1: its data file, pieces, commD or output directory); FailureClass is the kind
+	// (input, data-mismatch, io). The other sectors were sealed.
+	Failed       string `json:"failed"`
+	FailureClass string `json:"failure_class"`
 }
 
 // UnmarshalJSON reads either form; an update's new commitments become commD, commRLast and
@@ -187,6 +193,10 @@ func (r *Results) matches(b *sealv1.SealBatch) error {
 func (r *Results) toStatus() []sealv1.SectorStatus {
 	out := make([]sealv1.SectorStatus, 0, len(r.Sectors))
 	for _, s := range r.Sectors {
+		if s.Failed != "" {
+			out = append(out, sealv1.SectorStatus{Number: s.SectorID, State: stateFailed, Reason: s.Failed})
+			continue
+		}
 		st := sealv1.SectorStatus{Number: s.SectorID, ReplicaID: s.ReplicaID, CommD: s.CommD,
 			CommC: s.CommC, CommRLast: s.CommRLast, CommR: s.CommR, CommROld: s.CommROld, State: "Sealed"}
 		if s.CommROld != "" {
@@ -199,6 +209,17 @@ func (r *Results) toStatus() []sealv1.SectorStatus {
 			st.CommRCID, _ = commcid.SealedCID(c)
 		}
 		out = append(out, st)
+	}
+	return out
+}
+
+// failed is the sectors the sealer left out, in batch order.
+func (r *Results) failed() []SectorResult {
+	var out []SectorResult
+	for _, s := range r.Sectors {
+		if s.Failed != "" {
+			out = append(out, s)
+		}
 	}
 	return out
 }

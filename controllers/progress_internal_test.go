@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/contracts"
@@ -67,8 +69,8 @@ func (l logWith) Read(context.Context, *corev1.Pod) ([]byte, error) {
 // termination message too large to hold them sends it to the log's results line.
 func TestResultsContract(t *testing.T) {
 	ex := contracts.SealerResultsExamples()
-	if len(ex) != 3 {
-		t.Fatalf("%d examples, want 3 (a seal, an update, the overflow message)", len(ex))
+	if len(ex) != 4 {
+		t.Fatalf("%d examples, want 4 (a seal, an update, the overflow message, a sector left out)", len(ex))
 	}
 	terminated := func(msg []byte) *corev1.Pod {
 		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
@@ -101,6 +103,21 @@ func TestResultsContract(t *testing.T) {
 	fromLog, err := readResults(ctx, logWith(ex[0]), terminated(ex[2]))
 	if err != nil || !reflect.DeepEqual(fromLog, seal) {
 		t.Errorf("an overflowing termination message: %+v, %v; want the log's %+v", fromLog, err, seal)
+	}
+	// A sector left out: Failed with its reason, no commitments; the SectorsFailed condition
+	// counts and names it.
+	left, err := readResults(ctx, nil, terminated(ex[3]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := left.toStatus()
+	if len(st) != 1 || st[0].State != "Failed" || !strings.Contains(st[0].Reason, "does not hold those pieces") || st[0].CommR != "" || st[0].CommRCID != "" {
+		t.Errorf("a sector left out reads as %+v", st)
+	}
+	recordSectorFailures(&b, left)
+	if c := meta.FindStatusCondition(b.Status.Conditions, sealv1.CondSectorsFailed); c == nil || c.Reason != string(sealv1.ReasonSectorChecksFailed) ||
+		!strings.Contains(c.Message, "1 of 1 sectors") || !strings.Contains(c.Message, "9 (data-mismatch)") {
+		t.Errorf("SectorsFailed condition %+v", c)
 	}
 	for _, key := range contracts.UnknownKeys(ex, Results{}) {
 		t.Errorf("the operator reads %q, which contracts/sealer-results.json does not have", key)

@@ -474,7 +474,7 @@ func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, po
 	}
 	metricBatchProgress.DeleteLabelValues(b.Namespace, b.Name, b.Status.Node)
 	forgetRates(b)
-	done := fmt.Sprintf("%d sectors sealed", len(res.Sectors))
+	done := fmt.Sprintf("%d sectors sealed", len(res.Sectors)-len(res.failed()))
 	if b.Spec.IsUpdate() {
 		done = fmt.Sprintf("%d sectors updated", len(res.Sectors))
 	}
@@ -495,10 +495,37 @@ func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, po
 			setCondition(b, sealv1.CondPC2Complete, metav1.ConditionTrue, sealv1.ReasonCommitted, done)
 		}
 		b.Status.Message = done
+		recordSectorFailures(b, res)
 	}, func(b *sealv1.SealBatch) {
 		metricBatchTransitions.WithLabelValues(string(sealv1.PhaseCompleted)).Inc()
 		r.Recorder.Eventf(b, pod, corev1.EventTypeNormal, "Completed", "Seal", "%s", done)
+		r.sectorFailuresSeen(b, pod, res)
 	})
+}
+
+// recordSectorFailures puts the SectorsFailed condition on a batch whose sealer left sectors
+// out (their states and reasons are in status.sectors).
+func recordSectorFailures(b *sealv1.SealBatch, res *Results) {
+	failed := res.failed()
+	if len(failed) == 0 {
+		return
+	}
+	var named []string
+	for _, f := range failed {
+		named = append(named, fmt.Sprintf("%d (%s)", f.SectorID, f.FailureClass))
+	}
+	msg := fmt.Sprintf("%d of %d sectors failed their checks and were left out, the others sealed: %s; status.sectors[].reason says why each",
+		len(failed), len(res.Sectors), strings.Join(named, ", "))
+	setCondition(b, sealv1.CondSectorsFailed, metav1.ConditionTrue, sealv1.ReasonSectorChecksFailed, msg)
+	b.Status.Message += "; " + msg
+}
+
+// sectorFailuresSeen counts the left-out sectors and tells the batch's owner which and why.
+func (r *SealerReconciler) sectorFailuresSeen(b *sealv1.SealBatch, pod *corev1.Pod, res *Results) {
+	for _, f := range res.failed() {
+		metricSectorFailures.WithLabelValues(f.FailureClass).Inc()
+		r.Recorder.Eventf(b, pod, corev1.EventTypeWarning, string(sealv1.ReasonSectorChecksFailed), "Seal", "sector %d left out of the batch: %s", f.SectorID, truncate(f.Failed, 900))
+	}
 }
 
 // failOrRetry starts the next attempt on the same node and slot when retries remain and the

@@ -12,6 +12,10 @@ const (
 	// sectors' commit-phase1-output; CondSeedsMissing names sectors whose seeds never came.
 	CondC1Complete   = "C1Complete"
 	CondSeedsMissing = "SeedsMissing"
+	// CondSectorsFailed: the sealer left sectors out of the batch (a check of their own
+	// failed: data file, pieces, commD, output directory) and sealed the others; the message
+	// counts and names them, status.sectors[].reason says why each.
+	CondSectorsFailed = "SectorsFailed"
 	// CondUpdated is an update's (spec.update) in place of PC1Complete and PC2Complete.
 	CondUpdated           = "Updated"
 	CondFailed            = "Failed"
@@ -54,6 +58,9 @@ const (
 	// ReasonDataMismatch: a data sector's staged file or commD does not match its pieces
 	// (the message names the sector and both commitments); never retried.
 	ReasonDataMismatch Reason = "DataMismatch"
+	// ReasonSectorChecksFailed: some sectors failed their own checks before PC1; the batch
+	// sealed the rest (condition SectorsFailed).
+	ReasonSectorChecksFailed Reason = "SectorChecksFailed"
 	// ReasonGPUFailed: pc2Engine gpu found no usable device, or the device failed (lost, out
 	// of memory); the message names the device. Retried; PC2 resumes from its checkpoint.
 	ReasonGPUFailed      Reason = "GPUFailed"

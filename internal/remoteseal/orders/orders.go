@@ -193,7 +193,7 @@ type View struct {
 // StateOf is the protocol state of order o given its batch (nil when o has none, or its
 // batch is gone): pending until placed, sdr while the batch labels, trees while it builds
 // them (and writes synthetic proofs), complete once the sector's CIDs exist, failed with the
-// batch's reason.
+// batch's reason, or the sector's own when the batch left it out.
 func StateOf(o *sealv1.SealOrder, b *sealv1.SealBatch) View {
 	if o.Status.State == sealv1.OrderFailed {
 		return View{State: sealv1.OrderFailed, Reason: o.Status.FailReason}
@@ -212,6 +212,10 @@ func StateOf(o *sealv1.SealOrder, b *sealv1.SealBatch) View {
 		return View{State: sealv1.OrderPending}
 	}
 	for _, s := range b.Status.Sectors {
+		if s.Number == o.Spec.SectorNumber && s.State == "Failed" {
+			// Left out of its batch (a check of its own failed); the others were sealed.
+			return View{State: sealv1.OrderFailed, Reason: fmt.Sprintf("batch %s left sector %d out: %s", b.Name, s.Number, s.Reason)}
+		}
 		if s.Number == o.Spec.SectorNumber && s.CommRCID != "" && s.CommDCID != "" && sectorSealed(b) {
 			return View{State: sealv1.OrderComplete, CommDCID: s.CommDCID, CommRCID: s.CommRCID}
 		}

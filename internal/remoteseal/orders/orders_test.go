@@ -171,6 +171,12 @@ func TestStateOf(t *testing.T) {
 			t.Errorf("failure reason %q", v.Reason)
 		}
 	}
+	// A sector the batch left out fails with its own reason while the batch completes.
+	b.Spec.ProofType, b.Status.Phase = sealv1.ProofTypeV1_1, sealv1.PhaseCompleted
+	b.Status.Sectors = []sealv1.SectorStatus{{Number: 7, State: "Failed", Reason: "sector 7: its data /d/7 is not a field element"}}
+	if v := orders.StateOf(o, b); v.State != sealv1.OrderFailed || !strings.Contains(v.Reason, "left sector 7 out: sector 7: its data /d/7") {
+		t.Errorf("a sector left out of its batch: %+v", v)
+	}
 	o.Status.Batch = "rs-f01000-7-x1"
 	if v := orders.StateOf(o, nil); v.State != sealv1.OrderFailed || !strings.Contains(v.Reason, "deleted") {
 		t.Errorf("batch deleted before sealing: %+v", v)

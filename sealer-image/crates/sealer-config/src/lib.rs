@@ -253,7 +253,14 @@ pub struct BatchConfig {
     pub parent_cache_dir: Option<PathBuf>,
     /// Where PC2's Poseidon runs (`pc2_engine`: "cpu", the default, or "gpu").
     pub pc2_engine: Pc2Engine,
+    /// Sectors left out of the batch because a check of their own failed (`sealer batch`):
+    /// sealed as CC fillers so the batch keeps the size it was placed with, their outputs
+    /// under `<output_dir>/.filler/` ([`FILLER_DIR`]) and discarded. Never in a config file.
+    pub fillers: std::collections::BTreeSet<u64>,
 }
+
+/// Where filler sectors' outputs go under the output directory (removed after PC2).
+pub const FILLER_DIR: &str = ".filler";
 
 /// Where PC2's Poseidon runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -312,8 +319,13 @@ pub struct SectorPaths {
 }
 
 /// Paths of one sector's outputs: `<output_dir>/<sector_id>/{sealed,cache/}`, or as a
-/// lotus/Curio storage path `<output_dir>/sealed/s-t0<miner>-<n>` and `cache/s-t0<miner>-<n>/`.
+/// lotus/Curio storage path `<output_dir>/sealed/s-t0<miner>-<n>` and `cache/s-t0<miner>-<n>/`;
+/// a filler's under `<output_dir>/.filler/<sector_id>/`.
 pub fn sector_paths(cfg: &BatchConfig, sector_id: u64) -> SectorPaths {
+    if cfg.fillers.contains(&sector_id) {
+        let dir = cfg.output_dir.join(FILLER_DIR).join(sector_id.to_string());
+        return SectorPaths { sealed: dir.join("sealed"), cache: dir.join("cache") };
+    }
     match &cfg.lotus {
         Some(l) => {
             let name = l.sector_name(sector_id);
@@ -696,6 +708,7 @@ impl BatchConfig {
             resident_bytes: raw.resident_bytes.map_or(0, |U64(b)| b),
             parent_cache_dir,
             pc2_engine: raw.pc2_engine.map_or(Pc2Engine::Cpu, |Named(e)| e),
+            fillers: Default::default(),
         })
     }
 

@@ -296,6 +296,97 @@ pub fn check_data(cfg: &BatchConfig) -> Result<usize, DataError> {
     Ok(n)
 }
 
+/// One sector a batch goes on without: its number, the class of the problem (the sealer's
+/// exit name: `input`, `data-mismatch` or `io`) and why, naming the file and the fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SectorFailure {
+    /// The sector's number.
+    pub sector_id: u64,
+    /// `input`, `data-mismatch` or `io`.
+    pub class: &'static str,
+    /// What is wrong and how to fix it.
+    pub reason: String,
+}
+
+impl SectorFailure {
+    fn of(sector_id: u64, e: DataError) -> Self {
+        let (class, reason) = match e {
+            DataError::Input(m) => ("input", m),
+            DataError::Mismatch(m) => ("data-mismatch", m),
+            DataError::Io(m) => ("io", m),
+        };
+        SectorFailure { sector_id, class, reason }
+    }
+}
+
+/// Every check that can fail for one sector alone, run before PC1 labels anything, so that one
+/// bad sector costs only itself: a data sector's pieces, its given comm_d against them, and
+/// (with `files`) its staged file (missing, longer than the sector, not fr32-padded, not
+/// holding its pieces); every sector's output directory must be writable. Good data sectors
+/// get their comm_d; the failures come back in sector order, and the batch decides what to do
+/// with them.
+pub fn triage(cfg: &mut BatchConfig, files: bool) -> Vec<SectorFailure> {
+    let size = cfg.sector_size;
+    let mut failed = Vec::new();
+    for (i, s) in cfg.sectors.iter_mut().enumerate() {
+        let Some(d) = &s.data else { continue };
+        match pieces_comm_d(size, &d.pieces) {
+            Err(e) => failed.push(SectorFailure::of(
+                s.sector_id,
+                DataError::Input(format!("sectors[{i}].data.pieces: sector {}: {e}: fix its piece list", s.sector_id)),
+            )),
+            Ok(from_pieces) if s.comm_d.is_some_and(|given| given != from_pieces) => {
+                failed.push(SectorFailure::of(
+                    s.sector_id,
+                    DataError::Mismatch(format!(
+                        "sectors[{i}].comm_d: sector {} gives comm_d {} but its pieces make {}: fix the piece list or the comm_d",
+                        s.sector_id,
+                        hex::encode(s.comm_d.unwrap_or_default()),
+                        hex::encode(from_pieces)
+                    )),
+                ))
+            }
+            Ok(from_pieces) => s.comm_d = Some(from_pieces),
+        }
+    }
+    let bad = |id: u64, failed: &[SectorFailure]| failed.iter().any(|f| f.sector_id == id);
+    if files {
+        let checked: Vec<(u64, Result<(), DataError>)> = cfg
+            .sectors
+            .par_iter()
+            .filter(|s| s.data.is_some() && !bad(s.sector_id, &failed))
+            .map(|s| (s.sector_id, check_sector(s, size)))
+            .collect();
+        failed.extend(checked.into_iter().filter_map(|(id, r)| r.err().map(|e| SectorFailure::of(id, e))));
+    }
+    for s in &cfg.sectors {
+        if !bad(s.sector_id, &failed) {
+            if let Err(e) = writable_outputs(cfg, s.sector_id) {
+                failed.push(SectorFailure::of(s.sector_id, e));
+            }
+        }
+    }
+    let order: Vec<u64> = cfg.sectors.iter().map(|s| s.sector_id).collect();
+    failed.sort_by_key(|f| order.iter().position(|&id| id == f.sector_id));
+    failed
+}
+
+/// The sector's output directories exist (or can be made) and take a file.
+fn writable_outputs(cfg: &BatchConfig, sector_id: u64) -> Result<(), DataError> {
+    let p = sealer_config::sector_paths(cfg, sector_id);
+    for dir in [Some(p.cache.as_path()), p.sealed.parent()].into_iter().flatten() {
+        let probe = dir.join(".sealfleet-write-probe");
+        let r = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&probe, b"")).and_then(|_| std::fs::remove_file(&probe));
+        if let Err(e) = r {
+            return Err(DataError::Io(format!(
+                "sector {sector_id}: its output directory {} is not writable ({e}): fix the output volume's permissions or free space",
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Write a sector's tree-d file (`sc-02-data-tree-d.dat` format) to `path` and return its
 /// root: from its data for a data sector, the constant all-zero tree for a CC one.
 pub fn write_tree_d(sector: &SectorSpec, sector_size: u64, path: &Path) -> Result<[u8; 32], DataError> {

@@ -27,17 +27,19 @@ pub fn run(cmd: Cmd) -> Result<(), SealerError> {
         Cmd::Pc2 { config, layer_files, term } => {
             let cfg = load_for_proofs(&config.config, !layer_files.no_layer_files)?;
             let sink = ProgressSink::new(&cfg, false)?;
-            pc2_and_report(&cfg, !layer_files.no_layer_files, term.termination_log, None, &sink)
+            pc2_and_report(&cfg, !layer_files.no_layer_files, term.termination_log, None, &sink, &[])
         }
         Cmd::Batch { config, flags, layer_files, term } => {
-            let cfg = load_for_proofs(&config.config, !layer_files.no_layer_files)?;
+            let mut cfg = BatchConfig::from_file(&config.config)?;
+            let failed = triage_before_pc1(&mut cfg)?;
+            check_proofs_need(&cfg, !layer_files.no_layer_files)?;
+            use_node_parent_cache(&cfg);
             let opts = pc1_options(&flags, &cfg);
-            check_data_before_pc1(&cfg)?;
             let sink = ProgressSink::new(&cfg, !flags.quiet)?;
             let t = std::time::Instant::now();
             let pc1 = sealer_pc1::run_pc1_with(&cfg, &opts, Some(&sink))?;
             let pc1 = (pc1, t.elapsed().as_secs_f64());
-            pc2_and_report(&cfg, !layer_files.no_layer_files, term.termination_log, Some(&pc1), &sink)
+            pc2_and_report(&cfg, !layer_files.no_layer_files, term.termination_log, Some(&pc1), &sink, &failed)
         }
         Cmd::VerifyPc1 { config, nodes, seed } => verify_pc1(&load(&config.config)?, nodes, seed),
         Cmd::LayerExport { config, out } => {
@@ -114,6 +116,9 @@ fn pretty(v: &impl serde::Serialize) -> String {
 /// differs from a given comm_d): nothing downstream sees a data sector without its comm_d.
 fn load(path: &Path) -> Result<BatchConfig, SealerError> {
     let mut cfg = BatchConfig::from_file(path)?;
+    if let Some(failed) = read_failed(&cfg)? {
+        leave_out(&mut cfg, &failed); // `sealer batch` left them out: so do C1 and a PC2 rerun
+    }
     sealer_data::resolve_comm_ds(&mut cfg)?;
     Ok(cfg)
 }
@@ -124,13 +129,102 @@ fn load(path: &Path) -> Result<BatchConfig, SealerError> {
 /// the node's parent cache.
 fn load_for_proofs(path: &Path, layer_files: bool) -> Result<BatchConfig, SealerError> {
     let cfg = load(path)?;
-    if sealer_proofs::c1::enabled(&cfg) && !layer_files {
+    check_proofs_need(&cfg, layer_files)?;
+    use_node_parent_cache(&cfg);
+    Ok(cfg)
+}
+
+fn check_proofs_need(cfg: &BatchConfig, layer_files: bool) -> Result<(), SealerError> {
+    if sealer_proofs::c1::enabled(cfg) && !layer_files {
         return Err(SealerError::Input(
             "NI-PoRep C1 outputs are made from the layer files after PC2: drop --no-layer-files".into(),
         ));
     }
-    use_node_parent_cache(&cfg);
-    Ok(cfg)
+    Ok(())
+}
+
+/// The record of the sectors a batch goes on without, in its output directory: a restarted
+/// run (PC1 resumed, or PC2 again) seals the same fillers without checking the files again.
+const FAILED_SECTORS_FILE: &str = "failed-sectors.json";
+
+/// `sealer batch`, before PC1: every check of one sector alone ([`sealer_data::triage`]); a
+/// sector that fails it is sealed as a CC filler (the batch keeps its size and slot layout)
+/// whose outputs are discarded, and reported failed with its reason. A batch whose every
+/// sector fails is refused (exit 7) with all the reasons, the slot untouched. A resumed run
+/// takes the record of the first.
+fn triage_before_pc1(cfg: &mut BatchConfig) -> Result<Vec<sealer_data::SectorFailure>, SealerError> {
+    let record = cfg.output_dir.join(FAILED_SECTORS_FILE);
+    let failed = match read_failed(cfg)? {
+        Some(failed) => failed,
+        None => {
+            let t = std::time::Instant::now();
+            // Labels already written were checked by the run that wrote them.
+            let files = sealer_slot::layers_done(cfg) < cfg.num_layers();
+            let failed = sealer_data::triage(cfg, files);
+            if failed.len() == cfg.sectors.len() {
+                let all: Vec<String> = failed.iter().map(|f| f.reason.clone()).collect();
+                return Err(SealerError::DataMismatch(format!(
+                    "every sector of the batch failed its checks, nothing to seal: {}",
+                    all.join("; ")
+                )));
+            }
+            let v: Vec<_> = failed
+                .iter()
+                .map(|f| serde_json::json!({"sector_id": f.sector_id, "class": f.class, "reason": f.reason}))
+                .collect();
+            std::fs::create_dir_all(&cfg.output_dir)
+                .map_err(|e| SealerError::Io(format!("creating {}: {e}", cfg.output_dir.display())))?;
+            write_atomically(&record, &serde_json::json!({ "sectors": v }).to_string())?;
+            log::info!("sector checks: {} of {} sectors failed ({:.1} s)", failed.len(), cfg.sectors.len(), t.elapsed().as_secs_f64());
+            failed
+        }
+    };
+    for f in &failed {
+        log::warn!("sector {} is left out of the batch ({}): {}", f.sector_id, f.class, f.reason);
+    }
+    leave_out(cfg, &failed);
+    sealer_data::resolve_comm_ds(cfg)?;
+    Ok(failed)
+}
+
+/// The batch's record of left-out sectors, when a `sealer batch` run wrote one.
+fn read_failed(cfg: &BatchConfig) -> Result<Option<Vec<sealer_data::SectorFailure>>, SealerError> {
+    let record = cfg.output_dir.join(FAILED_SECTORS_FILE);
+    match std::fs::read_to_string(&record) {
+        Ok(text) => parse_failed(&text).map(Some).map_err(|e| SealerError::Input(format!("{}: {e}", record.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(SealerError::Io(format!("reading {}: {e}", record.display()))),
+    }
+}
+
+/// Seal each failed sector as a CC filler in its column: its labels and outputs are thrown away.
+fn leave_out(cfg: &mut BatchConfig, failed: &[sealer_data::SectorFailure]) {
+    for f in failed {
+        if let Some(s) = cfg.sectors.iter_mut().find(|s| s.sector_id == f.sector_id) {
+            s.data = None;
+            s.comm_d = None;
+            cfg.fillers.insert(f.sector_id);
+        }
+    }
+}
+
+fn parse_failed(text: &str) -> Result<Vec<sealer_data::SectorFailure>, String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let class = |c: &str| -> Result<&'static str, String> {
+        ["input", "data-mismatch", "io"].into_iter().find(|k| *k == c).ok_or_else(|| format!("unknown class {c:?}"))
+    };
+    v["sectors"]
+        .as_array()
+        .ok_or("no sectors list")?
+        .iter()
+        .map(|f| {
+            Ok(sealer_data::SectorFailure {
+                sector_id: f["sector_id"].as_u64().ok_or("sector_id")?,
+                class: class(f["class"].as_str().unwrap_or_default())?,
+                reason: f["reason"].as_str().unwrap_or_default().to_string(),
+            })
+        })
+        .collect()
 }
 
 fn pc1_options(f: &Pc1Flags, cfg: &BatchConfig) -> Pc1Options {
@@ -209,14 +303,25 @@ fn pc2_and_report(
     term: Option<PathBuf>,
     pc1: Option<&(Pc1Report, f64)>,
     sink: &ProgressSink,
+    failed: &[sealer_data::SectorFailure],
 ) -> Result<(), SealerError> {
     let t = std::time::Instant::now();
-    let res = sealer_pc2::run_pc2_with(cfg, layer_files, Some(sink))?;
+    let mut res = sealer_pc2::run_pc2_with(cfg, layer_files, Some(sink))?;
     let pc2_seconds = t.elapsed().as_secs_f64();
+    res.retain(|r| !cfg.fillers.contains(&r.sector_id));
     if proofs_after_pc2(cfg) {
         write_proofs(cfg, &res, sink)?;
     }
     let mut v = serde_json::json!({ "sectors": res });
+    if !failed.is_empty() {
+        // The fillers' outputs go; the left-out sectors are reported with their reasons.
+        let _ = std::fs::remove_dir_all(cfg.output_dir.join(sealer_config::FILLER_DIR));
+        let sectors = v["sectors"].as_array_mut().expect("a list");
+        for f in failed {
+            sectors.push(serde_json::json!({"sector_id": f.sector_id, "failed": f.reason, "failure_class": f.class}));
+        }
+        write_atomically(&cfg.output_dir.join("results.json"), &serde_json::json!({ "sectors": v["sectors"] }).to_string())?;
+    }
     if let Some(cpus) = pc1.and_then(|(r, _)| r.cpus.as_ref()) {
         v["cpus"] = serde_json::json!(cpus);
     }
@@ -281,7 +386,8 @@ fn write_proofs(cfg: &BatchConfig, res: &[sealer_pc2::SectorResult], sink: &Prog
             sink.publish(prog);
         }
         let p = sealer_config::sector_paths(cfg, r.sector_id);
-        if let Err(e) = write(cfg, i, &p.cache, &p.sealed, hex32(&r.comm_r), hex32(&r.comm_d)) {
+        let index = cfg.sectors.iter().position(|s| s.sector_id == r.sector_id).expect("a sector of the batch");
+        if let Err(e) = write(cfg, index, &p.cache, &p.sealed, hex32(&r.comm_r), hex32(&r.comm_d)) {
             let e = SealerError::Io(format!("{what}: {e:#}"));
             if let Some(prog) = &mut prog {
                 prog.fail(&e.to_string());

@@ -159,11 +159,13 @@ fn finished_state_over_a_scrubbed_slot_labels_again_and_matches_oracle() {
     common::compare_with_oracle(&cfg, &rids, &cds, &export, work.path());
 }
 
-/// `sealer stage` writes a data sector's file and prints its `data`; a batch whose file does
-/// not hold its pieces (or whose comm_d is not its pieces') fails with exit 7 naming the sector
-/// and both values before the slot is touched, and the right pieces seal.
+/// `sealer stage` writes a data sector's file and prints its `data`; a data sector whose file
+/// does not hold its pieces (or whose comm_d is not its pieces', or whose file is not
+/// fr32-padded) is left out of the batch with its reason naming the sector, the file and both
+/// values, and the CC sector beside it is sealed; with every sector bad the batch fails with
+/// exit 7 before the slot is touched; the right pieces seal.
 #[test]
-fn data_sector_mismatch_is_refused_before_the_slot_is_touched() {
+fn a_bad_data_sector_is_left_out_and_the_rest_sealed() {
     let work = tempfile::tempdir().unwrap();
     let pieces: Vec<PathBuf> = [700usize, 200]
         .iter()
@@ -202,14 +204,35 @@ fn data_sector_mismatch_is_refused_before_the_slot_is_touched() {
 
     let (_, mut json) = common::config(2048, 5, 2, 10, work.path(), 1);
     let sector = json["sectors"][1]["sector_id"].to_string();
-    let refused = |json: &serde_json::Value, words: &[&str]| {
-        let out = ConfigFile::write(work.path().join("data.json"), json).seal("batch").output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(7), "{err}");
+    // Each case in a fresh slot and output directory (the first run's record of left-out
+    // sectors is what a restarted run reads).
+    let run = |json: &serde_json::Value, case: &str| -> (Output, PathBuf) {
+        let dir = work.path().join(case);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut json = json.clone();
+        json["layers"]["paths"] = serde_json::json!([dir.join("dev0.img").to_str().unwrap()]);
+        json["output_dir"] = dir.join("out").to_str().unwrap().into();
+        json.as_object_mut().unwrap().remove("progress_file");
+        (ConfigFile::write(dir.join("data.json"), &json).seal("batch").output().unwrap(), dir)
+    };
+    // The bad data sector is left out with its reason; the CC sector beside it is sealed.
+    let left_out = |json: &serde_json::Value, case: &str, words: &[&str]| {
+        let (out, dir) = run(json, case);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let res: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(res["sectors"][0]["comm_d"], hex::encode(sealer_hash::cc_comm_d(2048)), "{res}");
+        let failed = &res["sectors"][1];
+        assert_eq!(failed["sector_id"].to_string(), sector);
+        assert_eq!(failed["failure_class"], "data-mismatch", "{failed}");
+        let why = failed["failed"].as_str().unwrap();
         for w in words {
-            assert!(err.contains(w), "{w:?} not in {err}");
+            assert!(why.contains(w), "{w:?} not in {why}");
         }
-        assert!(!work.path().join("dev0.img").exists(), "the slot was touched");
+        common::assert_results_contract(3, &serde_json::json!({ "sectors": [failed] }));
+        assert!(!dir.join("out").join(&sector).exists(), "outputs of the left-out sector");
+        assert!(!dir.join("out/.filler").exists(), "the filler's outputs were kept");
+        let file: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("out/results.json")).unwrap()).unwrap();
+        assert_eq!(file["sectors"], res["sectors"], "results.json");
     };
     // The pieces in the wrong order: the file does not hold them.
     let mut swapped = data.clone();
@@ -230,26 +253,91 @@ fn data_sector_mismatch_is_refused_before_the_slot_is_touched() {
         ],
     )
     .unwrap();
-    refused(&json, &[&format!("sector {sector}"), "does not hold those pieces", &comm_d, &hex::encode(want)]);
+    left_out(&json, "swapped", &[&format!("sector {sector}"), "does not hold those pieces", &comm_d, &hex::encode(want)]);
     // The right pieces under another comm_d.
     let mut right = data.clone();
     right.as_object_mut().unwrap().remove("comm_d");
     json["sectors"][1]["data"] = right;
     json["sectors"][1]["comm_d"] = "0b".repeat(32).into();
-    refused(&json, &["sectors[1].comm_d", &format!("sector {sector}"), &comm_d, &"0b".repeat(32)]);
+    left_out(&json, "comm-d", &["sectors[1].comm_d", &format!("sector {sector}"), &comm_d, &"0b".repeat(32)]);
     // The raw piece as the sector file: not fr32-padded.
     json["sectors"][1].as_object_mut().unwrap().remove("comm_d");
     let raw = work.path().join("raw");
     std::fs::write(&raw, vec![0xffu8; 2048]).unwrap();
     json["sectors"][1]["data"]["path"] = raw.to_str().unwrap().into();
-    refused(&json, &[&format!("sector {sector}"), "not a field element"]);
+    left_out(&json, "not-fr32", &[&format!("sector {sector}"), "not a field element", raw.to_str().unwrap()]);
+    // Every sector bad: nothing to seal, exit 7 with each reason, the slot untouched.
+    let mut all_bad = json.clone();
+    all_bad["sectors"][0]["data"] = json["sectors"][1]["data"].clone();
+    let (out, dir) = run(&all_bad, "all-bad");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{err}");
+    assert!(err.contains("every sector of the batch failed its checks"), "{err}");
+    assert_eq!(err.matches("not a field element").count(), 2, "{err}");
+    assert!(!dir.join("dev0.img").exists(), "the slot was touched");
     // The staged file: sealed, with the comm_d its pieces make.
     json["sectors"][1]["data"]["path"] = staged.to_str().unwrap().into();
-    let out = ConfigFile::write(work.path().join("data.json"), &json).seal("batch").output().unwrap();
+    let (out, _) = run(&json, "good");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let res: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(res["sectors"][1]["comm_d"], comm_d.as_str());
     assert_eq!(res["sectors"][0]["comm_d"], hex::encode(sealer_hash::cc_comm_d(2048)));
+}
+
+/// A batch of four 2 KiB sectors, one CC, one with good deal data, one whose staged file is not
+/// its pieces' and one with a wrong comm_d: the two bad ones are left out with their reasons,
+/// and the good ones' comm_r and replicas equal filecoin-proofs' (random inputs), their C1
+/// passing filecoin-proofs' own checks.
+#[test]
+fn one_bad_sector_never_costs_the_batch() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let seed = common::random_seed("one_bad_sector_never_costs_the_batch");
+    let (_, mut json) = common::config(2048, 5, 4, seed, work.path(), 1);
+    let mut rng = seed;
+    let mut stage = |i: usize| {
+        let piece = work.path().join(format!("piece-{i}"));
+        let bytes: Vec<u8> = (0..1000).map(|_| {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (rng >> 33) as u8
+        }).collect();
+        std::fs::write(&piece, bytes).unwrap();
+        let staged = work.path().join(format!("staged-{i}"));
+        let pieces = sealer_data::stage(2048, &[piece.as_path()], &staged).unwrap();
+        serde_json::json!({"path": staged.to_str().unwrap(),
+            "pieces": pieces.iter().map(|p| serde_json::json!({"comm_p": hex::encode(p.comm_p), "size": p.size})).collect::<Vec<_>>()})
+    };
+    json["sectors"][1]["data"] = stage(1);
+    json["sectors"][2]["data"] = stage(2);
+    let other = stage(4);
+    json["sectors"][2]["data"]["path"] = other["path"].clone(); // a file that does not hold its pieces
+    json["sectors"][3]["data"] = stage(3);
+    json["sectors"][3]["comm_d"] = "0c".repeat(32).into();
+    let out = ConfigFile::write(work.path().join("batch.json"), &json).seal("batch").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let res: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<u64> = json["sectors"].as_array().unwrap().iter().map(|s| s["sector_id"].as_u64().unwrap()).collect();
+    let entry = |id: u64| res["sectors"].as_array().unwrap().iter().find(|e| e["sector_id"] == id).cloned().unwrap();
+    assert!(entry(ids[2])["failed"].as_str().unwrap().contains(other["path"].as_str().unwrap()), "{res}");
+    assert!(entry(ids[3])["failed"].as_str().unwrap().contains(&"0c".repeat(32)), "{res}");
+
+    // The good sectors against filecoin-proofs: comm_r, the replica, and C1 on our outputs.
+    let mut good = json.clone();
+    good["sectors"] = serde_json::json!([json["sectors"][0], json["sectors"][1]]);
+    let mut cfg = sealer_config::BatchConfig::from_json(&good.to_string()).unwrap();
+    sealer_data::resolve_comm_ds(&mut cfg).unwrap();
+    let oracle_dir = work.path().join("oracle");
+    std::fs::create_dir_all(&oracle_dir).unwrap();
+    for s in &cfg.sectors {
+        let ours = entry(s.sector_id);
+        assert!(ours["failed"].is_null(), "{ours}");
+        let o = sealer::oracle::precommit_sector(&cfg, s, &oracle_dir).unwrap();
+        assert_eq!(ours["comm_r"], hex::encode(o.comm_r), "comm_r of sector {}", s.sector_id);
+        let p = sealer_config::sector_paths(&cfg, s.sector_id);
+        assert!(std::fs::read(&p.sealed).unwrap() == std::fs::read(&o.sealed).unwrap(), "replica of sector {}", s.sector_id);
+        let proofs = sealer::oracle::commit_phase1(&cfg, s, &p.cache, &p.sealed, [7; 32], o.comm_r, o.comm_d).unwrap();
+        assert!(proofs > 0);
+    }
 }
 
 /// `sealer snap` updates the CC sectors a `sealer batch` sealed with staged deal data: its
