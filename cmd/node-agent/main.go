@@ -200,8 +200,10 @@ func newRun() *cobra.Command {
 	c.Flags().StringVar(&sd.url, "sector-data-url", "", "the URL partners reach that server at, published in status.sectorDataURL (default http(s)://$HOST_IP:<port>)")
 	c.Flags().StringVar(&sd.keyFile, "sector-data-key-file", "", "file holding the key the operator signs sector data URLs with (the chart mounts its Secret)")
 	c.Flags().StringVar(&sd.root, "sector-data-root", "/host/var/lib/sealfleet/output", "the output root (as mounted here) signed paths are relative to: the host path remote-seal batches write to")
-	c.Flags().StringVar(&sd.certFile, "sector-data-tls-cert", "", "serve HTTPS with this certificate (PEM; with --sector-data-tls-key); empty: HTTP, the signed URL being the credential")
+	c.Flags().StringVar(&sd.certFile, "sector-data-tls-cert", "", "serve HTTPS with this certificate (PEM; with --sector-data-tls-key), which must name the node's sector data address")
 	c.Flags().StringVar(&sd.keyPEM, "sector-data-tls-key", "", "the certificate's private key (PEM)")
+	c.Flags().StringVar(&sd.caDir, "sector-data-tls-ca-dir", "", "serve HTTPS with a certificate issued at start for the node's sector data address, signed by the CA in this directory (tls.crt, tls.key: the chart's sector-data CA, which partners trust)")
+	c.Flags().BoolVar(&sd.insecure, "sector-data-insecure-http", false, "serve plain HTTP (the signed URL is the only credential, and it travels in clear): only on a network the partners and this node trust")
 	// The operator's logging flags (--zap-log-level, --zap-devel, --zap-encoder, …).
 	logFlags := flag.NewFlagSet("log", flag.ContinueOnError)
 	zapOpts.BindFlags(logFlags)

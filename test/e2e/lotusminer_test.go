@@ -184,6 +184,7 @@ func lotusHandoffRun(t *testing.T, step func(env []string, args ...string) strin
 		t.Fatal(err)
 	}
 	defer func() { _ = k8s.Delete(ctx, secret) }()
+	trustSectorDataCA(t) // lotus fetches from the node agents over HTTPS
 	epoch := int64(4100)
 	b := &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: sealv1.SealBatchSpec{
 		SectorSize: sealv1.SectorSize8MiB, MinerID: "f01000", Commit1: sealv1.Commit1FromSlot, Handoff: &sealv1.Handoff{LotusMiner: secret.Name},

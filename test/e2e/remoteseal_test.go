@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -67,6 +69,9 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 		_ = k8s.Get(ctx, client.ObjectKey{Name: "127.0.0.1"}, &sn)
 		if err == nil && resp.StatusCode == 200 && sn.Status.SectorDataURL != "" {
 			t.Logf("provider up; node serves sector data at %s", sn.Status.SectorDataURL)
+			if !strings.HasPrefix(sn.Status.SectorDataURL, "https://") {
+				t.Errorf("sector data served at %s: the chart's default is HTTPS (remoteSeal.sectorData.tls.mode ChartCA)", sn.Status.SectorDataURL)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -74,6 +79,7 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 		}
 		time.Sleep(2 * time.Second)
 	}
+	trustSectorDataCA(t)
 	if code, _ := curio.post("status", v0.SectorRequest{PartnerToken: "wrong", SpID: sp, SectorNumber: 5001}, nil); code != http.StatusUnauthorized {
 		t.Errorf("status with a wrong token: %d", code)
 	}
@@ -340,4 +346,23 @@ func finalizeAndCleanUp(t *testing.T, curio *curioClient, sp int64, sectors []in
 			}
 		}
 	}
+}
+
+// trustSectorDataCA makes this process's default HTTP transport trust the chart's sector-data
+// CA, as a partner's host must: Curio and lotus follow the provider's redirects to the node
+// agents with Go's default client, so sector data and C1 outputs come over HTTPS.
+func trustSectorDataCA(t *testing.T) {
+	t.Helper()
+	var s corev1.Secret
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "sealfleet-system", Name: "sealfleet-sector-data-ca"}, &s); err != nil {
+		t.Fatalf("the chart's sector-data CA: %v", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(s.Data["ca.crt"]) {
+		t.Fatalf("Secret %s/%s: ca.crt holds no certificate", s.Namespace, s.Name)
+	}
+	http.DefaultTransport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool}
 }

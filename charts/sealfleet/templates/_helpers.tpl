@@ -150,3 +150,20 @@ subjects:
 {{- define "sealfleet.sectorDataKeySecret" -}}
 {{- printf "%s-sector-data-key" (include "sealfleet.fullname" .) -}}
 {{- end }}
+
+{{/* The Secret holding the CA node agents issue their sector data certificates from (ChartCA). */}}
+{{- define "sealfleet.sectorDataCASecret" -}}
+{{- printf "%s-sector-data-ca" (include "sealfleet.fullname" .) -}}
+{{- end }}
+
+{{/* The Secret mounted as the node agents' sector data TLS material ("" for plain HTTP). */}}
+{{- define "sealfleet.sectorDataTLSSecret" -}}
+{{- $t := .Values.remoteSeal.sectorData.tls -}}
+{{- if eq $t.mode "ChartCA" -}}
+{{- include "sealfleet.sectorDataCASecret" . -}}
+{{- else if eq $t.mode "Secret" -}}
+{{- required "remoteSeal.sectorData.tls.secretName: name the kubernetes.io/tls Secret (release namespace) whose certificate names every node agent's sector data address (or use mode ChartCA)" $t.secretName -}}
+{{- else if ne $t.mode "None" -}}
+{{- fail (printf "remoteSeal.sectorData.tls.mode %q: use ChartCA (default), Secret or None" $t.mode) -}}
+{{- end -}}
+{{- end }}

@@ -453,10 +453,38 @@ func TestRemoteSeal(t *testing.T) {
 	ds := find(objs, "DaemonSet", "")
 	ac := container(t, ds)
 	aargs := strs(ac["args"])
-	for _, want := range []string{"--sector-data-bind-address=:9470", "--sector-data-key-file=/etc/sealfleet/sector-data-key/key", "--sector-data-root=/host/var/lib/sealfleet/output"} {
+	for _, want := range []string{"--sector-data-bind-address=:9470", "--sector-data-key-file=/etc/sealfleet/sector-data-key/key", "--sector-data-root=/host/var/lib/sealfleet/output",
+		"--sector-data-tls-ca-dir=/etc/sealfleet/sector-data-tls"} {
 		if !hasArg(aargs, want) {
 			t.Errorf("agent args %v lack %s", aargs, want)
 		}
+	}
+	// HTTPS by default: the chart's CA, mounted into every agent, which issues itself a
+	// certificate from it; a certificate the admin gives; plain HTTP only when asked for.
+	ca := find(objs, "Secret", "sf-sealfleet-sector-data-ca")
+	if ca == nil || ca["type"] != "kubernetes.io/tls" || get(ca, "data", "ca.crt") != get(ca, "data", "tls.crt") || len(get(ca, "data", "tls.key").(string)) < 100 {
+		t.Errorf("sector-data CA Secret: %v", ca)
+	}
+	mounted := func(objs []obj) string {
+		for _, v := range get(find(objs, "DaemonSet", ""), "spec", "template", "spec", "volumes").([]any) {
+			if v.(map[string]any)["name"] == "sector-data-tls" {
+				return get(v.(obj), "secret", "secretName").(string)
+			}
+		}
+		return ""
+	}
+	if got := mounted(objs); got != "sf-sealfleet-sector-data-ca" {
+		t.Errorf("agents mount %q as their sector-data TLS", got)
+	}
+	given := render(t, "--set", "remoteSeal.enabled=true", "--set", "remoteSeal.tlsSecret=provider-tls", "--set", "remoteSeal.sectorData.tls.mode=Secret",
+		"--set", "remoteSeal.sectorData.tls.secretName=nodes-tls")
+	if a := strs(container(t, find(given, "DaemonSet", ""))["args"]); !hasArg(a, "--sector-data-tls-cert=/etc/sealfleet/sector-data-tls/tls.crt") ||
+		mounted(given) != "nodes-tls" || find(given, "Secret", "sf-sealfleet-sector-data-ca") != nil {
+		t.Errorf("mode Secret: args %v, mounted %q", a, mounted(given))
+	}
+	plain := render(t, "--set", "remoteSeal.enabled=true", "--set", "remoteSeal.tlsSecret=provider-tls", "--set", "remoteSeal.sectorData.tls.mode=None")
+	if a := strs(container(t, find(plain, "DaemonSet", ""))["args"]); !hasArg(a, "--sector-data-insecure-http") || mounted(plain) != "" {
+		t.Errorf("mode None: args %v, mounted %q", a, mounted(plain))
 	}
 	if get(ac, "ports", "1", "hostPort") != float64(9470) {
 		t.Errorf("agent sector data port: %v", ac["ports"])
@@ -464,6 +492,8 @@ func TestRemoteSeal(t *testing.T) {
 	for _, tc := range []struct{ set, want string }{
 		{"remoteSeal.enabled=true", "remoteSeal.tlsSecret: name the kubernetes.io/tls Secret"},
 		{"remoteSeal.enabled=true,remoteSeal.insecureHTTP=true,remoteSeal.outputPath=/data/out", "remoteSeal.outputPath /data/out is not one of nodeAgent.outputPaths"},
+		{"remoteSeal.enabled=true,remoteSeal.insecureHTTP=true,remoteSeal.sectorData.tls.mode=Secret", "remoteSeal.sectorData.tls.secretName: name the kubernetes.io/tls Secret"},
+		{"remoteSeal.enabled=true,remoteSeal.insecureHTTP=true,remoteSeal.sectorData.tls.mode=Plain", "sectorData/tls/mode"},
 		{"remoteSeal.maxBatch=3", "maxBatch"},
 		{"remoteSeal.minerPrefix=x0", "minerPrefix"},
 	} {
@@ -657,7 +687,7 @@ func TestMonitoringEnabled(t *testing.T) {
 	}
 	for _, name := range []string{"SealfleetHasherUtilisationLow", "SealfleetCCXHasherUtilisationLow", "SealfleetPC1Stalled",
 		"SealfleetBatchStuckInPhase", "SealfleetNoCapacity", "SealfleetBatchesUnschedulable", "SealfleetSlotsExhausted",
-		"SealfleetReleaseFailures", "SealfleetNodeAgentDown", "SealfleetNodeAgentScanErrors", "SealfleetHugepagesShort",
+		"SealfleetReleaseFailures", "SealfleetSectorFailures", "SealfleetNodeAgentDown", "SealfleetNodeAgentScanErrors", "SealfleetHugepagesShort",
 		"SealfleetLayerDeviceNotReady", "SealfleetOperatorDown", "SealfleetReconcileErrors"} {
 		a, ok := alerts[name]
 		if !ok {
@@ -676,8 +706,8 @@ func TestMonitoringEnabled(t *testing.T) {
 			t.Errorf("alert %s has no severity", name)
 		}
 	}
-	if len(alerts) != 16 {
-		t.Errorf("want 16 alerts, got %d", len(alerts))
+	if len(alerts) != 17 {
+		t.Errorf("want 17 alerts, got %d", len(alerts))
 	}
 
 	cm := find(objs, "ConfigMap", "sf-sealfleet-dashboard")
