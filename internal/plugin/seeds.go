@@ -232,8 +232,9 @@ func (a *app) seedsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "seeds NAME (-f FILE | -f - | --random [--epoch N])",
 		Short: "Add interactive PoRep seeds to a commit1 FromSlot batch (spec.seeds)",
-		Long: `Add the sectors' interactive PoRep seeds to a SealBatch with spec.commit1 FromSlot; once
-every sector has one (or spec.seedTimeout passes) the operator runs C1 from the slot.
+		Long: `Add the sectors' interactive PoRep seeds to a SealBatch with spec.commit1 FromSlot; the
+operator runs C1 from the slot for them at once (seeds added together share one C1 pod) while
+the slot stays held for the sectors still waiting for theirs.
 
 -f FILE (or - for stdin) is YAML or JSON: a list of {number, randomness, epoch}, or an
 object {seeds: [...]}. randomness is 32 bytes as 64 hex characters (a 0x prefix is
