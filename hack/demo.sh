@@ -39,6 +39,8 @@ OUT=${DEMO_OUT:-$root/_out/demo}                  # step logs
 OUTPUT_DIR=${OUTPUT_DIR:-/var/lib/sealfleet/output}
 DEALS_DIR=${DEALS_DIR:-/var/lib/sealfleet/deals}  # staged data sectors (the batch's dataSource)
 DATA_SECTORS=${DATA_SECTORS:-1}                   # how many of a batch's sectors hold deal data
+BAD_SECTOR=${BAD_SECTOR:-0}                       # >0: that sector (1-based) holds deal data whose staged file is
+                                                  # spoiled after staging: the sealer leaves it out, seals the rest
 PROOF_TYPE=${PROOF_TYPE:-}                        # spec.proofType of sealed batches (default: the API's, V1_1)
 SECTOR_SIZE=${SECTOR_SIZE:-8MiB}                  # spec.sectorSize of sealed batches (CC only when not 8MiB)
 COMMIT1=${COMMIT1:-}                              # FromSlot: the operator runs C1 from the slot once `seeds` gives the seeds
@@ -259,20 +261,27 @@ EOF
   [ -n "$PROOF_TYPE" ] && printf '  proofType: %s\n' "$PROOF_TYPE"
   [ -n "$COMMIT1" ] && printf '  commit1: %s\n' "$COMMIT1"
   [ -n "$PC2_ENGINE" ] && printf '  pc2Engine: %s\n' "$PC2_ENGINE"
-  (( DATA_SECTORS > 0 )) && printf '  dataSource:\n    hostPath: {path: "%s"}\n' "$DEALS_DIR"
+  (( DATA_SECTORS > 0 || BAD_SECTOR > 0 )) && printf '  dataSource:\n    hostPath: {path: "%s"}\n' "$DEALS_DIR"
   echo "  sectors:"
   for i in $(seq "$n"); do
     printf '  - number: %d\n    ticket: "%064x"\n' $((base + i)) $((0x5eed0000 + i))
-    (( i <= DATA_SECTORS )) && stage_data "$name" $((base + i))
+    (( i <= DATA_SECTORS || i == BAD_SECTOR )) && stage_data "$name" $((base + i))
+    (( i == BAD_SECTOR )) && spoil_data "$name" $((base + i))
   done
   return 0
+}
+
+# spoil_data NAME NUM: make sector NUM's staged file a bad one (its first node all ones: not a
+# field element), as a staging bug would.
+spoil_data() {
+  printf '\xff%.0s' $(seq 32) | dd of="$DEALS_DIR/$1/s-$2" bs=32 count=1 conv=notrunc status=none
 }
 
 seal() {
   local name=${1:-cc-8mib-demo} n=${2:-4}
   kc -n "$BATCH_NS" delete sealbatch "$name" --ignore-not-found --wait=true >/dev/null
   batch_yaml "$name" "$n" | kc apply -f - >/dev/null
-  say "SealBatch $BATCH_NS/$name: $n $SECTOR_SIZE ${PROOF_TYPE:-V1_1} sectors ($(( DATA_SECTORS < n ? DATA_SECTORS : n )) with deal data) on node $NODE"
+  say "SealBatch $BATCH_NS/$name: $n $SECTOR_SIZE ${PROOF_TYPE:-V1_1} sectors ($(( DATA_SECTORS < n ? DATA_SECTORS : n )) with deal data$( (( BAD_SECTOR > 0 )) && printf ', sector %d with a spoiled data file' "$BAD_SECTOR")) on node $NODE"
   sf wait "$name" -n "$BATCH_NS" --for phase=Completed,WaitingForSeeds --timeout "${SEAL_TIMEOUT:-900}s"
   sf batch "$name" -n "$BATCH_NS"
   say "CPUs: layout on $(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.cpus}'), sealer granted $(kc -n "$BATCH_NS" get sealbatch "$name" -o jsonpath='{.status.runningCPUs.granted}; L3 groups {.status.runningCPUs.l3Groups}; moved {.status.runningCPUs.moves}')"

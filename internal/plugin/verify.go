@@ -34,8 +34,10 @@ const defaultParentCache = "/var/tmp/filecoin-parents"
 // OracleConfig turns the sealer config the operator wrote for the batch into one the oracle
 // runs on this host: outputs into outDir, no metrics port or progress file, and the data
 // files and sector keys at their host paths (spec.dataSource / spec.update.sectorKeys
-// hostPath) instead of the pod's mounts. Every other key is kept as it is.
-func OracleConfig(raw []byte, outDir string, spec *sealv1.SealBatchSpec) ([]byte, error) {
+// hostPath) instead of the pod's mounts. A sector the batch left out (leftOut: its checks
+// failed) is computed as the CC filler the sealer sealed in its place (the sealer runs only
+// some batch sizes), and not compared. Every other key is kept as it is.
+func OracleConfig(raw []byte, outDir string, spec *sealv1.SealBatchSpec, leftOut map[int64]bool) ([]byte, error) {
 	var cfg map[string]any
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber() // sector numbers and sizes stay exact
@@ -58,6 +60,10 @@ func OracleConfig(raw []byte, outDir string, spec *sealv1.SealBatchSpec) ([]byte
 		sector, ok := s.(map[string]any)
 		if !ok {
 			return nil, fmt.Errorf("the sealer config's sectors[%d] is not an object", i)
+		}
+		if id, ok := sector["sector_id"].(json.Number); ok && leftOut[numberOf(id)] {
+			delete(sector, "data")
+			delete(sector, "comm_d")
 		}
 		if data, ok := sector["data"].(map[string]any); ok && dataDir != "" {
 			if p, ok := data["path"].(string); ok {
@@ -107,10 +113,19 @@ func ParseOracleOutput(out []byte) (map[int64]string, error) {
 	return want, nil
 }
 
+func numberOf(n json.Number) int64 {
+	v, err := strconv.ParseInt(n.String(), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
 func normalizeHex(s string) string { return strings.TrimPrefix(strings.ToLower(s), "0x") }
 
 // CompareCommR prints one line per sector of the status, by number: its CommR and whether
-// rust-fil-proofs computed the same; it returns the lines and how many differ.
+// rust-fil-proofs computed the same (a sector the batch left out: why); it returns the lines
+// and how many differ.
 func CompareCommR(sectors []sealv1.SectorStatus, want map[int64]string) (lines []string, differing int) {
 	sorted := append([]sealv1.SectorStatus{}, sectors...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Number < sorted[j].Number })
@@ -118,6 +133,8 @@ func CompareCommR(sectors []sealv1.SectorStatus, want map[int64]string) (lines [
 		got := normalizeHex(s.CommR)
 		exp, ok := want[s.Number]
 		switch {
+		case s.State == "Failed":
+			lines = append(lines, fmt.Sprintf("sector %d  left out of the batch: %s", s.Number, s.Reason))
 		case ok && got == exp:
 			lines = append(lines, fmt.Sprintf("sector %d  commR %s  matches rust-fil-proofs", s.Number, got))
 		case ok:
@@ -188,7 +205,11 @@ Prints one line per sector; exits 1 when any differs or the status has no sector
 				return err
 			}
 			defer os.RemoveAll(dir)
-			cfg, err := OracleConfig([]byte(raw), filepath.Join(dir, "out"), &b.Spec)
+			leftOut := map[int64]bool{}
+			for _, s := range b.Status.Sectors {
+				leftOut[s.Number] = s.State == "Failed"
+			}
+			cfg, err := OracleConfig([]byte(raw), filepath.Join(dir, "out"), &b.Spec, leftOut)
 			if err != nil {
 				return fmt.Errorf("ConfigMap %s: %w", cmName, err)
 			}

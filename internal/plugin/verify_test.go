@@ -34,7 +34,7 @@ func TestOracleConfig(t *testing.T) {
 		DataSource: &sealv1.DataSource{HostPath: &sealv1.HostPathData{Path: "/var/lib/sealfleet/deals"}},
 		Update:     &sealv1.SnapUpdate{SectorKeys: sealv1.SectorKeySource{HostPath: &sealv1.HostPathData{Path: "/var/lib/sealfleet/output/ns/cc"}}},
 	}
-	out, err := OracleConfig([]byte(sealerConfig), "/tmp/x/out", spec)
+	out, err := OracleConfig([]byte(sealerConfig), "/tmp/x/out", spec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,11 +66,16 @@ func TestOracleConfig(t *testing.T) {
 	}
 
 	// Without hostPath volumes the pod paths stay (the oracle then reads them as given).
-	out, err = OracleConfig([]byte(sealerConfig), "/o", &sealv1.SealBatchSpec{})
+	out, err = OracleConfig([]byte(sealerConfig), "/o", &sealv1.SealBatchSpec{}, nil)
 	if err != nil || !contains(string(out), `"/data/staged/1001"`) || !contains(string(out), `"/sector-keys/1003/sealed"`) {
 		t.Errorf("no hostPaths: %s %v", out, err)
 	}
-	if _, err := OracleConfig([]byte(`[1]`), "/o", &sealv1.SealBatchSpec{}); err == nil {
+	// A sector the batch left out is computed as the CC filler sealed in its place.
+	out, err = OracleConfig([]byte(sealerConfig), "/o", spec, map[int64]bool{9223372036854775807: true})
+	if err != nil || contains(string(out), "staged/1001") || !contains(string(out), `"/var/lib/sealfleet/deals/u/1003"`) {
+		t.Errorf("a left-out sector: %s %v", out, err)
+	}
+	if _, err := OracleConfig([]byte(`[1]`), "/o", &sealv1.SealBatchSpec{}, nil); err == nil {
 		t.Error("a config that is not an object must be refused")
 	}
 }
@@ -99,6 +104,11 @@ func TestCompareCommR(t *testing.T) {
 	}
 	if differing != 2 || !reflect.DeepEqual(lines, want) {
 		t.Errorf("compare: %d\n%q\nwant %q", differing, lines, want)
+	}
+	left := []sealv1.SectorStatus{{Number: 1001, CommR: "abcd"}, {Number: 1004, State: "Failed", Reason: "sector 1004: its data /d/1004 is not fr32-padded"}}
+	if lines, differing := CompareCommR(left, map[int64]string{1001: "abcd", 1004: "0000"}); differing != 0 ||
+		lines[1] != "sector 1004  left out of the batch: sector 1004: its data /d/1004 is not fr32-padded" {
+		t.Errorf("a left-out sector: %d %q", differing, lines)
 	}
 	if lines, differing := CompareCommR(sectors[1:2], map[int64]string{1001: "abcd"}); differing != 0 || len(lines) != 1 {
 		t.Errorf("a match: %d %q", differing, lines)

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -142,12 +144,48 @@ func checkDataSector(t *testing.T, batch string) {
 		t.Fatalf("the demo batch is not one data sector beside CC ones: %+v", b.Spec)
 	}
 	for _, s := range b.Status.Sectors {
+		if s.State == "Failed" {
+			continue // checkLeftOut's
+		}
 		data := s.Number == b.Spec.Sectors[0].Number
 		if data == (s.CommD == cc8MiB) || !strings.HasPrefix(s.CommDCID, "baga6ea4seaq") {
 			t.Errorf("sector %d (data %v): commD %s %s", s.Number, data, s.CommD, s.CommDCID)
 		}
 	}
 	t.Logf("data sector %d: commD %s", b.Spec.Sectors[0].Number, b.Status.Sectors[0].CommDCID)
+}
+
+// checkLeftOut: the batch sealed with its spoiled sector left out: Completed with the
+// SectorsFailed condition naming it, the sector Failed with a reason naming its file, the
+// verify step saying so, and the operator's counter of left-out sectors up.
+func checkLeftOut(t *testing.T, batch, verify string) {
+	t.Helper()
+	var b sealv1.SealBatch
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "sealfleet-batches", Name: batch}, &b); err != nil {
+		t.Fatal(err)
+	}
+	bad := b.Spec.Sectors[3]
+	var st sealv1.SectorStatus
+	for _, s := range b.Status.Sectors {
+		if s.Number == bad.Number {
+			st = s
+		}
+	}
+	if b.Status.Phase != sealv1.PhaseCompleted || st.State != "Failed" || bad.Data == nil ||
+		!strings.Contains(st.Reason, "not a field element") || !strings.Contains(st.Reason, filepath.Base(bad.Data.File)) {
+		t.Errorf("the spoiled sector %d: batch %s, status %+v", bad.Number, b.Status.Phase, st)
+	}
+	c := meta.FindStatusCondition(b.Status.Conditions, sealv1.CondSectorsFailed)
+	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, fmt.Sprintf("%d (data-mismatch)", bad.Number)) {
+		t.Errorf("SectorsFailed condition %+v", c)
+	}
+	if !strings.Contains(verify, fmt.Sprintf("sector %d  left out of the batch", bad.Number)) {
+		t.Errorf("verify does not say sector %d was left out:\n%s", bad.Number, verify)
+	}
+	if out, err := sealfleetPlugin("batch", batch, "-n", "sealfleet-batches"); err != nil || !strings.Contains(string(out), "not a field element") {
+		t.Errorf("kubectl sealfleet batch does not say why sector %d failed: %v\n%s", bad.Number, err, out)
+	}
+	t.Logf("sector %d left out: %s", bad.Number, st.Reason)
 }
 
 // checkLotusStore: the demo's batches write a lotus/Curio storage path; each sector is where
@@ -175,8 +213,20 @@ func checkLotusStore(t *testing.T, batch string) {
 	if err != nil || json.Unmarshal(raw, &store) != nil || store.ID != string(b.UID) || !store.CanStore {
 		t.Errorf("sectorstore.json in %s: %v %s", dir, err, raw)
 	}
+	failed := map[int64]bool{}
+	for _, s := range b.Status.Sectors {
+		failed[s.Number] = s.State == "Failed"
+	}
 	for _, s := range b.Spec.Sectors {
 		name := fmt.Sprintf("s-t01000-%d", s.Number)
+		if failed[s.Number] {
+			for _, p := range []string{filepath.Join(dir, "sealed", name), filepath.Join(dir, "cache", name), filepath.Join(dir, ".filler")} {
+				if _, err := os.Stat(p); err == nil {
+					t.Errorf("%s: outputs of a sector left out of the batch", p)
+				}
+			}
+			continue
+		}
 		fi, err := os.Stat(filepath.Join(dir, "sealed", name))
 		if err != nil || fi.Size() != 8<<20 {
 			t.Errorf("sealed/%s: %v", name, err)
@@ -296,15 +346,18 @@ func TestRealNode(t *testing.T) {
 		}
 	}()
 	sealT0 := time.Now()
-	step(nil, "seal", batch, "4")
+	// Sector 4 holds deal data whose staged file is spoiled: the batch must seal the other
+	// three and leave it out, naming its file (one bad sector never costs the batch).
+	step([]string{"BAD_SECTOR=4"}, "seal", batch, "4")
 	sealDur := time.Since(sealT0)
 	cancel()
 	<-done
 
 	out := step(nil, "verify", batch)
-	if n := strings.Count(out, "matches rust-fil-proofs"); n != 4 {
-		t.Errorf("%d of 4 sectors match rust-fil-proofs", n)
+	if n := strings.Count(out, "matches rust-fil-proofs"); n != 3 {
+		t.Errorf("%d of the 3 sealed sectors match rust-fil-proofs", n)
 	}
+	checkLeftOut(t, batch, out)
 	checkPrediction(t, batch, qualified)
 	checkCPUManager(t, batch)
 	checkLotusStore(t, batch)
