@@ -33,6 +33,10 @@ manifests: generate ## Generate CRDs and RBAC into config/ and the chart.
 	$(CONTROLLER_GEN) rbac:roleName=sealfleet-manager paths=./controllers/... output:rbac:artifacts:config=config/rbac
 	hack/sync-chart-crds.sh
 
+.PHONY: docs
+docs: ## Render the API reference docs/api.md from the types' comments (crd-ref-docs from the Go module proxy).
+	hack/api-docs.sh
+
 .PHONY: build
 build: ## Build the manager, node-agent and kubectl-sealfleet (the kubectl plugin) binaries into bin/.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/ ./cmd/manager ./cmd/node-agent ./cmd/kubectl-sealfleet
@@ -48,9 +52,10 @@ test: ## Run every test suite: repository checks, Go unit + envtest, Rust sealer
 	hack/test-suites.sh test-repo test-go test-sealer test-chart test-e2e
 
 .PHONY: test-repo
-test-repo: ## Repository hygiene: no tracked file over 1 MiB (exceptions in hack/large-files.allow), Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod.
+test-repo: ## Repository hygiene: no tracked file over 1 MiB (exceptions in hack/large-files.allow), Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod, docs/api.md as the API types render it.
 	hack/check-tracked-sizes.sh
 	hack/tools/k8s/regen.sh check
+	hack/api-docs.sh check
 	@unformatted=$$(git ls-files -z '*.go' | xargs -0 gofmt -l); [ -z "$$unformatted" ] || { echo "not gofmt-clean (run gofmt -w): $$unformatted" >&2; exit 1; }
 
 .PHONY: test-go

@@ -6,6 +6,7 @@
 #   hack/tools.sh k8s              kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd
 #   hack/tools.sh kubectl          kubectl (same module and version as k8s)
 #   hack/tools.sh controller-gen
+#   hack/tools.sh crd-ref-docs     the API reference generator (make docs)
 #   hack/tools.sh kwok | helm      (same module as k8s: one build for all that are missing)
 #   hack/tools.sh envtest-assets   k8s + the KUBEBUILDER_ASSETS folder (bin/envtest)
 set -euo pipefail
@@ -100,6 +101,14 @@ build_controller_gen() {
   GOBIN="$bin" go install -trimpath "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_TOOLS_VERSION"
 }
 
+build_crd_ref_docs() {
+  # It reports no version of its own: the stamp file beside it names the one built.
+  [ -x "$bin/crd-ref-docs" ] && [ "$(cat "$bin/crd-ref-docs.version" 2>/dev/null)" = "$CRD_REF_DOCS_VERSION" ] && return 0
+  log "building crd-ref-docs $CRD_REF_DOCS_VERSION"
+  GOBIN="$bin" go install -trimpath "github.com/elastic/crd-ref-docs@$CRD_REF_DOCS_VERSION"
+  echo "$CRD_REF_DOCS_VERSION" > "$bin/crd-ref-docs.version"
+}
+
 # envtest_assets: the KUBEBUILDER_ASSETS folder, once k8s is built.
 envtest_assets() {
   mkdir -p "$bin/envtest"
@@ -114,10 +123,11 @@ for t in "$@"; do
     k8s) want_k8s ;;
     kubectl) want_kubectl ;;
     controller-gen) build_controller_gen ;;
+    crd-ref-docs) build_crd_ref_docs ;;
     kwok) want_kwok ;;
     helm) want_helm ;;
     envtest-assets) want_k8s; envtest_assets_wanted=1 ;;
-    *) echo "hack/tools.sh: unknown tool '$t' (k8s, kubectl, controller-gen, kwok, helm, envtest-assets)" >&2; exit 2 ;;
+    *) echo "hack/tools.sh: unknown tool '$t' (k8s, kubectl, controller-gen, crd-ref-docs, kwok, helm, envtest-assets)" >&2; exit 2 ;;
   esac
 done
 build_k8s_module
