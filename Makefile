@@ -52,10 +52,11 @@ test: ## Run every test suite: repository checks, Go unit + envtest, Rust sealer
 	hack/test-suites.sh test-repo test-go test-sealer test-chart test-e2e
 
 .PHONY: test-repo
-test-repo: ## Repository hygiene: no tracked file over 1 MiB (exceptions in hack/large-files.allow), Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod, docs/api.md as the API types render it.
+test-repo: ## Repository hygiene: no tracked file over 1 MiB (exceptions in hack/large-files.allow), Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod, docs/api.md as the API types render it, the sealer workspace rustfmt-clean.
 	hack/check-tracked-sizes.sh
 	hack/tools/k8s/regen.sh check
 	hack/api-docs.sh check
+	cd sealer-image && cargo fmt --check
 	@unformatted=$$(git ls-files -z '*.go' | xargs -0 gofmt -l); [ -z "$$unformatted" ] || { echo "not gofmt-clean (run gofmt -w): $$unformatted" >&2; exit 1; }
 
 .PHONY: test-go

@@ -576,7 +576,9 @@ impl BatchConfig {
             "api_version",
             raw.api_version.as_ref().map(|Named(a)| *a),
             reg.as_ref().map(|r| r.api_version),
-            |p| format!("{} contradicts registered_proof ({}); drop one of them", raw_api(&raw.api_version), p.as_str()),
+            |p| {
+                format!("{} contradicts registered_proof ({}); drop one of them", raw_api(&raw.api_version), p.as_str())
+            },
             "missing; use \"1.0.0\", \"1.1.0\" or \"1.2.0\" or set registered_proof",
         )?;
         let given_features = raw.features.map(|fs| {

@@ -376,7 +376,9 @@ fn writable_outputs(cfg: &BatchConfig, sector_id: u64) -> Result<(), DataError> 
     let p = sealer_config::sector_paths(cfg, sector_id);
     for dir in [Some(p.cache.as_path()), p.sealed.parent()].into_iter().flatten() {
         let probe = dir.join(".sealfleet-write-probe");
-        let r = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&probe, b"")).and_then(|_| std::fs::remove_file(&probe));
+        let r = std::fs::create_dir_all(dir)
+            .and_then(|_| std::fs::write(&probe, b""))
+            .and_then(|_| std::fs::remove_file(&probe));
         if let Err(e) = r {
             return Err(DataError::Io(format!(
                 "sector {sector_id}: its output directory {} is not writable ({e}): fix the output volume's permissions or free space",

@@ -128,4 +128,3 @@ impl SealerError {
         SealerError::Io(format!("{what}: {e}"))
     }
 }
-

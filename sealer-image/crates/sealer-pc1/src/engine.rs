@@ -15,12 +15,12 @@
 //!
 //! The orchestrator (the calling thread) reports progress and sequences layers.
 
-use sealer_progress::LiveStats;
-use sealer_slot::Geometry;
 use crate::sync::{Aborted, Counter};
 use crate::SealerError;
 use sealer_graph::Parents;
 use sealer_hash::{parents_of_layer, LabelHasher, DEGREE};
+use sealer_progress::LiveStats;
+use sealer_slot::Geometry;
 use sealer_storage::{coalesce, AlignedBuf, HugeArena, PageBackend, PageIo, Stripe, PAGE};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

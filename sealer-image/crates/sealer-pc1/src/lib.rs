@@ -15,15 +15,15 @@ pub mod engine;
 pub mod sync;
 
 use engine::{Buffers, ThreadPlan};
-use sealer_progress::{BufferBacking, LiveStats, Progress, ProgressSink};
 use sealer_config::BatchConfig;
 use sealer_error::SealerError;
 use sealer_graph::Parents;
-use sealer_slot::{
-    geometry, layer_digest, layers_claimed, open_parents, sector_ids, state, state_path, stripe, verified_layers, Geometry,
-    LayerReader, Tuning,
-};
 use sealer_hash::{Kernel, LabelHasher};
+use sealer_progress::{BufferBacking, LiveStats, Progress, ProgressSink};
+use sealer_slot::{
+    geometry, layer_digest, layers_claimed, open_parents, sector_ids, state, state_path, stripe, verified_layers,
+    Geometry, LayerReader, Tuning,
+};
 use sealer_storage::{AlignedBuf, Devices, HugeArena, PageBackend, Stripe, UringBackend, HUGEPAGE, PAGE};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -157,7 +157,11 @@ pub fn run_pc1(cfg: &BatchConfig, opts: &Pc1Options) -> Result<Pc1Report, Sealer
 
 /// [`run_pc1`] publishing to an existing progress sink (so `batch` keeps one endpoint for
 /// both phases).
-pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&ProgressSink>) -> Result<Pc1Report, SealerError> {
+pub fn run_pc1_with(
+    cfg: &BatchConfig,
+    opts: &Pc1Options,
+    sink: Option<&ProgressSink>,
+) -> Result<Pc1Report, SealerError> {
     // --- checks before any work ---
     let kernel = if opts.force_portable_hash {
         Kernel::Portable
@@ -236,8 +240,10 @@ pub fn run_pc1_with(cfg: &BatchConfig, opts: &Pc1Options, sink: Option<&Progress
     };
     log::info!("{}", buffers.describe());
     sink.set_buffers(&buffers);
-    let mut be_r = UringBackend::new(devs.clone(), opts.queue_depth).map_err(|e| SealerError::io("creating io_uring", e))?;
-    let mut be_w = UringBackend::new(devs.clone(), opts.queue_depth).map_err(|e| SealerError::io("creating io_uring", e))?;
+    let mut be_r =
+        UringBackend::new(devs.clone(), opts.queue_depth).map_err(|e| SealerError::io("creating io_uring", e))?;
+    let mut be_w =
+        UringBackend::new(devs.clone(), opts.queue_depth).map_err(|e| SealerError::io("creating io_uring", e))?;
     let regions = bufs.io_regions();
     // SAFETY: the regions are the rings and read slots of `bufs` (AlignedBuf heap memory, valid for
     // their lengths: rings rounded up to whole pages stay within the allocation's capacity), which

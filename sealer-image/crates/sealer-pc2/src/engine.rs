@@ -4,8 +4,8 @@
 
 use crate::{fr, io, TreeBuilder};
 use sealer_config::Pc2Engine;
-use sealer_gpu::{Gpu, RangeInput, RangeOutput, NODE};
 use sealer_error::SealerError;
+use sealer_gpu::{Gpu, RangeInput, RangeOutput, NODE};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 

@@ -96,7 +96,11 @@ fn fr_of(b: &[u8], what: &str) -> Result<Fr, SealerError> {
 /// in sector order is returned. Files are written under `.tmp` names and renamed when complete
 /// (`p_aux` last).
 /// tree-r-last is built by `engine` (the encoding itself is one multiply-add a node, on the CPU).
-pub fn encode_sectors(sector_size: u64, sectors: &[SnapSector], engine: &Engine) -> Result<Vec<SnapResult>, SealerError> {
+pub fn encode_sectors(
+    sector_size: u64,
+    sectors: &[SnapSector],
+    engine: &Engine,
+) -> Result<Vec<SnapResult>, SealerError> {
     sectors.par_iter().map(|s| encode_sector(sector_size, s, engine)).collect()
 }
 

@@ -36,4 +36,3 @@ fn porep_config_of(
         .collect();
     PoRepConfig::new_groth16_with_features(sector_size, porep_id, api, feats).context("PoRepConfig")
 }
-

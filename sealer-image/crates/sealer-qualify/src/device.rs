@@ -109,7 +109,8 @@ fn measure_into(path: &Path, opts: &Options, r: &mut DeviceResult) -> Result<(),
     }
     log::info!("{}: {} bytes, direct I/O {}: random 4 KiB reads…", path.display(), dev.bytes, dev.direct);
     let mut rng = Rng::seeded();
-    let random = dev.pump(opts.depth as usize, BLOCK, opts.seconds, false, |_| (span.block(rng.below(blocks)), BLOCK))?;
+    let random =
+        dev.pump(opts.depth as usize, BLOCK, opts.seconds, false, |_| (span.block(rng.below(blocks)), BLOCK))?;
     r.random_read_iops = Some(random.requests as f64 / random.seconds);
 
     log::info!("{}: sequential 1 MiB reads…", path.display());
@@ -239,7 +240,8 @@ impl Device {
         } else if meta.is_file() {
             match write_end {
                 Some(end) if meta.len() < end => {
-                    file.set_len(end).map_err(|e| format!("growing the file to the write range's end ({end} bytes): {e}"))?;
+                    file.set_len(end)
+                        .map_err(|e| format!("growing the file to the write range's end ({end} bytes): {e}"))?;
                     end
                 }
                 _ => meta.len(),
@@ -437,7 +439,10 @@ mod tests {
         let range = WriteRange { offset: 1 << 20, length: 1 << 20 };
         let fresh = dir.path().join("sub/fresh.img");
         let r = measure(&fresh, &opts(Some(range)));
-        assert!(r.error.is_none() && r.random_read_iops.unwrap() > 0.0 && r.seq_write_bytes_per_s.unwrap() > 0.0, "{r:?}");
+        assert!(
+            r.error.is_none() && r.random_read_iops.unwrap() > 0.0 && r.seq_write_bytes_per_s.unwrap() > 0.0,
+            "{r:?}"
+        );
         assert_eq!(std::fs::metadata(&fresh).unwrap().len(), 2 << 20);
 
         let short = dir.path().join("short.img");

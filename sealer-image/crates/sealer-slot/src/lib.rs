@@ -73,7 +73,6 @@ pub fn state_path(cfg: &BatchConfig) -> PathBuf {
     cfg.output_dir.join("pc1-state.json")
 }
 
-
 /// Layers a previous run completed for this batch and that are still intact on storage (0
 /// when none, another batch, or the slot was scrubbed or reused since).
 pub fn layers_done(cfg: &BatchConfig) -> usize {
@@ -184,7 +183,8 @@ impl LayerReader {
     pub fn open(cfg: &BatchConfig) -> Result<Self, SealerError> {
         let g = geometry(cfg, Tuning::default());
         let stripe = stripe(cfg, &g);
-        let devs = Devices::open_existing(&cfg.layers.paths).map_err(|e| SealerError::io("opening layer storage", e))?;
+        let devs =
+            Devices::open_existing(&cfg.layers.paths).map_err(|e| SealerError::io("opening layer storage", e))?;
         let be = UringBackend::new(devs, 64).map_err(|e| SealerError::io("creating io_uring", e))?;
         Ok(LayerReader { g, stripe, be })
     }
@@ -258,7 +258,8 @@ pub fn export_layers(cfg: &BatchConfig, out: &Path) -> Result<usize, SealerError
             std::fs::create_dir_all(&dir).map_err(|e| SealerError::io(&format!("creating {}", dir.display()), e))?;
             let path = dir.join(format!("sc-02-data-layer-{layer}.dat"));
             let tmp = dir.join(format!("sc-02-data-layer-{layer}.dat.tmp"));
-            let f = std::fs::File::create(&tmp).map_err(|e| SealerError::io(&format!("creating {}", tmp.display()), e))?;
+            let f =
+                std::fs::File::create(&tmp).map_err(|e| SealerError::io(&format!("creating {}", tmp.display()), e))?;
             files.push((std::io::BufWriter::with_capacity(1 << 20, f), tmp, path));
         }
         let mut p = 0u64;
@@ -293,4 +294,3 @@ pub fn export_layers(cfg: &BatchConfig, out: &Path) -> Result<usize, SealerError
     }
     Ok(done)
 }
-

@@ -419,7 +419,9 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
         // The CPU engine's hash rates stand in for the baseline: its 32 GiB prediction.
         let (tree, col11, name) = poseidon_rates(Pc2Engine::Cpu)?;
         let big = big_sector_seconds(tree, col11);
-        table += &format!("| {name}: Poseidon rates only (baseline) | – | – | {tree:.0} | {col11:.0} | – | – | {big:.0} | 1.00× |\n");
+        table += &format!(
+            "| {name}: Poseidon rates only (baseline) | – | – | {tree:.0} | {col11:.0} | – | – | {big:.0} | 1.00× |\n"
+        );
         Baseline::CpuRates(big)
     } else {
         let work = dir.join("pc2-rfp");
@@ -455,7 +457,10 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
             let t = Instant::now();
             sealer_gpu::Gpu::open(sealer_pc2::engine::device_index().map_err(|e| e.to_string())?)
                 .map_err(|e| e.to_string())?;
-            notes += &format!("sealfleet gpu: first device open and kernel build {:.2} s (before the timed run).\n", t.elapsed().as_secs_f64());
+            notes += &format!(
+                "sealfleet gpu: first device open and kernel build {:.2} s (before the timed run).\n",
+                t.elapsed().as_secs_f64()
+            );
         }
         let t0 = Instant::now();
         let (results, bd) = sealer_pc2::run_pc2_measured(&c, false, None).map_err(|e| err(&e))?;

@@ -107,7 +107,8 @@ pub fn run(b: &SynthBench) -> Result<String, String> {
     // batch), so that PC1 at 512 MiB does not wait on random parent reads from a file slot.
     let two_layers = 2 * b.sector_size * b.batch as u64;
     let tuning = sealer_slot::Tuning { ring_bytes: two_layers.max(1 << 30), ..Default::default() };
-    sealer_pc1::run_pc1(&cfg, &Pc1Options { restart: true, tuning, ..Default::default() }).map_err(|e| format!("{e:#}"))?;
+    sealer_pc1::run_pc1(&cfg, &Pc1Options { restart: true, tuning, ..Default::default() })
+        .map_err(|e| format!("{e:#}"))?;
     let res = sealer_pc2::run_pc2(&cfg, true).map_err(|e| format!("{e:#}"))?;
     let commits: Vec<([u8; 32], [u8; 32])> = res
         .iter()

@@ -175,7 +175,12 @@ fn triage_before_pc1(cfg: &mut BatchConfig) -> Result<Vec<sealer_data::SectorFai
             std::fs::create_dir_all(&cfg.output_dir)
                 .map_err(|e| SealerError::Io(format!("creating {}: {e}", cfg.output_dir.display())))?;
             write_atomically(&record, &serde_json::json!({ "sectors": v }).to_string())?;
-            log::info!("sector checks: {} of {} sectors failed ({:.1} s)", failed.len(), cfg.sectors.len(), t.elapsed().as_secs_f64());
+            log::info!(
+                "sector checks: {} of {} sectors failed ({:.1} s)",
+                failed.len(),
+                cfg.sectors.len(),
+                t.elapsed().as_secs_f64()
+            );
             failed
         }
     };
@@ -320,7 +325,10 @@ fn pc2_and_report(
         for f in failed {
             sectors.push(serde_json::json!({"sector_id": f.sector_id, "failed": f.reason, "failure_class": f.class}));
         }
-        write_atomically(&cfg.output_dir.join("results.json"), &serde_json::json!({ "sectors": v["sectors"] }).to_string())?;
+        write_atomically(
+            &cfg.output_dir.join("results.json"),
+            &serde_json::json!({ "sectors": v["sectors"] }).to_string(),
+        )?;
     }
     if let Some(cpus) = pc1.and_then(|(r, _)| r.cpus.as_ref()) {
         v["cpus"] = serde_json::json!(cpus);
@@ -637,7 +645,14 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
     let failed = |e: String| SealerError::Internal(format!("bench failed: {e}"));
     match what {
         BenchCmd::Pc2 { sector_size, batch, dir, engine, skip_cpu, random_layers } => {
-            let b = sealer::bench::Pc2Bench { sector_size, batch, dir: &dir, gpu: engine == "gpu", skip_cpu, random_layers };
+            let b = sealer::bench::Pc2Bench {
+                sector_size,
+                batch,
+                dir: &dir,
+                gpu: engine == "gpu",
+                skip_cpu,
+                random_layers,
+            };
             println!("{}", sealer::bench::run_pc2(&b).map_err(failed)?);
         }
         BenchCmd::Synth { sector_size, batch, baseline_sectors, dir } => {

@@ -8,8 +8,8 @@ mod common;
 use filecoin_proofs_api::seal::{seal_commit_phase1, SealPreCommitPhase2Output};
 use rand::{Rng, SeedableRng};
 use sealer::oracle;
-use sealer_proofs::c1;
 use sealer_pc1::Pc1Options;
+use sealer_proofs::c1;
 use sealer_slot::Tuning;
 
 fn c1_from_slot_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, seeded: &[usize]) {
@@ -67,7 +67,8 @@ fn c1_from_slot_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, seede
     }
     // Unseeded sectors get nothing; a second run finds the seeded ones done, and removes the
     // sparse layer files a crash between the output and their removal would leave.
-    let stale = sealer_config::sector_paths(&cfg, cfg.sectors[seeded[0]].sector_id).cache.join("sc-02-data-layer-1.dat");
+    let stale =
+        sealer_config::sector_paths(&cfg, cfg.sectors[seeded[0]].sector_id).cache.join("sc-02-data-layer-1.dat");
     std::fs::write(&stale, b"left by a crash").unwrap();
     for (i, s) in cfg.sectors.iter().enumerate() {
         let written = sealer_config::sector_paths(&cfg, s.sector_id).cache.join(c1::C1_OUTPUT_FILE).exists();

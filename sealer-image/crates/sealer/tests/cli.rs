@@ -231,7 +231,8 @@ fn a_bad_data_sector_is_left_out_and_the_rest_sealed() {
         common::assert_results_contract(3, &serde_json::json!({ "sectors": [failed] }));
         assert!(!dir.join("out").join(&sector).exists(), "outputs of the left-out sector");
         assert!(!dir.join("out/.filler").exists(), "the filler's outputs were kept");
-        let file: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("out/results.json")).unwrap()).unwrap();
+        let file: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("out/results.json")).unwrap()).unwrap();
         assert_eq!(file["sectors"], res["sectors"], "results.json");
     };
     // The pieces in the wrong order: the file does not hold them.
@@ -253,7 +254,11 @@ fn a_bad_data_sector_is_left_out_and_the_rest_sealed() {
         ],
     )
     .unwrap();
-    left_out(&json, "swapped", &[&format!("sector {sector}"), "does not hold those pieces", &comm_d, &hex::encode(want)]);
+    left_out(
+        &json,
+        "swapped",
+        &[&format!("sector {sector}"), "does not hold those pieces", &comm_d, &hex::encode(want)],
+    );
     // The right pieces under another comm_d.
     let mut right = data.clone();
     right.as_object_mut().unwrap().remove("comm_d");
@@ -297,10 +302,12 @@ fn one_bad_sector_never_costs_the_batch() {
     let mut rng = seed;
     let mut stage = |i: usize| {
         let piece = work.path().join(format!("piece-{i}"));
-        let bytes: Vec<u8> = (0..1000).map(|_| {
-            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (rng >> 33) as u8
-        }).collect();
+        let bytes: Vec<u8> = (0..1000)
+            .map(|_| {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (rng >> 33) as u8
+            })
+            .collect();
         std::fs::write(&piece, bytes).unwrap();
         let staged = work.path().join(format!("staged-{i}"));
         let pieces = sealer_data::stage(2048, &[piece.as_path()], &staged).unwrap();
@@ -334,7 +341,11 @@ fn one_bad_sector_never_costs_the_batch() {
         let o = sealer::oracle::precommit_sector(&cfg, s, &oracle_dir).unwrap();
         assert_eq!(ours["comm_r"], hex::encode(o.comm_r), "comm_r of sector {}", s.sector_id);
         let p = sealer_config::sector_paths(&cfg, s.sector_id);
-        assert!(std::fs::read(&p.sealed).unwrap() == std::fs::read(&o.sealed).unwrap(), "replica of sector {}", s.sector_id);
+        assert!(
+            std::fs::read(&p.sealed).unwrap() == std::fs::read(&o.sealed).unwrap(),
+            "replica of sector {}",
+            s.sector_id
+        );
         let proofs = sealer::oracle::commit_phase1(&cfg, s, &p.cache, &p.sealed, [7; 32], o.comm_r, o.comm_d).unwrap();
         assert!(proofs > 0);
     }
@@ -675,12 +686,21 @@ fn synthetic_and_ni_porep_batches_write_their_proofs_and_drop_the_layers() {
             // C1 on request, from the stored proofs (the layers and, without layer files, the
             // slot's labels are no longer read): each seeded sector's output names its seed.
             let seed = |i: usize| hex::encode([i as u8 + 0x40; 32]);
-            let seeds: Vec<_> = cfg.sectors.iter().enumerate().map(|(i, s)| serde_json::json!({"sector_id": s.sector_id, "seed": seed(i)})).collect();
+            let seeds: Vec<_> = cfg
+                .sectors
+                .iter()
+                .enumerate()
+                .map(|(i, s)| serde_json::json!({"sector_id": s.sector_id, "seed": seed(i)}))
+                .collect();
             let seeds_path = work.path().join("seeds.json");
             std::fs::write(&seeds_path, serde_json::json!({ "sectors": seeds }).to_string()).unwrap();
             let _ = std::fs::remove_file(work.path().join("dev0.img"));
             let out = file.cmd("c1", &["--seeds", seeds_path.to_str().unwrap()]).output().unwrap();
-            assert!(out.status.success(), "sealer c1 of a SyntheticPoRep batch: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "sealer c1 of a SyntheticPoRep batch: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             for (i, s) in cfg.sectors.iter().enumerate() {
                 let c1 = sealer_config::sector_paths(&cfg, s.sector_id).cache.join(sealer_proofs::c1::C1_OUTPUT_FILE);
                 let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&c1).unwrap()).unwrap();

@@ -173,9 +173,17 @@ fn pc2_case_with(
             let seed_bytes: [u8; 32] = rng.gen();
             let c1_on = |cache: &std::path::Path, sealed: &std::path::Path| {
                 let registered_proof = serde_json::from_value(cfg.proof_name().into()).unwrap();
-                let pre = filecoin_proofs_api::seal::SealPreCommitPhase2Output { registered_proof, comm_r: cr, comm_d: cd };
+                let pre =
+                    filecoin_proofs_api::seal::SealPreCommitPhase2Output { registered_proof, comm_r: cr, comm_d: cd };
                 let out = filecoin_proofs_api::seal::seal_commit_phase1(
-                    cache, sealed, s.prover_id, s.sector_id.into(), s.ticket, seed_bytes, pre, &pieces,
+                    cache,
+                    sealed,
+                    s.prover_id,
+                    s.sector_id.into(),
+                    s.ticket,
+                    seed_bytes,
+                    pre,
+                    &pieces,
                 )
                 .expect("filecoin-proofs-api C1 of a SyntheticPoRep sector");
                 serde_json::to_vec(&out).unwrap()
@@ -185,8 +193,12 @@ fn pc2_case_with(
             // The sealer's own C1 on request (`sealer c1` of a SyntheticPoRep batch) writes the
             // same bytes, with no layer file and no slot.
             let seeded = sealer_proofs::c1::SeededSector { index: i, seed: seed_bytes, comm_r: cr, comm_d: cd };
-            let written = sealer_proofs::c1::from_synthetic_proofs(&cfg, std::slice::from_ref(&seeded)).expect("C1 from synthetic proofs");
-            assert!(std::fs::read(&written[0].1).unwrap() == theirs, "sealer C1 of synthetic sector {i} differs from filecoin-proofs-api's");
+            let written = sealer_proofs::c1::from_synthetic_proofs(&cfg, std::slice::from_ref(&seeded))
+                .expect("C1 from synthetic proofs");
+            assert!(
+                std::fs::read(&written[0].1).unwrap() == theirs,
+                "sealer C1 of synthetic sector {i} differs from filecoin-proofs-api's"
+            );
         }
         if c1 && sealer_proofs::c1::enabled(&cfg) {
             // NI-PoRep: our C1 output (made on our files) equals filecoin-proofs-api's
@@ -200,12 +212,22 @@ fn pc2_case_with(
             let registered_proof = serde_json::from_value(cfg.proof_name().into()).unwrap();
             let pre = filecoin_proofs_api::seal::SealPreCommitPhase2Output { registered_proof, comm_r: cr, comm_d: cd };
             let api = filecoin_proofs_api::seal::seal_commit_phase1(
-                oc, &o.sealed, s.prover_id, s.sector_id.into(), s.ticket, [0; 32], pre, &pieces,
+                oc,
+                &o.sealed,
+                s.prover_id,
+                s.sector_id.into(),
+                s.ticket,
+                [0; 32],
+                pre,
+                &pieces,
             )
             .expect("filecoin-proofs-api C1 on its own outputs");
             sealer_proofs::c1::write_sector(&cfg, i, &ours.cache, &ours.sealed, cr, cd).expect("C1 on our outputs");
             let f = sealer_proofs::c1::C1_OUTPUT_FILE;
-            assert!(std::fs::read(ours.cache.join(f)).unwrap() == serde_json::to_vec(&api).unwrap(), "{f} of sector {i} differs from filecoin-proofs-api's");
+            assert!(
+                std::fs::read(ours.cache.join(f)).unwrap() == serde_json::to_vec(&api).unwrap(),
+                "{f} of sector {i} differs from filecoin-proofs-api's"
+            );
             sealer_proofs::c1::write_sector(&cfg, i, oc, &o.sealed, cr, cd).expect("C1 on filecoin-proofs' outputs");
             let (a, b) = (std::fs::read(ours.cache.join(f)).unwrap(), std::fs::read(oc.join(f)).unwrap());
             assert!(!a.is_empty() && a == b, "{f} of sector {i} differs ({} vs {} bytes)", a.len(), b.len());
@@ -268,8 +290,14 @@ fn synth_resumes(
     assert!(checkpoint.exists());
     let mut torn = std::fs::OpenOptions::new().append(true).open(&partial).unwrap();
     std::io::Write::write_all(&mut torn, &[0xee; 5000]).unwrap();
-    let w = stream::write_in_chunks(&input, &mut SlotLabels::new(&mut reader, i, cfg.num_layers()), out, 10, &mut |_, _| Ok(()))
-        .unwrap();
+    let w = stream::write_in_chunks(
+        &input,
+        &mut SlotLabels::new(&mut reader, i, cfg.num_layers()),
+        out,
+        10,
+        &mut |_, _| Ok(()),
+    )
+    .unwrap();
     assert_eq!((w.resumed, w.bytes), (30, want.len() as u64));
     assert!(std::fs::read(out).unwrap() == want, "the resumed file differs from filecoin-proofs'");
     assert!(!partial.exists() && !checkpoint.exists());
@@ -337,8 +365,19 @@ fn pc2_mib8_synth_from_the_slot_passes_filecoin_proofs_c1() {
         for _ in 0..SEEDS {
             let seed_bytes: [u8; 32] = rng.gen();
             let pre = SealPreCommitPhase2Output { registered_proof, comm_r: cr, comm_d: cd };
-            let out = seal_commit_phase1(&paths.cache, &paths.sealed, s.prover_id, s.sector_id.into(), s.ticket, seed_bytes, pre, &[])
-                .unwrap_or_else(|e| panic!("filecoin-proofs C1 refused sector {i}'s file (seed {}): {e:?}", hex::encode(seed_bytes)));
+            let out = seal_commit_phase1(
+                &paths.cache,
+                &paths.sealed,
+                s.prover_id,
+                s.sector_id.into(),
+                s.ticket,
+                seed_bytes,
+                pre,
+                &[],
+            )
+            .unwrap_or_else(|e| {
+                panic!("filecoin-proofs C1 refused sector {i}'s file (seed {}): {e:?}", hex::encode(seed_bytes))
+            });
             // which records it took: each selected proof's challenged node
             let v = serde_json::to_value(&out).unwrap();
             records.extend(collect_challenges(&v["vanilla_proofs"]).into_iter().map(|n| (i, n)));
@@ -372,7 +411,16 @@ fn c1_refuses_a_flipped_record(
         let registered_proof = serde_json::from_value(cfg.proof_name().into()).unwrap();
         let pre = filecoin_proofs_api::seal::SealPreCommitPhase2Output { registered_proof, comm_r, comm_d };
         std::panic::catch_unwind(|| {
-            filecoin_proofs_api::seal::seal_commit_phase1(&paths.cache, &paths.sealed, s.prover_id, s.sector_id.into(), s.ticket, seed, pre, &[])
+            filecoin_proofs_api::seal::seal_commit_phase1(
+                &paths.cache,
+                &paths.sealed,
+                s.prover_id,
+                s.sector_id.into(),
+                s.ticket,
+                seed,
+                pre,
+                &[],
+            )
         })
         .map_err(|_| anyhow::anyhow!("panicked"))
         .and_then(|r| r)

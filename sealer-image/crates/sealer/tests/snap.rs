@@ -9,9 +9,9 @@ use rand::{Rng, SeedableRng};
 use sealer::oracle;
 use sealer_config::Pc2Engine;
 use sealer_pc1::Pc1Options;
-use sealer_slot::Tuning;
 use sealer_pc2::engine::Engine;
 use sealer_pc2::snap::{encode_sectors, SnapSector};
+use sealer_slot::Tuning;
 
 /// Seal `layouts.len()` CC sectors, then update sector i with pieces of the raw lengths
 /// `layouts[i]`.
