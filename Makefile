@@ -49,7 +49,7 @@ sealer: ## Build the native sealer (Rust) into sealer-image/target/release/seale
 
 .PHONY: test
 test: ## Run every test suite: repository checks, Go unit + envtest, Rust sealer (oracle), Helm chart + alert rules, e2e on the local cluster (the demo's steps included); ends with the seconds each took.
-	hack/test-suites.sh test-repo test-go test-sealer test-chart test-e2e
+	hack/test-suites.sh test-repo test-go+test-sealer test-chart test-e2e
 
 .PHONY: test-repo
 test-repo: ## Repository hygiene: no tracked file over 1 MiB (exceptions in hack/large-files.allow), Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod, docs/api.md as the API types render it, the sealer workspace rustfmt-clean.
