@@ -201,7 +201,7 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 	commit1Apart(t, curio, sp, sectors, ns, batch, dir, &b)
 	finalizeAndCleanUp(t, curio, sp, sectors, ns, batch)
 	remoteSealOrdersRun(t, step, curio, ns, sp, 5, []int64{5007, 5008})  // StackedDrg2KiBV1_1: C1 from the slot
-	remoteSealOrdersRun(t, step, curio, ns, sp, 11, []int64{5005, 5006}) // StackedDrg8MiBV1_1_Feat_SyntheticPoRep
+	remoteSealOrdersRun(t, step, curio, ns, sp, 10, []int64{5005, 5006}) // StackedDrg2KiBV1_1_Feat_SyntheticPoRep (8 MiB: TestRealNode/SyntheticPoRep)
 	_ = k8s.Delete(ctx, partner)
 }
 
