@@ -49,7 +49,7 @@ sealer: ## Build the native sealer (Rust) into sealer-image/target/release/seale
 
 .PHONY: test
 test: ## Run every test suite: repository checks, Go unit + envtest, Rust sealer (oracle), Helm chart + alert rules, e2e on the local cluster (the demo's steps included); ends with the seconds each took.
-	hack/test-suites.sh test-repo test-go+test-sealer test-chart test-e2e
+	hack/test-suites.sh test-repo test-go,test-chart,test-e2e-prep+test-sealer test-e2e
 
 .PHONY: test-repo
 test-repo: ## Repository hygiene: no tracked file over 1 MiB (exceptions in hack/large-files.allow), Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod, docs/api.md as the API types render it, the sealer workspace rustfmt-clean.
@@ -78,9 +78,12 @@ test-chart: envtest ## Helm chart: helm lint, template assertions (the admission
 	hack/tools.sh helm
 	hack/test-chart.sh
 
-.PHONY: test-e2e
-test-e2e: build sealer ## End-to-end on the local cluster (root): simulated fleet scenario, real-node batch.
+.PHONY: test-e2e-prep
+test-e2e-prep: build ## What the e2e needs besides the sealer: the operator binaries and the cluster's tools.
 	hack/tools.sh k8s kwok helm kubectl
+
+.PHONY: test-e2e
+test-e2e: test-e2e-prep sealer ## End-to-end on the local cluster (root): simulated fleet scenario, real-node batch.
 	SEALFLEET_E2E=1 SEALFLEET_E2E_NODE=1 go test -count=1 -v -timeout 45m ./test/e2e
 
 ##@ Local cluster
