@@ -712,7 +712,7 @@ func starvedRun(t *testing.T, step func(env []string, args ...string) string) {
 	sealed := make(chan error, 1)
 	var sealOut string
 	go func() {
-		out, err := demo(t, nil, "seal", batch, "4")
+		out, err := demo(t, nil, "seal", batch, "2")
 		sealOut = out
 		sealed <- err
 	}()
@@ -752,8 +752,8 @@ func starvedRun(t *testing.T, step func(env []string, args ...string) string) {
 	}
 	t.Logf("hack/demo.sh seal %s (%.1f s)\n%s", batch, time.Since(t0).Seconds(), sealOut)
 	out := step(nil, "verify", batch)
-	if n := strings.Count(out, "matches rust-fil-proofs"); n != 4 {
-		t.Errorf("%d of 4 throttled sectors match rust-fil-proofs", n)
+	if n := strings.Count(out, "matches rust-fil-proofs"); n != 2 {
+		t.Errorf("%d of 2 throttled sectors match rust-fil-proofs", n)
 	}
 	step(nil, "release", batch)
 	t.Logf("BENCH realnode_starved alert_after_seconds=%.0f shortfall_alert_after_seconds=%.0f total_seconds=%.0f", fired.Seconds(), short.Seconds(), time.Since(t0).Seconds())
