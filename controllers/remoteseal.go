@@ -101,6 +101,8 @@ func (o *RemoteSealOptions) bindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.URLTTL, "remote-seal-url-ttl", 6*time.Hour, "how long a sector data URL stays valid")
 	fs.StringVar(&o.PublicURL, "remote-seal-public-url", "", "base URL lotus-miners reach the provider at (e.g. https://sealfleet.example:8443): batches may then hand their sectors to lotus (spec.handoff); empty: no handoff")
 	fs.DurationVar(&o.CleanupAfter, "remote-seal-cleanup-after", 72*time.Hour, "delete a complete sector's replica and cache this long after it completed when its partner never called cleanup (Curio's own default; 0: never)")
+	fs.DurationVar(&o.PartnerCommit1Wait, "remote-seal-commit1-hold", 20*time.Second, "how long a partner's commit1 call is held for its sector's C1 output before a 412 (Curio's client gives up a call after 30 s; negative: not held)")
+	fs.DurationVar(&o.Commit1Wait, "remote-seal-lotus-commit1-hold", 50*time.Second, "how long lotus' commit1 call is held for its sector's C1 output before a 503 (lotus retries)")
 }
 
 // check refuses settings the provider cannot honour.
