@@ -174,6 +174,10 @@ func (r *Results) matches(b *sealv1.SealBatch) error {
 		if !want[s.SectorID] {
 			return fmt.Errorf("sealer reported sector %d, which is not in the batch", s.SectorID)
 		}
+		if s.Failed != "" {
+			delete(want, s.SectorID) // left out with its reason: it has no commitments
+			continue
+		}
 		if _, err := render.Bytes32("comm_r", s.CommR); err != nil {
 			return fmt.Errorf("sealer reported no valid comm_r for sector %d: %w", s.SectorID, err)
 		}
@@ -184,6 +188,9 @@ func (r *Results) matches(b *sealv1.SealBatch) error {
 	}
 	if len(want) > 0 {
 		return fmt.Errorf("sealer reported results for %d of %d sectors", len(r.Sectors), len(b.Spec.Sectors))
+	}
+	if len(r.failed()) == len(r.Sectors) {
+		return fmt.Errorf("sealer exited 0 but left every sector out")
 	}
 	return nil
 }

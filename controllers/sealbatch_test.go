@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/controllers"
@@ -377,6 +378,87 @@ func TestDataBatchMountsItsDataAndFailsOnAMismatch(t *testing.T) {
 	}
 	if h.pod(ns, "d-sealer-2") != nil {
 		t.Error("a data mismatch was retried")
+	}
+}
+
+// TestSectorLeftOutTheRestComplete: a sealer that left a sector out (its own check failed
+// before PC1) completes the batch with that sector Failed and its reason, the SectorsFailed
+// condition naming it, an event and the failure counter; a FromSlot batch does not wait for
+// the left-out sector's seed, and its slot goes back once the others have their C1.
+func TestSectorLeftOutTheRestComplete(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	ns := h.namespace("leftout")
+	h.addNode("node-lo", 2, 8, nil)
+	failures := func() float64 {
+		families, err := metrics.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				if f.GetName() == "sealfleet_sector_failures_total" && len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == "data-mismatch" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		return 0
+	}
+	before := failures()
+	leftOut := func(b *sealv1.SealBatch) string {
+		r := strings.TrimSuffix(results(b), "]}")
+		bad := b.Spec.Sectors[len(b.Spec.Sectors)-1].Number
+		// The sealer reports a left-out sector after the sealed ones, without commitments.
+		i := strings.LastIndex(r, `,{"sector_id":`)
+		return r[:i] + fmt.Sprintf(`,{"sector_id":%d,"failed":"sector %d: node 0 of its data /data/d/s-%d is not a field element: give the fr32-padded staged file","failure_class":"data-mismatch"}]}`, bad, bad, bad)
+	}
+	b := h.newBatch(ns, "lo", 2, nil)
+	h.setPod(h.waitPod(ns, "lo-sealer-1"), corev1.PodSucceeded, 0, leftOut(b))
+	got := h.waitPhase(ns, "lo", sealv1.PhaseCompleted)
+	bad := b.Spec.Sectors[1].Number
+	if st := got.Status.Sectors[1]; st.State != "Failed" || st.CommR != "" || !strings.Contains(st.Reason, fmt.Sprintf("/data/d/s-%d", bad)) {
+		t.Errorf("left-out sector status %+v", st)
+	}
+	if got.Status.Sectors[0].State != "Sealed" || got.Status.Sectors[0].CommR == "" {
+		t.Errorf("sealed sector status %+v", got.Status.Sectors[0])
+	}
+	c := condition(got, sealv1.CondSectorsFailed)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != string(sealv1.ReasonSectorChecksFailed) || !strings.Contains(c.Message, fmt.Sprintf("1 of 2 sectors failed their checks and were left out, the others sealed: %d (data-mismatch)", bad)) {
+		t.Errorf("SectorsFailed condition %+v", c)
+	}
+	if !strings.Contains(got.Status.Message, "1 sectors sealed") || condition(got, sealv1.CondFailed) != nil {
+		t.Errorf("message %q, conditions %+v", got.Status.Message, got.Status.Conditions)
+	}
+	h.eventually("a SectorChecksFailed event naming the file", func() (bool, string) {
+		return h.hasEvent(ns, "lo", string(sealv1.ReasonSectorChecksFailed), fmt.Sprintf("sector %d left out of the batch: sector %d: node 0 of its data /data/d/s-%d", bad, bad, bad)), ""
+	})
+	if n := failures() - before; n < 1 {
+		t.Errorf("sealfleet_sector_failures_total{reason=data-mismatch} grew by %v", n)
+	}
+
+	// FromSlot: the left-out sector needs no seed; one seed for the other completes the batch.
+	fs := h.newBatch(ns, "lofs", 2, func(b *sealv1.SealBatch) {
+		b.Spec.Commit1 = sealv1.Commit1FromSlot
+		b.Spec.SeedTimeout = &metav1.Duration{Duration: time.Hour}
+	})
+	h.setPod(h.waitPod(ns, "lofs-sealer-1"), corev1.PodSucceeded, 0, leftOut(fs))
+	got = h.waitPhase(ns, "lofs", sealv1.PhaseWaitingForSeeds)
+	got.Spec.Seeds = []sealv1.SectorSeed{{Number: fs.Spec.Sectors[0].Number, Randomness: strings.Repeat("44", 32)}}
+	if err := h.c.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	c1 := h.waitPod(ns, "lofs-c1-1")
+	if s := c1.Annotations["sealfleet.io/c1-sectors"]; s != strconv.FormatInt(fs.Spec.Sectors[0].Number, 10) {
+		t.Errorf("C1 run for %q", s)
+	}
+	h.setPod(c1, corev1.PodSucceeded, 0, c1Results(fs.Spec.Sectors[0].Number))
+	h.eventually("completed and released without the left-out sector's seed", func() (bool, string) {
+		got = h.batch(ns, "lofs")
+		r := condition(got, sealv1.CondReleased)
+		return got.Status.Phase == sealv1.PhaseCompleted && r != nil && r.Status == "True", got.Status.Message
+	})
+	if got.Status.Sectors[1].State != "Failed" || condition(got, sealv1.CondSeedsMissing) != nil {
+		t.Errorf("after C1: %+v, %+v", got.Status.Sectors, got.Status.Conditions)
 	}
 }
 
