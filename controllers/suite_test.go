@@ -417,17 +417,22 @@ func condition(b *sealv1.SealBatch, t string) *metav1.Condition {
 }
 
 // hasEvent reports whether an event about the named object in ns has the reason and a note
-// containing text.
+// containing text. Events reach the API server asynchronously (the recorder's broadcaster),
+// after the status change that caused them, so it waits up to 20 s for one.
 func (h *harness) hasEvent(ns, name, reason, text string) bool {
 	h.t.Helper()
-	var events corev1.EventList
-	if err := h.c.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
-		h.t.Fatal(err)
-	}
-	for _, e := range events.Items {
-		if e.InvolvedObject.Name == name && e.Reason == reason && strings.Contains(e.Message, text) {
-			return true
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var events corev1.EventList
+		if err := h.c.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+			h.t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == name && e.Reason == reason && strings.Contains(e.Message, text) {
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			return false
 		}
 	}
-	return false
 }
