@@ -51,7 +51,7 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 	partner := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-curio", Namespace: "sealfleet-system", Labels: map[string]string{provider.LabelPartner: "true"}},
 		Data: map[string][]byte{provider.KeyToken: []byte(curio.token), provider.KeyURL: []byte(curio.srv.URL),
-			provider.KeyMaxSectors: []byte("4"), provider.KeyProofTypes: []byte("5,6,11")},
+			provider.KeyMaxSectors: []byte("4"), provider.KeyProofTypes: []byte("5,6,10")},
 	}
 	if err := k8s.Create(ctx, partner); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 	}
 	resp.Body.Close()
 	// The provider's answer is the redirect and its one-line note, never the replica's bytes.
-	if resp.StatusCode != http.StatusTemporaryRedirect || !strings.HasPrefix(resp.Header.Get("Location"), "http://127.0.0.1:9470/remoteseal/node/v0/sealed?") || resp.ContentLength > 1024 {
+	if resp.StatusCode != http.StatusTemporaryRedirect || !strings.HasPrefix(resp.Header.Get("Location"), "https://127.0.0.1:9470/remoteseal/node/v0/sealed?") || resp.ContentLength > 1024 {
 		t.Errorf("the provider answered sealed-data with %d, Location %q, %d bytes (want a redirect to the node)", resp.StatusCode, resp.Header.Get("Location"), resp.ContentLength)
 	}
 	tmp := t.TempDir()
