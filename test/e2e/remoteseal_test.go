@@ -53,9 +53,20 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 		Data: map[string][]byte{provider.KeyToken: []byte(curio.token), provider.KeyURL: []byte(curio.srv.URL),
 			provider.KeyMaxSectors: []byte("4"), provider.KeyProofTypes: []byte("5,6,10")},
 	}
-	if err := k8s.Create(ctx, partner); err != nil && !apierrors.IsAlreadyExists(err) {
+	// A partner Secret an earlier run left (a kept cluster) holds another token: replace it.
+	if err := k8s.Create(ctx, partner); apierrors.IsAlreadyExists(err) {
+		var old corev1.Secret
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(partner), &old); err != nil {
+			t.Fatal(err)
+		}
+		old.Data, old.Labels = partner.Data, partner.Labels
+		if err := k8s.Update(ctx, &old); err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), partner) })
 	// The provider on plain HTTP on the loopback (the local cluster has no certificate).
 	step(nil, "install", "--set", "remoteSeal.enabled=true", "--set", "remoteSeal.insecureHTTP=true", "--set", "remoteSeal.port=18443",
 		"--set", "remoteSeal.maxBatch=2", "--set", "remoteSeal.maxWait=2m", "--set", "remoteSeal.publicURL=http://127.0.0.1:18443")
@@ -202,7 +213,6 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 	finalizeAndCleanUp(t, curio, sp, sectors, ns, batch)
 	remoteSealOrdersRun(t, step, curio, ns, sp, 5, []int64{5007, 5008})  // StackedDrg2KiBV1_1: C1 from the slot
 	remoteSealOrdersRun(t, step, curio, ns, sp, 10, []int64{5005, 5006}) // StackedDrg2KiBV1_1_Feat_SyntheticPoRep (8 MiB: TestRealNode/SyntheticPoRep)
-	_ = k8s.Delete(ctx, partner)
 }
 
 // remoteSealOrdersRun orders two more sectors of another kind in one batch and takes them
