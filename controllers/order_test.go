@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -74,13 +76,20 @@ func newFakeCurio(t *testing.T, refuse int) *fakeCurio {
 	return f
 }
 
+// freeAddr is a loopback address free now, for a server the test starts later. The port is
+// drawn below Linux's ephemeral range (32768-60999): a port the kernel hands out for outgoing
+// connections (this process's clients, other tests') could be taken again before the server
+// binds it.
 func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+rand.IntN(12000)))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free loopback port in 20000-31999")
+	return ""
 }
 
 // remoteSealHarness runs the operator with the remote-seal provider on a free loopback

@@ -387,7 +387,6 @@ func TestDataBatchMountsItsDataAndFailsOnAMismatch(t *testing.T) {
 // the left-out sector's seed, and its slot goes back once the others have their C1.
 func TestSectorLeftOutTheRestComplete(t *testing.T) {
 	h := newHarness(t)
-	ctx := context.Background()
 	ns := h.namespace("leftout")
 	h.addNode("node-lo", 2, 8, nil)
 	failures := func() float64 {
@@ -442,9 +441,10 @@ func TestSectorLeftOutTheRestComplete(t *testing.T) {
 		b.Spec.SeedTimeout = &metav1.Duration{Duration: time.Hour}
 	})
 	h.setPod(h.waitPod(ns, "lofs-sealer-1"), corev1.PodSucceeded, 0, leftOut(fs))
-	got = h.waitPhase(ns, "lofs", sealv1.PhaseWaitingForSeeds)
-	got.Spec.Seeds = []sealv1.SectorSeed{{Number: fs.Spec.Sectors[0].Number, Randomness: strings.Repeat("44", 32)}}
-	if err := h.c.Update(ctx, got); err != nil {
+	h.waitPhase(ns, "lofs", sealv1.PhaseWaitingForSeeds)
+	if err := h.changeBatch(ns, "lofs", func(b *sealv1.SealBatch) {
+		b.Spec.Seeds = []sealv1.SectorSeed{{Number: fs.Spec.Sectors[0].Number, Randomness: strings.Repeat("44", 32)}}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	c1 := h.waitPod(ns, "lofs-c1-1")
@@ -764,8 +764,9 @@ func TestC1FromSlot(t *testing.T) {
 	}
 
 	// The first seed starts C1 for its sector alone, while the second sector waits.
-	got.Spec.Seeds = []sealv1.SectorSeed{{Number: first, Randomness: strings.Repeat("5e", 32), Epoch: 1000}}
-	if err := h.c.Update(ctx, got); err != nil {
+	if err := h.changeBatch(ns, "c", func(b *sealv1.SealBatch) {
+		b.Spec.Seeds = []sealv1.SectorSeed{{Number: first, Randomness: strings.Repeat("5e", 32), Epoch: 1000}}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	c1 := h.waitPod(ns, "c-c1-1")
@@ -803,8 +804,9 @@ func TestC1FromSlot(t *testing.T) {
 	}
 
 	// The second seed arrives (in base64): its own run, which fails once and is run again.
-	got.Spec.Seeds = append(got.Spec.Seeds, sealv1.SectorSeed{Number: second, Randomness: "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=", Epoch: 1001})
-	if err := h.c.Update(ctx, got); err != nil {
+	if err := h.changeBatch(ns, "c", func(b *sealv1.SealBatch) {
+		b.Spec.Seeds = append(b.Spec.Seeds, sealv1.SectorSeed{Number: second, Randomness: "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=", Epoch: 1001})
+	}); err != nil {
 		t.Fatal(err)
 	}
 	c1 = h.waitPod(ns, "c-c1-2")
@@ -834,7 +836,6 @@ func TestC1FromSlot(t *testing.T) {
 // sectors' C1; the slot goes back once the last waiting sector is done.
 func TestC1AbandonedAndFailedSectors(t *testing.T) {
 	h := newHarness(t)
-	ctx := context.Background()
 	ns := h.namespace("c1ab")
 	h.addNode("node-ab", 1, 8, nil)
 	b := h.newBatch(ns, "ab", 4, func(b *sealv1.SealBatch) {
@@ -846,9 +847,10 @@ func TestC1AbandonedAndFailedSectors(t *testing.T) {
 	got := h.waitPhase(ns, "ab", sealv1.PhaseWaitingForSeeds)
 
 	// Sector 0 fails deterministically; sector 1 is abandoned with no seed.
-	got.Spec.Seeds = []sealv1.SectorSeed{{Number: n(0), Randomness: strings.Repeat("11", 32)}}
-	got.Spec.AbandonedSectors = []int64{n(1)}
-	if err := h.c.Update(ctx, got); err != nil {
+	if err := h.changeBatch(ns, "ab", func(b *sealv1.SealBatch) {
+		b.Spec.Seeds = []sealv1.SectorSeed{{Number: n(0), Randomness: strings.Repeat("11", 32)}}
+		b.Spec.AbandonedSectors = []int64{n(1)}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	h.setPod(h.waitPod(ns, "ab-c1-1"), corev1.PodFailed, 2, "sector "+strconv.FormatInt(n(0), 10)+": challenge labels do not match comm_r")
@@ -861,15 +863,14 @@ func TestC1AbandonedAndFailedSectors(t *testing.T) {
 		t.Errorf("C1Failed reason %q", r)
 	}
 	// An abandoned sector cannot be taken back.
-	taken := got.DeepCopy()
-	taken.Spec.AbandonedSectors = nil
-	if err := h.c.Update(ctx, taken); err == nil || !strings.Contains(err.Error(), "cannot be taken back") {
+	if err := h.changeBatch(ns, "ab", func(b *sealv1.SealBatch) { b.Spec.AbandonedSectors = nil }); err == nil || !strings.Contains(err.Error(), "cannot be taken back") {
 		t.Errorf("removing an abandoned sector: %v", err)
 	}
 	// Sectors 2 and 3 seeded together share one run; then the batch completes and releases.
-	got.Spec.Seeds = append(got.Spec.Seeds,
-		sealv1.SectorSeed{Number: n(2), Randomness: strings.Repeat("22", 32)}, sealv1.SectorSeed{Number: n(3), Randomness: strings.Repeat("33", 32)})
-	if err := h.c.Update(ctx, got); err != nil {
+	if err := h.changeBatch(ns, "ab", func(b *sealv1.SealBatch) {
+		b.Spec.Seeds = append(b.Spec.Seeds,
+			sealv1.SectorSeed{Number: n(2), Randomness: strings.Repeat("22", 32)}, sealv1.SectorSeed{Number: n(3), Randomness: strings.Repeat("33", 32)})
+	}); err != nil {
 		t.Fatal(err)
 	}
 	c1 := h.waitPod(ns, "ab-c1-2")

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -414,6 +415,17 @@ func results(b *sealv1.SealBatch) string {
 
 func condition(b *sealv1.SealBatch, t string) *metav1.Condition {
 	return meta.FindStatusCondition(b.Status.Conditions, t)
+}
+
+// changeBatch applies change to the batch as the API server has it now, again on a conflict:
+// the operator writes the batch's status while a test edits its spec.
+func (h *harness) changeBatch(ns, name string, change func(*sealv1.SealBatch)) error {
+	h.t.Helper()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		b := h.batch(ns, name)
+		change(b)
+		return h.c.Update(context.Background(), b)
+	})
 }
 
 // hasEvent reports whether an event about the named object in ns has the reason and a note
