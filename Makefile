@@ -49,15 +49,31 @@ sealer: ## Build the native sealer (Rust) into sealer-image/target/release/seale
 
 .PHONY: test
 test: ## Run every test suite: repository checks, Go unit + envtest, Rust sealer (oracle), Helm chart + alert rules, e2e on the local cluster (the demo's steps included); ends with the seconds each took.
-	hack/test-suites.sh test-repo test-go,test-chart,test-e2e-prep+test-sealer test-e2e
+	hack/test-suites.sh test-hygiene lint-rust,lint-go,test-go,test-chart,test-e2e-prep+test-sealer test-e2e
 
 .PHONY: test-repo
-test-repo: ## Repository hygiene: no tracked file over 1 MiB (exceptions in hack/large-files.allow), Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod, docs/api.md as the API types render it, the sealer workspace rustfmt-clean.
+test-repo: test-hygiene lint ## Repository checks: hygiene, then the Go and Rust linters.
+
+.PHONY: test-hygiene
+test-hygiene: ## No tracked file over 1 MiB (exceptions in hack/large-files.allow), Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod, docs/api.md as the API types render it.
 	hack/check-tracked-sizes.sh
 	hack/tools/k8s/regen.sh check
 	hack/api-docs.sh check
-	cd sealer-image && cargo fmt --check
 	@unformatted=$$(git ls-files -z '*.go' | xargs -0 gofmt -l); [ -z "$$unformatted" ] || { echo "not gofmt-clean (run gofmt -w): $$unformatted" >&2; exit 1; }
+
+.PHONY: lint
+lint: lint-go lint-rust ## The field's linters: golangci-lint, rustfmt and clippy.
+
+.PHONY: lint-go
+lint-go: ## golangci-lint (pinned in hack/versions.env, built from the Go module proxy) with .golangci.yml, on the main module and hack/tools/gpustandin.
+	hack/tools.sh golangci-lint
+	$(BIN)/golangci-lint run ./...
+	cd hack/tools/gpustandin && $(BIN)/golangci-lint run ./...
+
+.PHONY: lint-rust
+lint-rust: ## The sealer workspace rustfmt-clean and clippy-clean (warnings are errors).
+	cd sealer-image && cargo fmt --check
+	cd sealer-image && cargo clippy --release --locked --workspace --all-targets -- -D warnings
 
 .PHONY: test-go
 test-go: envtest manifests-check ## Go unit tests and envtest suites.

@@ -26,14 +26,14 @@ func TestSealerPodsRunInTheOperatorsNamespace(t *testing.T) {
 	ctx := context.Background()
 	tenant, other := h.namespace("tenant-a"), h.namespace("tenant-b")
 	h.addNode("node-h", 2, 8, nil)
-	b := h.newBatch(tenant, "b", 2, nil)
+	h.newBatch(tenant, "b", 2, nil)
 	home := render.Home{Namespace: h.sealerNS}
 	var got *sealv1.SealBatch
 	h.eventually("placed with a pod", func() (bool, string) {
 		got = h.batch(tenant, "b")
 		return got.Status.PodName != "", got.Status.Message
 	})
-	b = got
+	b := got
 	pod := h.waitPod(h.sealerNS, home.PodName(b, 1))
 	if got.Status.PodNamespace != h.sealerNS || !strings.HasPrefix(pod.Name, "b-"+string(b.UID)[:8]) {
 		t.Errorf("status names pod %s/%s; pod %s", got.Status.PodNamespace, got.Status.PodName, pod.Name)

@@ -181,7 +181,8 @@ func setupRemoteSeal(mgr ctrl.Manager, all Options, rec Recorder) error {
 	logger := mgr.GetLogger().WithName("remote-seal")
 	backend := &provider.Backend{Client: mgr.GetClient(), Namespace: o.PartnerNamespace, OrderNamespace: o.OrderNamespace, MinerPrefix: o.MinerPrefix,
 		Data:    &provider.NodeLocator{Client: mgr.GetClient(), Signer: sectordata.Signer{Key: key}, TTL: o.URLTTL},
-		Problem: func(err error) { logger.Error(err, "partner Secret ignored") }, Wait: max(cmp.Or(o.PartnerCommit1Wait, 20*time.Second), 0)}
+		Problem: func(err error) { logger.Error(err, "partner Secret ignored") }, Wait: max(cmp.Or(o.PartnerCommit1Wait, 20*time.Second), 0),
+		Fresh: mgr.GetAPIReader()}
 	srv := &v0.Server{Backend: backend, Error: func(route string, err error) { logger.Error(err, "remote-seal request failed", "route", route) },
 		Observe: func(route string, code int, d time.Duration) {
 			metricRemoteSealRequests.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
@@ -192,6 +193,7 @@ func setupRemoteSeal(mgr ctrl.Manager, all Options, rec Recorder) error {
 	if o.PublicURL != "" {
 		ep := &provider.LotusEndpoints{Client: mgr.GetClient(), Namespace: o.OrderNamespace, Signer: sectordata.Signer{Key: key},
 			Data: &provider.NodeLocator{Client: mgr.GetClient(), Signer: sectordata.Signer{Key: key}, TTL: o.URLTTL}, Wait: cmp.Or(o.Commit1Wait, 50*time.Second),
+			Fresh: mgr.GetAPIReader(),
 			Event: func(b *sealv1.SealBatch, warning bool, reason, msg string) {
 				kind := corev1.EventTypeNormal
 				if warning {

@@ -7,6 +7,7 @@
 #   hack/tools.sh kubectl          kubectl (same module and version as k8s)
 #   hack/tools.sh controller-gen
 #   hack/tools.sh crd-ref-docs     the API reference generator (make docs)
+#   hack/tools.sh golangci-lint    the Go linters (make lint)
 #   hack/tools.sh kwok | helm      (same module as k8s: one build for all that are missing)
 #   hack/tools.sh envtest-assets   k8s + the KUBEBUILDER_ASSETS folder (bin/envtest)
 set -euo pipefail
@@ -109,6 +110,13 @@ build_crd_ref_docs() {
   echo "$CRD_REF_DOCS_VERSION" > "$bin/crd-ref-docs.version"
 }
 
+build_golangci_lint() {
+  [ -x "$bin/golangci-lint" ] && "$bin/golangci-lint" version 2>/dev/null | grep -q "version ${GOLANGCI_LINT_VERSION#v} " && return 0
+  log "building golangci-lint $GOLANGCI_LINT_VERSION"
+  GOBIN="$bin" go install -trimpath -ldflags "-X main.version=${GOLANGCI_LINT_VERSION#v}" \
+    "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
+}
+
 # envtest_assets: the KUBEBUILDER_ASSETS folder, once k8s is built.
 envtest_assets() {
   mkdir -p "$bin/envtest"
@@ -124,10 +132,11 @@ for t in "$@"; do
     kubectl) want_kubectl ;;
     controller-gen) build_controller_gen ;;
     crd-ref-docs) build_crd_ref_docs ;;
+    golangci-lint) build_golangci_lint ;;
     kwok) want_kwok ;;
     helm) want_helm ;;
     envtest-assets) want_k8s; envtest_assets_wanted=1 ;;
-    *) echo "hack/tools.sh: unknown tool '$t' (k8s, kubectl, controller-gen, crd-ref-docs, kwok, helm, envtest-assets)" >&2; exit 2 ;;
+    *) echo "hack/tools.sh: unknown tool '$t' (k8s, kubectl, controller-gen, crd-ref-docs, golangci-lint, kwok, helm, envtest-assets)" >&2; exit 2 ;;
   esac
 done
 build_k8s_module

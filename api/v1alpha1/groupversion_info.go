@@ -5,8 +5,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -14,8 +15,18 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "sealfleet.io", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the API's types with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the API's types to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+// addKnownTypes registers every kind of the API and its list.
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion,
+		&SealBatch{}, &SealBatchList{},
+		&SealOrder{}, &SealOrderList{},
+		&SealerNode{}, &SealerNodeList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

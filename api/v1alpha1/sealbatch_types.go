@@ -893,7 +893,3 @@ type SealBatchList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SealBatch `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SealBatch{}, &SealBatchList{})
-}

@@ -715,7 +715,3 @@ type SealerNodeList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SealerNode `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SealerNode{}, &SealerNodeList{})
-}

@@ -156,7 +156,3 @@ type SealOrderList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SealOrder `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SealOrder{}, &SealOrderList{})
-}

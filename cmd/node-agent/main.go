@@ -57,7 +57,7 @@ func newRoot() *cobra.Command {
 }
 
 // print writes v as JSON or YAML.
-func print(w io.Writer, v any, format string) error {
+func printAs(w io.Writer, v any, format string) error {
 	switch format {
 	case "json", "":
 		b, err := json.MarshalIndent(v, "", "  ")
@@ -88,7 +88,7 @@ func newDiscover() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return print(cmd.OutOrStdout(), t, output)
+			return printAs(cmd.OutOrStdout(), t, output)
 		},
 	}
 	c.Flags().StringVar(&root, "root", "/", "filesystem root holding sys/ and proc/")
@@ -115,7 +115,7 @@ func newCalc() *cobra.Command {
 				return fmt.Errorf("--reserved-cpus: %w", err)
 			}
 			l, cerr := layout.Calculate(t.Layout(), batch, layout.Options{HashersPerCore: hpc, ReservedCPUs: res, MaxHashersPerCoordinator: maxPer})
-			if err := print(cmd.OutOrStdout(), l, output); err != nil {
+			if err := printAs(cmd.OutOrStdout(), l, output); err != nil {
 				return err
 			}
 			if cerr != nil {
@@ -217,7 +217,7 @@ func newRun() *cobra.Command {
 // /healthz stays open for probes.
 func metricsServer(ctx context.Context, cfg *rest.Config, m *nodeagent.Metrics, addr string, secure bool) (*http.Server, string, error) {
 	log := logf.FromContext(ctx)
-	var metrics http.Handler = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+	metrics := promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second} // serves the listener opened below
 	if secure {
 		hc, err := rest.HTTPClientFor(cfg)

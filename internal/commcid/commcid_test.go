@@ -10,7 +10,9 @@ import (
 func TestKnownPieceCID(t *testing.T) {
 	// commD of an all-zero 32 GiB sector and its piece CID, as lotus prints them.
 	var d [32]byte
-	hex.Decode(d[:], []byte("077e5fde35c50a9303a55009e3498a4ebedff39c42b710b730d8ec7ac7afa63e"))
+	if _, err := hex.Decode(d[:], []byte("077e5fde35c50a9303a55009e3498a4ebedff39c42b710b730d8ec7ac7afa63e")); err != nil {
+		t.Fatal(err)
+	}
 	got, err := PieceCID(d)
 	if want := "baga6ea4seaqao7s73y24kcutaosvacpdjgfe5pw76ooefnyqw4ynr3d2y6x2mpq"; err != nil || got != want {
 		t.Fatalf("PieceCID = %q %v, want %q", got, err, want)

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/sealfleet/sealfleet/internal/testutil"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sealfleet/sealfleet/internal/testutil"
 
 	"github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/internal/layout"

@@ -123,15 +123,9 @@ func (r *Roles) cpus() []int {
 	return []int{r.Writer, r.Reader, r.Orchestrator, r.PC2Reader, r.PC2Hasher, r.PC2HasherCPU, r.PC2Writer, r.C1Reader}
 }
 
-// roleCount is the number of fields in Roles.
-const roleCount = 8
-
 // pc1RoleCount is the roles that run during PC1, beside the hashers: writer, reader and
 // orchestrator. Only they need logical CPUs of their own.
 const pc1RoleCount = 3
-
-// pc1Roles lists the PC1 role CPUs.
-func (r *Roles) pc1Roles() []int { return []int{r.Writer, r.Reader, r.Orchestrator} }
 
 // Layout is the assignment of sealer threads to logical CPUs for one batch size, or the
 // reason this machine cannot run it. Its JSON is what `node-agent calc` prints and what the

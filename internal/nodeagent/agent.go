@@ -274,8 +274,8 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, node *corev1.Node, topo *topo
 	// HugepagesShort.
 	target := sn.Spec.Hugepages1GiPerNUMANode
 	var short []string
-	switch {
-	case target == 0:
+	switch target {
+	case 0:
 		set(sealv1.CondHugepagesShort, false, sealv1.NodeReasonNoTarget, "spec.hugepages1GiPerNUMANode is 0: the hugepage pool is left as it is")
 	default:
 		for _, h := range prep.Hugepages {

@@ -208,7 +208,7 @@ func (p *prep) pciDevice(bdf string, mode v1alpha1.DeviceMode, allow []v1alpha1.
 	}
 	st.NUMANode, st.IOMMUGroup = int32(n.NUMA), n.IOMMUGroup
 	// Safety checks on every namespace the kernel driver shows.
-	var cap int64
+	var capacity int64
 	for _, ns := range n.Namespaces {
 		if why := ns.InUse(); why != "" {
 			return refuse("%s: %s", ns.Name, why)
@@ -218,12 +218,12 @@ func (p *prep) pciDevice(bdf string, mode v1alpha1.DeviceMode, allow []v1alpha1.
 		} else if sig != "" {
 			return refuse("%s: has a %s signature (wipe it with wipefs -a only if the data is not needed)", ns.Name, sig)
 		}
-		cap += ns.CapacityBytes
+		capacity += ns.CapacityBytes
 	}
 	if n.Driver == DriverNVMe && len(n.Namespaces) == 0 {
 		return refuse("no namespaces visible on the nvme driver")
 	}
-	st.CapacityBytes = cap
+	st.CapacityBytes = capacity
 	switch mode {
 	case v1alpha1.DeviceModeVFIO:
 		if n.IOMMUGroup == "" {

@@ -2,12 +2,13 @@ package nodeprep
 
 import (
 	"encoding/binary"
-	"github.com/sealfleet/sealfleet/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sealfleet/sealfleet/internal/testutil"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 

@@ -631,10 +631,10 @@ func TestPredictionPrefersTheFasterDevicesAndRefusesStarvedNodes(t *testing.T) {
 		})
 	}
 	// minRatePercent 0 takes the starved node.
-	any := big.DeepCopy()
+	starved := big.DeepCopy()
 	zero := int32(0)
-	any.Spec.Placement = &sealv1.Placement{MinRatePercent: &zero}
-	if d, _ := Schedule([]*Node{node("n1", 1, 64, qualified(2_000_000, 85_000))}, []*sealv1.SealBatch{any}); len(d) != 1 || d[0].Prediction.Bottleneck != "layer device reads" {
+	starved.Spec.Placement = &sealv1.Placement{MinRatePercent: &zero}
+	if d, _ := Schedule([]*Node{node("n1", 1, 64, qualified(2_000_000, 85_000))}, []*sealv1.SealBatch{starved}); len(d) != 1 || d[0].Prediction.Bottleneck != "layer device reads" {
 		t.Fatalf("minRatePercent 0: %+v", d)
 	}
 }

@@ -37,7 +37,7 @@ secret: hand it to the partner only.`,
 				return fmt.Errorf("partner Secret %s/%s: %w", ns, args[0], err)
 			}
 			if s.Labels[provider.LabelPartner] == "" {
-				return fmt.Errorf("Secret %s/%s is not a remote-seal partner: label it %s=true", ns, args[0], provider.LabelPartner)
+				return fmt.Errorf("the Secret %s/%s is not a remote-seal partner: label it %s=true", ns, args[0], provider.LabelPartner)
 			}
 			p, err := provider.ParsePartner(&s)
 			if err != nil {

@@ -102,7 +102,7 @@ func openBeneath(path string, roots []string) (*os.File, error) {
 
 // openResolved is openBeneath without openat2.
 func openResolved(path, root string) (*os.File, error) {
-	real, err := filepath.EvalSymlinks(path)
+	resolved, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return nil, err
 	}
@@ -110,10 +110,10 @@ func openResolved(path, root string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !strings.HasPrefix(real, strings.TrimSuffix(realRoot, "/")+"/") {
-		return nil, fmt.Errorf("%s: resolves to %s, outside its root %s; refusing to scrub it", path, real, root)
+	if !strings.HasPrefix(resolved, strings.TrimSuffix(realRoot, "/")+"/") {
+		return nil, fmt.Errorf("%s: resolves to %s, outside its root %s; refusing to scrub it", path, resolved, root)
 	}
-	return os.OpenFile(real, os.O_RDWR|unix.O_NOFOLLOW, 0)
+	return os.OpenFile(resolved, os.O_RDWR|unix.O_NOFOLLOW, 0)
 }
 
 // discard drops the range of an open device or file.

@@ -3,11 +3,12 @@ package topology
 import (
 	"encoding/json"
 	"flag"
-	"github.com/sealfleet/sealfleet/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sealfleet/sealfleet/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

@@ -358,7 +358,7 @@ func TestRealNode(t *testing.T) {
 		t.Errorf("%d of the 3 sealed sectors match rust-fil-proofs", n)
 	}
 	checkLeftOut(t, batch, out)
-	checkPrediction(t, batch, qualified)
+	checkPrediction(t, batch)
 	checkCPUManager(t, batch)
 	checkLotusStore(t, batch)
 	checkDataSector(t, batch)
@@ -848,7 +848,7 @@ func waitQualification(t *testing.T, ok func(*sealv1.Qualification) bool) *sealv
 }
 
 // checkPrediction compares the PC1 time placement predicted for the batch with the sealer's.
-func checkPrediction(t *testing.T, batch string, q *sealv1.Qualification) {
+func checkPrediction(t *testing.T, batch string) {
 	t.Helper()
 	var b sealv1.SealBatch
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "sealfleet-batches", Name: batch}, &b); err != nil {

@@ -39,7 +39,6 @@ type order struct {
 	proof    int
 	reserved bool
 	state    string
-	seed     []byte
 }
 
 func (f *fakeBackend) Authenticate(_ context.Context, token string) (v0.Partner, error) {

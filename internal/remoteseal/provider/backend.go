@@ -45,7 +45,11 @@ type Backend struct {
 	// Wait is how long a commit1 call is held for its sector's C1 output before the sector is
 	// reported not ready (412; 0: not held).
 	Wait time.Duration
-	Now  func() time.Time
+	// Fresh reads a held call's batch from the API server (nil: Client): the manager's cache
+	// may trail the batch by seconds under load, and the answer at the end of a hold must be
+	// the batch's state then.
+	Fresh client.Reader
+	Now   func() time.Time
 }
 
 func (b *Backend) now() time.Time {
@@ -348,9 +352,12 @@ func (b *Backend) Commit1(ctx context.Context, vp v0.Partner, s v0.SectorID, see
 	if b.Wait > 0 && (sb.Spec.FromSlot() || sb.Spec.ProofTypeOrDefault() == sealv1.ProofTypeSyntheticPoRep) {
 		// Held until this sector's C1 output is written (C1 runs as soon as its seed is in),
 		// so the client's first call usually gets it: Curio retries a 412 only ten times.
-		if err := awaitC1(ctx, b.Client, sb, s.Number, b.now().Add(b.Wait), b.now); err != nil {
+		if err := awaitC1(ctx, readerOr(b.Fresh, b.Client), sb, s.Number, b.now().Add(b.Wait), b.now); err != nil {
 			return v0.Payload{}, err
 		}
+	}
+	if gaveUp(o, sb) { // given up while the call was held
+		return v0.Payload{}, &v0.Rejection{Reason: fmt.Sprintf("sector %d was given up while its commit1 was held: its files are deleted, so it has no C1", s.Number)}
 	}
 	if why := c1Failed(sb, s.Number); why != "" {
 		return v0.Payload{}, &v0.Rejection{Reason: why}

@@ -36,6 +36,14 @@ func awaitC1(ctx context.Context, c client.Reader, b *sealv1.SealBatch, sector i
 	}
 }
 
+// readerOr is fresh when set, else c.
+func readerOr(fresh, c client.Reader) client.Reader {
+	if fresh != nil {
+		return fresh
+	}
+	return c
+}
+
 func sectorState(b *sealv1.SealBatch, sector int64) string {
 	for _, s := range b.Status.Sectors {
 		if s.Number == sector {

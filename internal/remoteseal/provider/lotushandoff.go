@@ -47,7 +47,9 @@ type LotusEndpoints struct {
 	// Wait is how long a commit1 call waits for the C1 output before answering 503 (lotus
 	// retries after its cool-down).
 	Wait time.Duration
-	Now  func() time.Time
+	// Fresh reads a held call's batch from the API server (nil: Client), as Backend.Fresh.
+	Fresh client.Reader
+	Now   func() time.Time
 	// Event reports what lotus did to the batch's owner (may be nil).
 	Event func(b *sealv1.SealBatch, warning bool, reason, msg string)
 }
@@ -158,7 +160,7 @@ func (e *LotusEndpoints) commit1(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "a different seed was already given for this sector; a sector has one interactive seed", http.StatusConflict)
 		return
 	}
-	if err := awaitC1(r.Context(), e.Client, b, o.Spec.SectorNumber, e.now().Add(e.Wait), e.now); err != nil {
+	if err := awaitC1(r.Context(), readerOr(e.Fresh, e.Client), b, o.Spec.SectorNumber, e.now().Add(e.Wait), e.now); err != nil {
 		if r.Context().Err() == nil {
 			http.Error(w, "reading the batch: "+err.Error(), http.StatusServiceUnavailable)
 		}
@@ -179,6 +181,10 @@ func (e *LotusEndpoints) commit1(w http.ResponseWriter, r *http.Request) {
 		return
 	case "C1Failed":
 		http.Error(w, fmt.Sprintf("sector %d: C1 failed: %s", n, sectorReason(b, n)), http.StatusGone)
+		return
+	}
+	if gaveUp(o, b) { // given up while the call was held
+		http.Error(w, fmt.Sprintf("sector %d was given up while its commit1 was held: its files are deleted, so it has no C1", n), http.StatusGone)
 		return
 	}
 	if b.Status.Phase == sealv1.PhaseFailed {

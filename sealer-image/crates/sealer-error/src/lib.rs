@@ -73,6 +73,19 @@ impl SealerError {
     }
 }
 
+impl From<sealer_config::ConfigError> for SealerError {
+    fn from(e: sealer_config::ConfigError) -> Self {
+        SealerError::Input(e.to_string())
+    }
+}
+
+impl SealerError {
+    /// A storage error: what was being done, and what failed.
+    pub fn io(what: &str, e: impl std::fmt::Display) -> Self {
+        SealerError::Io(format!("{what}: {e}"))
+    }
+}
+
 #[cfg(test)]
 mod exit_code_contract {
     use super::SealerError;
@@ -113,18 +126,5 @@ mod exit_code_contract {
                 path.display()
             );
         }
-    }
-}
-
-impl From<sealer_config::ConfigError> for SealerError {
-    fn from(e: sealer_config::ConfigError) -> Self {
-        SealerError::Input(e.to_string())
-    }
-}
-
-impl SealerError {
-    /// A storage error: what was being done, and what failed.
-    pub fn io(what: &str, e: impl std::fmt::Display) -> Self {
-        SealerError::Io(format!("{what}: {e}"))
     }
 }

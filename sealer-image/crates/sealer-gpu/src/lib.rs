@@ -348,7 +348,7 @@ impl Gpu {
         let layers = r.layers.len();
         assert!(layers == 2 || layers == 11, "PC2 hashes columns of 2 or 11 layers");
         let stride = r.layers[0].len();
-        assert!(r.layers.iter().all(|l| l.len() == stride) && stride % NODE == 0);
+        assert!(r.layers.iter().all(|l| l.len() == stride) && stride.is_multiple_of(NODE));
         assert!((r.first_row + r.count) * r.row <= stride, "the range lies inside the pages");
         let p = self.poseidon(layers)?;
         let mut time = DeviceTime::default();

@@ -13,8 +13,8 @@ use std::os::unix::fs::FileExt;
 pub enum Engine {
     /// neptune on the CPU cores (rayon).
     Cpu,
-    /// An OpenCL device.
-    Gpu(Gpu),
+    /// An OpenCL device (boxed: its queues and buffers dwarf the CPU variant).
+    Gpu(Box<Gpu>),
 }
 
 /// The OpenCL device index from `SEALER_GPU_DEVICE` (None: the first GPU).
@@ -47,7 +47,7 @@ impl Engine {
                     i.memory_bytes >> 20,
                     i.compute_units
                 );
-                Ok(Engine::Gpu(gpu))
+                Ok(Engine::Gpu(Box::new(gpu)))
             }
         }
     }

@@ -526,8 +526,7 @@ pub fn run_pc2_measured(
     // Two sets of layer buffers: the next range is read while the current one is hashed.
     let mut sets: [Vec<AlignedBuf>; 2] =
         std::array::from_fn(|_| (0..layers).map(|_| AlignedBuf::new(pages_per_range * PAGE)).collect());
-    let mut bd = Pc2Breakdown::default();
-    bd.resumed_at_node = next0;
+    let mut bd = Pc2Breakdown { resumed_at_node: next0, ..Default::default() };
     let started = Instant::now();
     let mut prog = Progress::for_pc2(cfg, t, leaves);
     for k in k0..t {

@@ -373,7 +373,7 @@ fn record(t: &Trees, i: &SectorInput, index: usize, c: u64, cols: &Columns, rec:
         t.d.read(level, (c >> level) ^ 1, &mut sib)?;
         w.put(&sib);
     }
-    let sample = index % SAMPLE_EVERY == 0;
+    let sample = index.is_multiple_of(SAMPLE_EVERY);
     for (j, v) in std::iter::once(c).chain(parents.iter().map(|&p| p as u64)).enumerate() {
         let col = cols.get(v);
         w.put(col);
