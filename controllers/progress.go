@@ -143,8 +143,9 @@ type SectorResult struct {
 	CommRNew     string `json:"comm_r_new"`
 
 	// Failed says why the sealer left the sector out of the batch (a check of its own failed
-	// before PC1: its data file, pieces, commD or output directory); FailureClass is the kind
-	// (input, data-mismatch, io). The other sectors were sealed.
+	// before PC1: its data file, pieces, commD or output directory) or gave it up later (its
+	// data or output files in PC2, its proofs); FailureClass is the kind (input,
+	// data-mismatch, io). The other sectors were sealed.
 	Failed       string `json:"failed"`
 	FailureClass string `json:"failure_class"`
 }

@@ -100,6 +100,7 @@ pub fn resolve_comm_ds(cfg: &mut BatchConfig) -> Result<(), DataError> {
 pub struct DataFile {
     file: File,
     len: u64,
+    path: std::path::PathBuf,
 }
 
 impl DataFile {
@@ -120,7 +121,16 @@ impl DataFile {
                 d.path.display()
             )));
         }
-        Ok(DataFile { file, len })
+        Ok(DataFile { file, len, path: d.path.clone() })
+    }
+
+    /// Why reading or using node `node` of the file failed, naming the file and the fix (the
+    /// file was checked before PC1, so it changed or its device failed since).
+    pub fn read_failed(&self, node: u64, e: impl std::fmt::Display) -> String {
+        format!(
+            "its data {} failed at node {node} during PC2: {e}; the staged file changed or its device failed during the batch: stage it again and seal it in another batch",
+            self.path.display()
+        )
     }
 
     /// Read nodes `[v, v + buf.len() / 32)` into `buf`.
@@ -309,7 +319,16 @@ pub struct SectorFailure {
 }
 
 impl SectorFailure {
-    fn of(sector_id: u64, e: DataError) -> Self {
+    /// The classes a failure may have, as the sealer's exit names spell them.
+    pub const CLASSES: [&'static str; 3] = ["input", "data-mismatch", "io"];
+
+    /// The class named `name`, when it is one of [`SectorFailure::CLASSES`].
+    pub fn class_named(name: &str) -> Option<&'static str> {
+        Self::CLASSES.into_iter().find(|c| *c == name)
+    }
+
+    /// The failure of sector `sector_id` for `e`, classed as the error is.
+    pub fn of(sector_id: u64, e: DataError) -> Self {
         let (class, reason) = match e {
             DataError::Input(m) => ("input", m),
             DataError::Mismatch(m) => ("data-mismatch", m),

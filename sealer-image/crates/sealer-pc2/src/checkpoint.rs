@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 /// File name under the output directory.
 pub const FILE: &str = "pc2-checkpoint.json";
 
-/// One streaming tree's state between ranges.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// One streaming tree's state between ranges (empty for a sector given up).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(crate) struct TreeState {
     /// Bytes written per level.
     pub written: Vec<u64>,
@@ -40,6 +40,17 @@ pub(crate) struct Checkpoint {
     pub tc: Vec<TreeState>,
     /// See `tc`.
     pub tr: Vec<TreeState>,
+    /// The sectors given up so far: they stay given up (their trees were not fed since).
+    #[serde(default)]
+    pub lost: Vec<LostSector>,
+}
+
+/// A sector PC2 gave up, as a checkpoint keeps it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct LostSector {
+    pub sector_id: u64,
+    pub class: String,
+    pub reason: String,
 }
 
 pub(crate) fn path(output_dir: &Path) -> PathBuf {
@@ -98,7 +109,9 @@ impl TreeBuilder {
         for l in 0..self.offsets.len() {
             self.flush_level(l)?;
         }
-        self.file.sync_data()?;
+        if let Some(f) = &self.file {
+            f.sync_data()?;
+        }
         Ok(TreeState {
             written: self.written.clone(),
             pending: self.pending.iter().map(|p| p.iter().map(|x| hex::encode(fr_bytes(x))).collect()).collect(),

@@ -2,7 +2,7 @@
 //! Both write the same bytes to the same files; the GPU engine hashes a whole range of every
 //! sector (columns, replica, every tree level the range holds) in one device pass.
 
-use crate::{fr, io, TreeBuilder};
+use crate::{fr, losses::Losses, TreeBuilder};
 use sealer_config::Pc2Engine;
 use sealer_error::SealerError;
 use sealer_gpu::{Gpu, RangeInput, RangeOutput, NODE};
@@ -77,18 +77,20 @@ pub(crate) fn gpu_range_into(
     gpu: &Gpu,
     input: &RangeInput,
     v: u64,
-    tc: &mut [TreeBuilder],
-    tr: &mut [TreeBuilder],
-    replicas: &[File],
+    (tc, tr, replicas): (&mut [TreeBuilder], &mut [TreeBuilder], &[Option<File>]),
+    losses: &mut Losses,
 ) -> Result<sealer_gpu::DeviceTime, SealerError> {
     let RangeOutput { tree_c, tree_r, time } = gpu.pc2_range(input).map_err(device_err)?;
     for s in 0..input.sectors {
+        let Some(rep) = replicas[s].as_ref().filter(|_| !losses.is_lost(s)) else { continue };
         let per = input.count * NODE;
-        replicas[s]
+        let written = rep
             .write_all_at(&tree_r[0][s * per..(s + 1) * per], v * NODE as u64)
-            .map_err(|e| io("writing the replica", e))?;
-        put_levels(&mut tc[s], &tree_c, s, input.count).map_err(|e| io("writing tree-c", e))?;
-        put_levels(&mut tr[s], &tree_r, s, input.count).map_err(|e| io("writing tree-r-last", e))?;
+            .and_then(|()| put_levels(&mut tc[s], &tree_c, s, input.count))
+            .and_then(|()| put_levels(&mut tr[s], &tree_r, s, input.count));
+        if let Err(e) = written {
+            losses.io(s, "writing its replica or trees", e);
+        }
     }
     Ok(time)
 }

@@ -23,12 +23,14 @@
 
 mod checkpoint;
 pub mod engine;
+mod losses;
 pub mod snap;
 
 use blstrs::Scalar as Fr;
 use engine::Engine;
 use ff::PrimeField;
 use generic_array::typenum::{U11, U2, U8};
+use losses::Losses;
 use neptune::poseidon::{Poseidon, PoseidonConstants};
 use rayon::prelude::*;
 use sealer_config::{sector_paths, BatchConfig};
@@ -109,8 +111,11 @@ pub fn tree_len(leaves: u64) -> u64 {
 /// Streaming arity-8 Poseidon tree writer: leaves are pushed in order; rows at or above
 /// `first_stored` are written to the file at their final offsets.
 pub(crate) struct TreeBuilder {
-    file: File,
+    /// None: the place of a sector PC2 gave up (it is never fed and writes nothing).
+    file: Option<File>,
     first_stored: usize,
+    /// Bytes of the file: the stored rows.
+    file_len: u64,
     offsets: Vec<u64>,
     written: Vec<u64>,
     wbuf: Vec<Vec<u8>>,
@@ -126,18 +131,8 @@ impl TreeBuilder {
     /// The builder for a file of `leaves` leaves storing rows from `first_stored` up: created
     /// (sized, empty) or, for a resumed run, opened as it is (it must have that size).
     fn layout(path: &Path, leaves: u64, first_stored: usize, create: bool) -> std::io::Result<Self> {
-        let mut sizes = vec![leaves];
-        while *sizes.last().unwrap() > 1 {
-            sizes.push(sizes.last().unwrap() / 8);
-        }
-        let mut offsets = vec![u64::MAX; sizes.len()];
-        let mut off = 0u64;
-        for (i, s) in sizes.iter().enumerate() {
-            if i >= first_stored {
-                offsets[i] = off;
-                off += s * 32;
-            }
-        }
+        let mut b = Self::detached(leaves, first_stored);
+        let off = b.file_len;
         let file = if create {
             let f = File::create(path)?;
             f.set_len(off)?;
@@ -152,15 +147,34 @@ impl TreeBuilder {
             }
             f
         };
-        Ok(TreeBuilder {
-            file,
+        b.file = Some(file);
+        Ok(b)
+    }
+
+    /// A builder with no file: the place in the batch of a sector PC2 gave up.
+    pub(crate) fn detached(leaves: u64, first_stored: usize) -> Self {
+        let mut sizes = vec![leaves];
+        while *sizes.last().unwrap() > 1 {
+            sizes.push(sizes.last().unwrap() / 8);
+        }
+        let mut offsets = vec![u64::MAX; sizes.len()];
+        let mut off = 0u64;
+        for (i, s) in sizes.iter().enumerate() {
+            if i >= first_stored {
+                offsets[i] = off;
+                off += s * 32;
+            }
+        }
+        TreeBuilder {
+            file: None,
             first_stored,
+            file_len: off,
             offsets,
             written: vec![0; sizes.len()],
             wbuf: vec![Vec::new(); sizes.len()],
             pending: vec![Vec::with_capacity(8); sizes.len()],
             root: None,
-        })
+        }
     }
 
     pub(crate) fn push(&mut self, level: usize, x: Fr) -> std::io::Result<()> {
@@ -200,7 +214,9 @@ impl TreeBuilder {
         if self.wbuf[level].is_empty() {
             return Ok(());
         }
-        self.file.write_all_at(&self.wbuf[level], self.offsets[level] + self.written[level])?;
+        if let Some(f) = &self.file {
+            f.write_all_at(&self.wbuf[level], self.offsets[level] + self.written[level])?;
+        }
         self.written[level] += self.wbuf[level].len() as u64;
         self.wbuf[level].clear();
         Ok(())
@@ -210,7 +226,9 @@ impl TreeBuilder {
         for l in 0..self.offsets.len() {
             self.flush_level(l)?;
         }
-        self.file.sync_all()?;
+        if let Some(f) = &self.file {
+            f.sync_all()?;
+        }
         Ok(self.root.expect("tree complete"))
     }
 }
@@ -370,18 +388,41 @@ fn rename_tmp(dir: &Path) -> std::io::Result<()> {
 
 /// Run PC2 for every sector of a batch whose PC1 is complete. Writes per-sector outputs
 /// and returns the commitments. `export_layers` also writes the layer files into each cache
-/// dir (needed by rust-fil-proofs' C1; 11 × sector size per sector for 32 GiB).
+/// dir (needed by rust-fil-proofs' C1; 11 × sector size per sector for 32 GiB). A sector
+/// given up fails the call ([`run_pc2_with`] goes on without it).
 pub fn run_pc2(cfg: &BatchConfig, export_layers: bool) -> Result<Vec<SectorResult>, SealerError> {
-    run_pc2_with(cfg, export_layers, None)
+    let out = run_pc2_with(cfg, export_layers, None)?;
+    match out.failed.first() {
+        None => Ok(out.results),
+        Some(f) => Err(SealerError::Io(format!(
+            "{} of {} sectors failed in PC2: {}",
+            out.failed.len(),
+            cfg.sectors.len(),
+            f.reason
+        ))),
+    }
 }
 
-/// [`run_pc2`] publishing progress to `sink` (phase `pc2`).
+/// What a PC2 run sealed, and the sectors it gave up on its way (their outputs deleted).
+#[derive(Debug)]
+pub struct Pc2Outcome {
+    /// The sealed sectors, in batch order.
+    pub results: Vec<SectorResult>,
+    /// The sectors given up: a failure of their own files (data read, output writes, a
+    /// comm_d that no longer matches); the batch fails only when every sector is.
+    pub failed: Vec<sealer_data::SectorFailure>,
+    /// Where the time went.
+    pub breakdown: Pc2Breakdown,
+}
+
+/// [`run_pc2`] publishing progress to `sink` (phase `pc2`), going on without a sector whose
+/// own files fail.
 pub fn run_pc2_with(
     cfg: &BatchConfig,
     export_layers: bool,
     sink: Option<&ProgressSink>,
-) -> Result<Vec<SectorResult>, SealerError> {
-    run_pc2_measured(cfg, export_layers, sink).map(|(results, _)| results)
+) -> Result<Pc2Outcome, SealerError> {
+    run_pc2_measured(cfg, export_layers, sink)
 }
 
 /// Where PC2's wall time went, seconds.
@@ -405,12 +446,12 @@ pub struct Pc2Breakdown {
     pub total: f64,
 }
 
-/// [`run_pc2_with`], also saying where the time went.
+/// [`run_pc2_with`]; the outcome also says where the time went.
 pub fn run_pc2_measured(
     cfg: &BatchConfig,
     export_layers: bool,
     sink: Option<&ProgressSink>,
-) -> Result<(Vec<SectorResult>, Pc2Breakdown), SealerError> {
+) -> Result<Pc2Outcome, SealerError> {
     let own_sink;
     let sink = match sink {
         Some(s) => s,
@@ -434,6 +475,7 @@ pub fn run_pc2_measured(
         let missing: Vec<PathBuf> = cfg
             .sectors
             .iter()
+            .filter(|s| !c.lost.iter().any(|l| l.sector_id == s.sector_id))
             .flat_map(|s| {
                 let p = sector_paths(cfg, s.sector_id);
                 // Finished base trees, and the one in progress when the checkpoint is mid-tree.
@@ -460,34 +502,69 @@ pub fn run_pc2_measured(
     if let Some(store) = &cfg.lotus {
         write_sectorstore(cfg, store).map_err(|e| io("writing sectorstore.json", e))?;
     }
+    let mut losses = Losses::new(cfg.sectors.iter().map(|s| s.sector_id).collect());
+    if let Some(c) = &resume {
+        losses.restore(&c.lost);
+    }
     let mut caches = Vec::new();
-    let mut replicas = Vec::new();
-    for s in &cfg.sectors {
+    let mut replicas: Vec<Option<File>> = Vec::new();
+    // Per sector: whether its replica and cache are this batch's (opened by this run, or by the
+    // run the checkpoint comes from); only those are deleted when the sector is given up.
+    let mut ours = Vec::new();
+    for (i, s) in cfg.sectors.iter().enumerate() {
         let paths = sector_paths(cfg, s.sector_id);
         let cache = paths.cache;
-        std::fs::create_dir_all(&cache).map_err(|e| io(&format!("creating {}", cache.display()), e))?;
-        let _ = std::fs::remove_file(cache.join("p_aux"));
-        if let Some(d) = paths.sealed.parent() {
-            std::fs::create_dir_all(d).map_err(|e| io(&format!("creating {}", d.display()), e))?;
+        if losses.is_lost(i) {
+            // Given up before the resume: nothing more is written for it.
+            ours.push(tmp_of(&paths.sealed).exists());
+            replicas.push(None);
+            caches.push(cache);
+            continue;
         }
-        let f = match &resume {
-            // The replica written so far stays: the checkpoint covers it.
-            Some(_) => std::fs::OpenOptions::new().write(true).open(tmp_of(&paths.sealed)),
-            None => File::create(tmp_of(&paths.sealed)),
-        }
-        .map_err(|e| io("opening replica", e))?;
-        f.set_len(g.nodes * 32).map_err(|e| io("sizing replica", e))?;
-        replicas.push(f);
+        let opened = (|| {
+            std::fs::create_dir_all(&cache).map_err(|e| format!("creating {}: {e}", cache.display()))?;
+            let _ = std::fs::remove_file(cache.join("p_aux"));
+            if let Some(d) = paths.sealed.parent() {
+                std::fs::create_dir_all(d).map_err(|e| format!("creating {}: {e}", d.display()))?;
+            }
+            let tmp = tmp_of(&paths.sealed);
+            let f = match &resume {
+                // The replica written so far stays: the checkpoint covers it.
+                Some(_) => std::fs::OpenOptions::new().write(true).open(&tmp),
+                None => File::create(&tmp),
+            }
+            .map_err(|e| format!("opening its replica {}: {e}", tmp.display()))?;
+            f.set_len(g.nodes * 32).map_err(|e| format!("sizing its replica {}: {e}", tmp.display()))?;
+            Ok::<_, String>(f)
+        })();
+        ours.push(opened.is_ok());
+        replicas.push(match opened {
+            Ok(f) => Some(f),
+            Err(e) => {
+                losses.give_up(i, "io", format!("PC2 could not open its outputs: {e}"));
+                None
+            }
+        });
         caches.push(cache);
     }
 
-    // Data sectors' staged files, read range by range for the encoding (None: CC).
-    let data: Vec<Option<sealer_data::DataFile>> = cfg
-        .sectors
-        .iter()
-        .map(|s| s.data.as_ref().map(|_| sealer_data::DataFile::open(s, cfg.sector_size)).transpose())
-        .collect::<Result<_, _>>()
-        .map_err(data_err)?;
+    // Data sectors' staged files, read range by range for the encoding (None: CC, or given up).
+    let data: Vec<Option<sealer_data::DataFile>> = (0..n)
+        .map(|i| {
+            let sec = &cfg.sectors[i];
+            match sec.data.as_ref().map(|_| sealer_data::DataFile::open(sec, cfg.sector_size)).transpose() {
+                Ok(d) => d,
+                Err(e) => {
+                    let f = sealer_data::SectorFailure::of(sec.sector_id, e);
+                    losses.give_up(i, f.class, f.reason);
+                    None
+                }
+            }
+        })
+        .collect();
+    if let Some(e) = losses.all_lost() {
+        return Err(e);
+    }
 
     // Range size: enough nodes to amortise, a power of two dividing `leaves`; on a device, as
     // much as its memory holds.
@@ -543,15 +620,28 @@ pub fn run_pc2_measured(
                 c.join(format!("{}.tmp", tree_name("tree-c", k, t))),
                 c.join(format!("{}.tmp", tree_name("tree-r-last", k, t))),
             );
-            let (bc, br) = match states {
-                Some(cp) => (
+            let opened = match states {
+                _ if losses.is_lost(s) => None,
+                Some(cp) => Some((
                     TreeBuilder::resume(&pc, leaves, 0, &cp.tc[s]),
                     TreeBuilder::resume(&pr, leaves, rtd + 1, &cp.tr[s]),
-                ),
-                None => (TreeBuilder::new(&pc, leaves, 0), TreeBuilder::new(&pr, leaves, rtd + 1)),
+                )),
+                None => Some((TreeBuilder::new(&pc, leaves, 0), TreeBuilder::new(&pr, leaves, rtd + 1))),
             };
-            tc.push(bc.map_err(|e| io("opening tree-c", e))?);
-            tr.push(br.map_err(|e| io("opening tree-r-last", e))?);
+            let (bc, br) = match opened {
+                Some((Ok(bc), Ok(br))) => (bc, br),
+                Some((bc, br)) => {
+                    let e = bc.err().or(br.err()).expect("one failed");
+                    losses.io(s, &format!("opening its tree files in {}", c.display()), e);
+                    (TreeBuilder::detached(leaves, 0), TreeBuilder::detached(leaves, rtd + 1))
+                }
+                None => (TreeBuilder::detached(leaves, 0), TreeBuilder::detached(leaves, rtd + 1)),
+            };
+            tc.push(bc);
+            tr.push(br);
+        }
+        if let Some(e) = losses.all_lost() {
+            return Err(e);
         }
         let ranges: Vec<(u64, u64)> = (start..(k as u64 + 1) * leaves)
             .step_by(range as usize)
@@ -570,55 +660,81 @@ pub fn run_pc2_measured(
                 let t0 = Instant::now();
                 let first_row = (v % g.npp) as usize;
                 if let Engine::Gpu(gpu) = &engine {
-                    let hashed = gpu_range(gpu, cfg, &data, cur, g, first_row, (v, cnt), &mut tc, &mut tr, &replicas);
+                    let hashed = gpu_range(
+                        gpu,
+                        cfg,
+                        &data,
+                        cur,
+                        g,
+                        first_row,
+                        (v, cnt),
+                        (&mut tc, &mut tr, &replicas),
+                        &mut losses,
+                    );
                     bd.columns_and_trees += t0.elapsed().as_secs_f64();
                     let t1 = Instant::now();
                     let read = reader.map_or(Ok(()), |h| h.join().expect("PC2 layer reader panicked"));
                     bd.read_wait += t1.elapsed().as_secs_f64();
                     return (hashed.map(|t| bd.device += t), read);
                 }
-                let results: Vec<Result<(), std::io::Error>> = tc
+                let lost = &losses;
+                let results: Vec<Result<(), (&'static str, String)>> = tc
                     .par_iter_mut()
                     .zip(tr.par_iter_mut())
                     .zip(replicas.par_iter().zip(data.par_iter()))
                     .enumerate()
                     .map(|(s, ((bc, br), (rep, dat)))| {
+                        let Some(rep) = rep.as_ref().filter(|_| !lost.is_lost(s)) else {
+                            return Ok(()); // given up
+                        };
                         let mut col = [Fr::from(0u64); 11];
                         let mut rep_bytes = Vec::with_capacity(cnt as usize * 32);
                         let mut data_bytes = Vec::new();
                         if let Some(d) = dat {
                             data_bytes.resize(cnt as usize * 32, 0);
-                            d.read_nodes(v, &mut data_bytes)?;
+                            d.read_nodes(v, &mut data_bytes).map_err(|e| ("io", d.read_failed(v, e)))?;
                         }
+                        let written =
+                            |e: std::io::Error| ("io", format!("PC2 failed writing its replica or trees: {e}"));
                         for i in 0..cnt as usize {
                             let off = (first_row + i) * g.row + s * 32;
                             for l in 0..layers {
                                 col[l] = fr(&cur[l].as_slice()[off..off + 32]);
                             }
                             let leaf = if layers == 2 { poseidon2(col[0], col[1]) } else { poseidon11(&col[..11]) };
-                            bc.push(0, leaf)?;
+                            bc.push(0, leaf).map_err(written)?;
                             // replica = key (last layer) + data; CC data is 0.
                             let key = col[layers - 1];
                             let replica = match dat {
                                 None => key,
-                                Some(_) => key + field_element(&data_bytes[i * 32..i * 32 + 32], v + i as u64)?,
+                                Some(d) => {
+                                    key + field_element(&data_bytes[i * 32..i * 32 + 32], v + i as u64)
+                                        .map_err(|e| ("data-mismatch", d.read_failed(v + i as u64, e)))?
+                                }
                             };
                             rep_bytes.extend_from_slice(&fr_bytes(&replica));
-                            br.push(0, replica)?;
+                            br.push(0, replica).map_err(written)?;
                         }
-                        rep.write_all_at(&rep_bytes, v * 32)?;
+                        rep.write_all_at(&rep_bytes, v * 32).map_err(written)?;
                         Ok(())
                     })
                     .collect();
+                for (s, r) in results.into_iter().enumerate() {
+                    if let Err((class, why)) = r {
+                        losses.give_up(s, class, why);
+                    }
+                }
                 bd.columns_and_trees += t0.elapsed().as_secs_f64();
                 let t1 = Instant::now();
                 let read = reader.map_or(Ok(()), |h| h.join().expect("PC2 layer reader panicked"));
                 bd.read_wait += t1.elapsed().as_secs_f64();
-                let hashed = results.into_iter().collect::<Result<(), _>>().map_err(|e| io("writing PC2 outputs", e));
-                (hashed, read)
+                (Ok(()), read)
             });
             hashed?;
             read?;
+            if let Some(e) = losses.all_lost() {
+                return Err(e);
+            }
             if v + cnt < (k as u64 + 1) * leaves {
                 // Mid-tree: the files so far, synced, then where the trees stand.
                 let mut cp = checkpoint::Checkpoint {
@@ -630,12 +746,27 @@ pub fn run_pc2_measured(
                     roots_r: checkpoint::hex_roots(&roots_r),
                     tc: Vec::with_capacity(n),
                     tr: Vec::with_capacity(n),
+                    lost: Vec::new(),
                 };
-                for ((bc, br), rep) in tc.iter_mut().zip(tr.iter_mut()).zip(&replicas) {
-                    rep.sync_data().map_err(|e| io("syncing the replica", e))?;
-                    cp.tc.push(bc.checkpoint().map_err(|e| io("syncing tree-c", e))?);
-                    cp.tr.push(br.checkpoint().map_err(|e| io("syncing tree-r-last", e))?);
+                for (s, ((bc, br), rep)) in tc.iter_mut().zip(tr.iter_mut()).zip(&replicas).enumerate() {
+                    let synced = match rep {
+                        Some(rep) if !losses.is_lost(s) => (|| {
+                            rep.sync_data()?;
+                            Ok::<_, std::io::Error>((bc.checkpoint()?, br.checkpoint()?))
+                        })(),
+                        _ => Ok(Default::default()),
+                    };
+                    let (c, r) = synced.unwrap_or_else(|e| {
+                        losses.io(s, "syncing its replica and trees", e);
+                        Default::default()
+                    });
+                    cp.tc.push(c);
+                    cp.tr.push(r);
                 }
+                if let Some(e) = losses.all_lost() {
+                    return Err(e);
+                }
+                cp.lost = losses.to_records();
                 checkpoint::save(&cfg.output_dir, &cp).map_err(|e| io("writing the PC2 checkpoint", e))?;
             }
             ranges_done += 1;
@@ -651,13 +782,28 @@ pub fn run_pc2_measured(
             }
         }
         for (s, (bc, br)) in tc.into_iter().zip(tr).enumerate() {
-            roots_c[s].push(bc.finish().map_err(|e| io("finishing tree-c", e))?);
-            roots_r[s].push(br.finish().map_err(|e| io("finishing tree-r-last", e))?);
+            if losses.is_lost(s) {
+                continue;
+            }
+            match bc.finish().and_then(|c| Ok((c, br.finish()?))) {
+                Ok((c, r)) => {
+                    roots_c[s].push(c);
+                    roots_r[s].push(r);
+                }
+                Err(e) => losses.io(s, "finishing its trees", e),
+            }
         }
         if k + 1 < t {
             // A base tree done: the next starts fresh.
-            for rep in &replicas {
-                rep.sync_data().map_err(|e| io("syncing the replica", e))?;
+            for (s, rep) in replicas.iter().enumerate() {
+                if let Some(rep) = rep.as_ref().filter(|_| !losses.is_lost(s)) {
+                    if let Err(e) = rep.sync_data() {
+                        losses.io(s, "syncing its replica", e);
+                    }
+                }
+            }
+            if let Some(e) = losses.all_lost() {
+                return Err(e);
             }
             let cp = checkpoint::Checkpoint {
                 batch: batch_id.clone(),
@@ -668,6 +814,7 @@ pub fn run_pc2_measured(
                 roots_r: checkpoint::hex_roots(&roots_r),
                 tc: Vec::new(),
                 tr: Vec::new(),
+                lost: losses.to_records(),
             };
             checkpoint::save(&cfg.output_dir, &cp).map_err(|e| io("writing the PC2 checkpoint", e))?;
         }
@@ -676,37 +823,54 @@ pub fn run_pc2_measured(
     // tree-d from the data (the CC tree for CC sectors), all sectors at once; each root must be
     // the comm_d the replica id was made with, or the data changed under the batch.
     let t_d = Instant::now();
-    let tree_d_roots: Vec<[u8; 32]> = cfg
+    let mut tree_d_roots: Vec<Option<Result<[u8; 32], sealer_data::DataError>>> = cfg
         .sectors
         .par_iter()
         .zip(caches.par_iter())
-        .map(|(sec, cache)| sealer_data::write_tree_d(sec, cfg.sector_size, &cache.join("sc-02-data-tree-d.dat.tmp")))
-        .collect::<Result<_, _>>()
-        .map_err(data_err)?;
+        .enumerate()
+        .map(|(s, (sec, cache))| {
+            (!losses.is_lost(s))
+                .then(|| sealer_data::write_tree_d(sec, cfg.sector_size, &cache.join("sc-02-data-tree-d.dat.tmp")))
+        })
+        .collect();
     bd.tree_d = t_d.elapsed().as_secs_f64();
     let mut results = Vec::new();
     for (s, sec) in cfg.sectors.iter().enumerate() {
+        let root = match tree_d_roots[s].take() {
+            None => continue,
+            Some(Ok(root)) => root,
+            Some(Err(e)) => {
+                let f = sealer_data::SectorFailure::of(sec.sector_id, e);
+                losses.give_up(s, f.class, f.reason);
+                continue;
+            }
+        };
+        if root != cds[s] {
+            let why = format!(
+                "its data now has comm_d {} but it was labelled under {}: the staged file changed during the batch; stage it again and seal it in another batch",
+                hex::encode(root),
+                hex::encode(cds[s])
+            );
+            losses.give_up(s, "data-mismatch", why);
+            continue;
+        }
         let comm_c = combine_roots(&roots_c[s]);
         let comm_r_last = combine_roots(&roots_r[s]);
         let comm_r = poseidon2(comm_c, comm_r_last);
         let cache = &caches[s];
-        replicas[s].sync_all().map_err(|e| io("syncing replica", e))?;
-        let root = tree_d_roots[s];
-        if root != cds[s] {
-            return Err(SealerError::DataMismatch(format!(
-                "sector {}: its data now has comm_d {} but it was labelled under {}: the staged file changed during the batch",
-                sec.sector_id,
-                hex::encode(root),
-                hex::encode(cds[s])
-            )));
+        let aux = (|| {
+            replicas[s].as_ref().expect("a sector not given up has its replica").sync_all()?;
+            let abs = std::fs::canonicalize(cache)?;
+            std::fs::write(cache.join("t_aux.tmp"), t_aux_bytes(&abs, g.nodes, layers, cfg.sector_size))?;
+            let mut paux = Vec::with_capacity(64);
+            paux.extend_from_slice(&fr_bytes(&comm_c));
+            paux.extend_from_slice(&fr_bytes(&comm_r_last));
+            std::fs::write(cache.join("p_aux.tmp"), &paux)
+        })();
+        if let Err(e) = aux {
+            losses.io(s, &format!("writing its t_aux and p_aux in {}", cache.display()), e);
+            continue;
         }
-        let abs = std::fs::canonicalize(cache).map_err(|e| io("resolving cache dir", e))?;
-        std::fs::write(cache.join("t_aux.tmp"), t_aux_bytes(&abs, g.nodes, layers, cfg.sector_size))
-            .map_err(|e| io("writing t_aux", e))?;
-        let mut paux = Vec::with_capacity(64);
-        paux.extend_from_slice(&fr_bytes(&comm_c));
-        paux.extend_from_slice(&fr_bytes(&comm_r_last));
-        std::fs::write(cache.join("p_aux.tmp"), &paux).map_err(|e| io("writing p_aux", e))?;
         results.push(SectorResult {
             sector_id: sec.sector_id,
             replica_id: hex::encode(rids[s]),
@@ -716,16 +880,41 @@ pub fn run_pc2_measured(
             comm_r: hex::encode(fr_bytes(&comm_r)),
         });
     }
+    if let Some(e) = losses.all_lost() {
+        return Err(e);
+    }
     // Everything is written under .tmp names: from here a restart starts PC2 again.
     let _ = std::fs::remove_file(checkpoint::path(&cfg.output_dir));
     if export_layers {
-        export_into_caches(cfg, &caches)?;
+        export_into_caches(cfg, &caches, |s| losses.is_lost(s))?;
     }
     for (s, sec) in cfg.sectors.iter().enumerate() {
+        if losses.is_lost(s) {
+            continue;
+        }
         let sealed = sector_paths(cfg, sec.sector_id).sealed;
-        rename_tmp(&caches[s]).map_err(|e| io("renaming outputs", e))?;
-        std::fs::rename(tmp_of(&sealed), &sealed).map_err(|e| io("renaming replica", e))?;
-        std::fs::rename(caches[s].join("p_aux.tmp"), caches[s].join("p_aux")).map_err(|e| io("renaming p_aux", e))?;
+        let renamed = rename_tmp(&caches[s]).and_then(|()| std::fs::rename(tmp_of(&sealed), &sealed));
+        if let Err(e) = renamed.and_then(|()| {
+            // The replica is in place: a failure from here leaves it this run's to delete.
+            std::fs::rename(caches[s].join("p_aux.tmp"), caches[s].join("p_aux")).inspect_err(|_| {
+                let _ = std::fs::remove_file(&sealed);
+            })
+        }) {
+            losses.io(s, "renaming its outputs", e);
+        }
+    }
+    if let Some(e) = losses.all_lost() {
+        return Err(e);
+    }
+    // A sector given up leaves nothing behind: its outputs would pass for a sealed sector's.
+    let failed = losses.failures();
+    results.retain(|r| !failed.iter().any(|f| f.sector_id == r.sector_id));
+    for (s, sec) in cfg.sectors.iter().enumerate() {
+        // Only the batch's own: a path PC2 could not open is not its to delete.
+        if losses.is_lost(s) && ours[s] {
+            let _ = std::fs::remove_file(tmp_of(&sector_paths(cfg, sec.sector_id).sealed));
+            let _ = std::fs::remove_dir_all(&caches[s]);
+        }
     }
     let summary = serde_json::json!({ "sectors": results });
     let tmp = cfg.output_dir.join("results.json.tmp");
@@ -746,11 +935,12 @@ pub fn run_pc2_measured(
         bd.device.transfers,
         bd.tree_d
     );
-    Ok((results, bd))
+    Ok(Pc2Outcome { results, failed, breakdown: bd })
 }
 
 /// One range on the GPU engine: the data sectors' nodes gathered `[sector][node]`, then
-/// [`engine::gpu_range_into`].
+/// [`engine::gpu_range_into`]. A sector whose data fails to read, or is not field elements,
+/// is given up (its column hashed over zeros and thrown away).
 #[allow(clippy::too_many_arguments)]
 fn gpu_range(
     gpu: &sealer_gpu::Gpu,
@@ -760,20 +950,26 @@ fn gpu_range(
     g: &Geometry,
     first_row: usize,
     (v, cnt): (u64, u64),
-    tc: &mut [TreeBuilder],
-    tr: &mut [TreeBuilder],
-    replicas: &[File],
+    (tc, tr, replicas): (&mut [TreeBuilder], &mut [TreeBuilder], &[Option<File>]),
+    losses: &mut Losses,
 ) -> Result<sealer_gpu::DeviceTime, SealerError> {
     let per = cnt as usize * 32;
     let data_bytes = if data.iter().any(|d| d.is_some()) {
         let mut b = vec![0u8; cfg.sectors.len() * per];
         for (s, d) in data.iter().enumerate() {
-            if let Some(d) = d {
-                d.read_nodes(v, &mut b[s * per..(s + 1) * per]).map_err(|e| io("reading sector data", e))?;
+            let Some(d) = d.as_ref().filter(|_| !losses.is_lost(s)) else { continue };
+            let nodes = &mut b[s * per..(s + 1) * per];
+            let checked = d.read_nodes(v, nodes).map_err(|e| ("io", d.read_failed(v, e))).and_then(|()| {
                 // The device adds without checking: a node that is not a field element fails here.
-                for (i, node) in b[s * per..(s + 1) * per].chunks(32).enumerate() {
-                    field_element(node, v + i as u64).map_err(|e| io("reading sector data", e))?;
-                }
+                nodes.chunks(32).enumerate().try_for_each(|(i, node)| {
+                    field_element(node, v + i as u64)
+                        .map(|_| ())
+                        .map_err(|e| ("data-mismatch", d.read_failed(v + i as u64, e)))
+                })
+            });
+            if let Err((class, why)) = checked {
+                losses.give_up(s, class, why);
+                nodes.fill(0);
             }
         }
         Some(b)
@@ -789,7 +985,7 @@ fn gpu_range(
         sectors: cfg.sectors.len(),
         data: data_bytes.as_deref(),
     };
-    engine::gpu_range_into(gpu, &input, v, tc, tr, replicas)
+    engine::gpu_range_into(gpu, &input, v, (tc, tr, replicas), losses)
 }
 
 /// Read the pages of range `(v, count)` (nodes) of every layer into `bufs`, one per layer.
@@ -807,12 +1003,12 @@ fn read_range(
     Ok(())
 }
 
-fn export_into_caches(cfg: &BatchConfig, caches: &[PathBuf]) -> Result<(), SealerError> {
+fn export_into_caches(cfg: &BatchConfig, caches: &[PathBuf], lost: impl Fn(usize) -> bool) -> Result<(), SealerError> {
     // Export into a scratch dir next to the caches, then move each file into place as .tmp.
     let scratch = cfg.output_dir.join(".layer-export");
     let _ = std::fs::remove_dir_all(&scratch);
     sealer_slot::export_layers(cfg, &scratch)?;
-    for (s, sec) in cfg.sectors.iter().enumerate() {
+    for (s, sec) in cfg.sectors.iter().enumerate().filter(|(s, _)| !lost(*s)) {
         for l in 1..=cfg.num_layers() {
             let name = format!("sc-02-data-layer-{l}.dat");
             std::fs::rename(scratch.join(sec.sector_id.to_string()).join(&name), caches[s].join(format!("{name}.tmp")))

@@ -463,7 +463,11 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
             );
         }
         let t0 = Instant::now();
-        let (results, bd) = sealer_pc2::run_pc2_measured(&c, false, None).map_err(|e| err(&e))?;
+        let out = sealer_pc2::run_pc2_measured(&c, false, None).map_err(|e| err(&e))?;
+        if let Some(f) = out.failed.first() {
+            return Err(format!("{}: {}", engine.as_str(), f.reason));
+        }
+        let (results, bd) = (out.results, out.breakdown);
         let secs = t0.elapsed().as_secs_f64();
         let comm_rs: Vec<String> = results.iter().map(|r| r.comm_r.clone()).collect();
         if let Baseline::FilecoinProofs { comm_r, .. } = &baseline {

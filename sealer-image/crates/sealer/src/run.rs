@@ -215,9 +215,7 @@ fn leave_out(cfg: &mut BatchConfig, failed: &[sealer_data::SectorFailure]) {
 
 fn parse_failed(text: &str) -> Result<Vec<sealer_data::SectorFailure>, String> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    let class = |c: &str| -> Result<&'static str, String> {
-        ["input", "data-mismatch", "io"].into_iter().find(|k| *k == c).ok_or_else(|| format!("unknown class {c:?}"))
-    };
+    let class = |c: &str| sealer_data::SectorFailure::class_named(c).ok_or_else(|| format!("unknown class {c:?}"));
     v["sectors"]
         .as_array()
         .ok_or("no sectors list")?
@@ -311,18 +309,26 @@ fn pc2_and_report(
     failed: &[sealer_data::SectorFailure],
 ) -> Result<(), SealerError> {
     let t = std::time::Instant::now();
-    let mut res = sealer_pc2::run_pc2_with(cfg, layer_files, Some(sink))?;
+    let out = sealer_pc2::run_pc2_with(cfg, layer_files, Some(sink))?;
     let pc2_seconds = t.elapsed().as_secs_f64();
+    let mut res = out.results;
     res.retain(|r| !cfg.fillers.contains(&r.sector_id));
+    // Left out before PC1, then given up in PC2 (a filler's failure is nobody's).
+    let mut failed = failed.to_vec();
+    failed.extend(out.failed.into_iter().filter(|f| !cfg.fillers.contains(&f.sector_id)));
     if proofs_after_pc2(cfg) {
-        write_proofs(cfg, &res, sink)?;
+        failed.extend(write_proofs(cfg, &mut res, sink)?);
+    }
+    if res.is_empty() {
+        let all: Vec<&str> = failed.iter().map(|f| f.reason.as_str()).collect();
+        return Err(SealerError::Io(format!("every sector of the batch failed, nothing sealed: {}", all.join("; "))));
     }
     let mut v = serde_json::json!({ "sectors": res });
     if !failed.is_empty() {
         // The fillers' outputs go; the left-out sectors are reported with their reasons.
         let _ = std::fs::remove_dir_all(cfg.output_dir.join(sealer_config::FILLER_DIR));
         let sectors = v["sectors"].as_array_mut().expect("a list");
-        for f in failed {
+        for f in &failed {
             sectors.push(serde_json::json!({"sector_id": f.sector_id, "failed": f.reason, "failure_class": f.class}));
         }
         write_atomically(
@@ -373,8 +379,13 @@ fn proofs_after_pc2(cfg: &BatchConfig) -> bool {
 /// SyntheticPoRep: every sector's vanilla proofs from its PC2 outputs, one sector after
 /// another, published to `sink` as phase `proofs` (sector k of the batch, the ETA from
 /// [`sealer_proofs::synth::seconds_per_sector`]); NI-PoRep: every sector's C1 output. Then
-/// its layers go.
-fn write_proofs(cfg: &BatchConfig, res: &[sealer_pc2::SectorResult], sink: &ProgressSink) -> Result<(), SealerError> {
+/// its layers go. A sector whose proofs fail is given up (taken out of `res`, its outputs
+/// deleted: without its proofs it cannot be committed) and the others go on.
+fn write_proofs(
+    cfg: &BatchConfig,
+    res: &mut Vec<sealer_pc2::SectorResult>,
+    sink: &ProgressSink,
+) -> Result<Vec<sealer_data::SectorFailure>, SealerError> {
     let hex32 = |s: &str| -> [u8; 32] {
         let mut out = [0u8; 32];
         out.copy_from_slice(&hex::decode(s).expect("PC2 wrote hex"));
@@ -388,6 +399,7 @@ fn write_proofs(cfg: &BatchConfig, res: &[sealer_pc2::SectorResult], sink: &Prog
     };
     let mut prog = sealer_proofs::synth::enabled(cfg)
         .then(|| Progress::for_proofs(cfg, sealer_proofs::synth::seconds_per_sector(cfg)));
+    let mut failed = Vec::new();
     for (i, r) in res.iter().enumerate() {
         if let Some(prog) = &mut prog {
             prog.start_layer(i + 1);
@@ -396,20 +408,24 @@ fn write_proofs(cfg: &BatchConfig, res: &[sealer_pc2::SectorResult], sink: &Prog
         let p = sealer_config::sector_paths(cfg, r.sector_id);
         let index = cfg.sectors.iter().position(|s| s.sector_id == r.sector_id).expect("a sector of the batch");
         if let Err(e) = write(cfg, index, &p.cache, &p.sealed, hex32(&r.comm_r), hex32(&r.comm_d)) {
-            let e = SealerError::Io(format!("{what}: {e:#}"));
-            if let Some(prog) = &mut prog {
-                prog.fail(&e.to_string());
-                sink.publish(prog);
-            }
-            return Err(e);
+            let reason = format!("sector {}: writing its {what} failed: {e:#}", r.sector_id);
+            log::warn!("{reason}; the other sectors go on");
+            let _ = std::fs::remove_file(&p.sealed);
+            let _ = std::fs::remove_dir_all(&p.cache);
+            failed.push(sealer_data::SectorFailure { sector_id: r.sector_id, class: "io", reason });
         }
     }
+    res.retain(|r| !failed.iter().any(|f| f.sector_id == r.sector_id));
     if let Some(prog) = &mut prog {
-        prog.finish();
+        if res.is_empty() {
+            prog.fail(&format!("no sector's {what} could be written"));
+        } else {
+            prog.finish();
+        }
         sink.publish(prog);
     }
     log::info!("{what} written for {} sectors; their layer files removed", res.len());
-    Ok(())
+    Ok(failed)
 }
 
 /// `sealer verify-pc1`: the sampled labels as JSON; exit 5 when any does not match.
@@ -552,6 +568,9 @@ fn c1_from_slot(cfg: &BatchConfig, seeds_path: &Path) -> Result<serde_json::Valu
             .as_array()
             .and_then(|rs| rs.iter().find(|r| r["sector_id"].as_u64() == Some(id)))
             .ok_or_else(|| input(format!("sector {id}: not in results.json (PC2 did not finish it)")))?;
+        if let Some(why) = r["failed"].as_str() {
+            return Err(input(format!("sector {id} failed and has no C1: {why}")));
+        }
         seeded.push(sealer_proofs::c1::SeededSector {
             index,
             seed,

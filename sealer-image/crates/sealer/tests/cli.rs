@@ -351,6 +351,97 @@ fn one_bad_sector_never_costs_the_batch() {
     }
 }
 
+/// A sector that fails in PC2, after PC1 labelled it, costs only itself: one data sector's
+/// staged file changes after PC1 (its comm_d no longer matches), another sector's cache
+/// directory cannot be created (a file is in its place); `sealer pc2` gives those two up
+/// with their reasons, deletes what it wrote for them, and the other two sectors' comm_r and
+/// replicas equal filecoin-proofs' (random inputs). With every sector failing, PC2 fails.
+#[test]
+fn a_sector_failing_in_pc2_costs_only_itself() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let seed = common::random_seed("a_sector_failing_in_pc2_costs_only_itself");
+    let (_, mut json) = common::config(2048, 5, 4, seed, work.path(), 1);
+    let piece_bytes = |tag: u64| -> Vec<u8> {
+        let mut rng = seed ^ tag;
+        (0..1500)
+            .map(|_| {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (rng >> 33) as u8
+            })
+            .collect()
+    };
+    for i in [1usize, 2] {
+        let piece = work.path().join(format!("piece-{i}"));
+        std::fs::write(&piece, piece_bytes(i as u64)).unwrap();
+        let staged = work.path().join(format!("staged-{i}"));
+        let pieces = sealer_data::stage(2048, &[piece.as_path()], &staged).unwrap();
+        json["sectors"][i]["data"] = serde_json::json!({"path": staged.to_str().unwrap(),
+            "pieces": pieces.iter().map(|p| serde_json::json!({"comm_p": hex::encode(p.comm_p), "size": p.size})).collect::<Vec<_>>()});
+    }
+    let file = ConfigFile::write(work.path().join("batch.json"), &json);
+    let out = file.seal("pc1").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // After PC1: sector 2's staged file is another piece's, sector 3's cache is a file.
+    let mut cfg = sealer_config::BatchConfig::from_json(&json.to_string()).unwrap();
+    sealer_data::resolve_comm_ds(&mut cfg).unwrap();
+    let ids: Vec<u64> = cfg.sectors.iter().map(|s| s.sector_id).collect();
+    let other = work.path().join("piece-other");
+    std::fs::write(&other, piece_bytes(9)).unwrap();
+    sealer_data::stage(2048, &[other.as_path()], Path::new(json["sectors"][2]["data"]["path"].as_str().unwrap()))
+        .unwrap();
+    let blocked = sealer_config::sector_paths(&cfg, ids[3]).cache;
+    std::fs::create_dir_all(blocked.parent().unwrap()).unwrap();
+    std::fs::write(&blocked, b"not a directory").unwrap();
+
+    let out = file.cmd("pc2", &[]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let res: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let entry = |id: u64| res["sectors"].as_array().unwrap().iter().find(|e| e["sector_id"] == id).cloned().unwrap();
+    let changed = entry(ids[2]);
+    assert_eq!(changed["failure_class"], "data-mismatch", "{changed}");
+    let why = changed["failed"].as_str().unwrap();
+    assert!(why.starts_with(&format!("sector {}: ", ids[2])) && why.contains("changed during the batch"), "{why}");
+    let unwritable = entry(ids[3]);
+    assert_eq!(unwritable["failure_class"], "io", "{unwritable}");
+    assert!(unwritable["failed"].as_str().unwrap().contains(blocked.to_str().unwrap()), "{unwritable}");
+    common::assert_results_contract(3, &serde_json::json!({ "sectors": [changed, unwritable] }));
+    let p2 = sealer_config::sector_paths(&cfg, ids[2]);
+    assert!(!p2.sealed.exists() && !p2.cache.exists(), "the given-up sector's outputs were kept");
+    assert_eq!(std::fs::read(&blocked).unwrap(), b"not a directory", "a path PC2 could not open was touched");
+    let file_res: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(cfg.output_dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(file_res["sectors"], res["sectors"], "results.json");
+
+    // The two others against filecoin-proofs.
+    let oracle_dir = work.path().join("oracle");
+    std::fs::create_dir_all(&oracle_dir).unwrap();
+    for s in &cfg.sectors[..2] {
+        let ours = entry(s.sector_id);
+        assert!(ours["failed"].is_null(), "{ours}");
+        let o = sealer::oracle::precommit_sector(&cfg, s, &oracle_dir).unwrap();
+        assert_eq!(ours["comm_r"], hex::encode(o.comm_r), "comm_r of sector {}", s.sector_id);
+        let p = sealer_config::sector_paths(&cfg, s.sector_id);
+        assert!(std::fs::read(&p.sealed).unwrap() == std::fs::read(&o.sealed).unwrap(), "replica of {}", s.sector_id);
+    }
+
+    // Every sector failing: PC2 fails, every reason named.
+    for s in &cfg.sectors[..3] {
+        let cache = sealer_config::sector_paths(&cfg, s.sector_id).cache;
+        let _ = std::fs::remove_dir_all(&cache);
+        std::fs::write(&cache, b"not a directory").unwrap();
+    }
+    let out = file.cmd("pc2", &[]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("every sector of the batch failed in PC2"), "{stderr}");
+    for s in &cfg.sectors {
+        assert!(stderr.contains(&format!("sector {}: PC2 could not open its outputs", s.sector_id)), "{stderr}");
+    }
+}
+
 /// `sealer snap` updates the CC sectors a `sealer batch` sealed with staged deal data: its
 /// comm_r_new equals filecoin-proofs' encode_into on the same files, and a comm_d that is not
 /// the pieces' fails with exit 7 before anything is written.
@@ -930,6 +1021,78 @@ fn pc2_resumes_from_its_checkpoint_on_either_engine() {
     for ((name, x), (_, y)) in a.iter().zip(&b) {
         assert!(x == y, "{} differs after the resume", name.display());
     }
+}
+
+/// A sector given up in the middle of PC2 stays given up across a resume and on the GPU
+/// engine: a data sector's staged file gets a node that is not a field element after PC1, in
+/// PC2's second range; PC2 on the CPU stops after two ranges, resumes on the GPU engine, and
+/// the CC sector beside it comes out byte for byte as a clean run made it; then PC2 again from
+/// the start on the GPU engine finds the bad node itself, with the same outcome.
+#[test]
+fn a_sector_given_up_mid_pc2_stays_given_up_across_a_resume_and_on_the_gpu() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let size = 8u64 << 20;
+    let (_, mut json) = common::config(size, 6, 2, 911, work.path(), 1);
+    let piece = work.path().join("piece");
+    std::fs::write(&piece, (0..3u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect::<Vec<_>>())
+        .unwrap();
+    let staged = work.path().join("staged");
+    let pieces = sealer_data::stage(size, &[piece.as_path()], &staged).unwrap();
+    json["sectors"][1]["data"] = serde_json::json!({"path": staged.to_str().unwrap(),
+        "pieces": pieces.iter().map(|p| serde_json::json!({"comm_p": hex::encode(p.comm_p), "size": p.size})).collect::<Vec<_>>()});
+    let cpu = ConfigFile::write(work.path().join("c.json"), &json);
+    let mut gpu_json = json.clone();
+    gpu_json["pc2_engine"] = "gpu".into();
+    let gpu = ConfigFile::write(work.path().join("g.json"), &gpu_json);
+    assert!(cpu.seal("pc1").status().unwrap().success());
+    let out = work.path().join("out");
+    let ids: Vec<u64> = (0..2).map(|i| json["sectors"][i]["sector_id"].as_u64().unwrap()).collect();
+    let (cc_dir, data_dir) = (out.join(ids[0].to_string()), out.join(ids[1].to_string()));
+    // The clean run: the CC sector's outputs, kept aside.
+    assert!(cpu.cmd("pc2", &["--no-layer-files"]).status().unwrap().success());
+    let clean = work.path().join("clean");
+    std::fs::rename(&cc_dir, &clean).unwrap();
+    std::fs::remove_dir_all(&data_dir).unwrap();
+    std::fs::remove_file(out.join("results.json")).unwrap();
+    // Node 70000 (the second of four ranges) of the data sector is no field element now.
+    let f = std::fs::OpenOptions::new().write(true).open(&staged).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[0xff; 32], 70000 * 32).unwrap();
+
+    let check = |res: &[u8], log: &str| {
+        let res: serde_json::Value = serde_json::from_slice(res).unwrap_or_else(|e| panic!("{e}: {log}"));
+        let given_up = res["sectors"].as_array().unwrap().iter().find(|e| e["sector_id"] == ids[1]).unwrap();
+        assert_eq!(given_up["failure_class"], "data-mismatch", "{res}");
+        let why = given_up["failed"].as_str().unwrap();
+        assert!(why.contains(staged.to_str().unwrap()) && why.contains("node 70000"), "{why}");
+        for name in ["sealed", "sealed.tmp", "cache"] {
+            assert!(!data_dir.join(name).exists(), "{name} of the given-up sector was kept");
+        }
+        for name in ["sealed", "cache/sc-02-data-tree-r-last.dat", "cache/sc-02-data-tree-c.dat", "cache/p_aux"] {
+            assert!(
+                std::fs::read(clean.join(name)).unwrap() == std::fs::read(cc_dir.join(name)).unwrap(),
+                "{name} of the CC sector differs from the clean run's"
+            );
+        }
+    };
+    let stopped = cpu.cmd("pc2", &["--no-layer-files"]).env("SEALER_TEST_PC2_STOP_AFTER_RANGES", "2").output().unwrap();
+    assert_eq!(stopped.status.code(), Some(1), "{}", String::from_utf8_lossy(&stopped.stderr));
+    let cp: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("pc2-checkpoint.json")).unwrap()).unwrap();
+    assert_eq!(cp["lost"][0]["sector_id"], ids[1], "{cp}");
+    let resumed = gpu.cmd("pc2", &["--no-layer-files"]).env("SEALER_GPU_DEVICE", "0").output().unwrap();
+    let log = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{log}");
+    assert!(log.contains("PC2 resumes at base tree 1 of 1, node 131072"), "{log}");
+    check(&resumed.stdout, &log);
+
+    std::fs::remove_dir_all(&cc_dir).unwrap();
+    std::fs::remove_file(out.join("results.json")).unwrap();
+    let fresh = gpu.cmd("pc2", &["--no-layer-files"]).env("SEALER_GPU_DEVICE", "0").output().unwrap();
+    let log = String::from_utf8_lossy(&fresh.stderr);
+    assert!(fresh.status.success(), "{log}");
+    assert!(!log.contains("PC2 resumes"), "{log}");
+    check(&fresh.stdout, &log);
 }
 
 /// `qualify` on an 8 MiB file with a write range over its second MiB: the figures are there,
