@@ -119,6 +119,17 @@ func TestResultsContract(t *testing.T) {
 		!strings.Contains(c.Message, "1 of 1 sectors") || !strings.Contains(c.Message, "9 (data-mismatch)") {
 		t.Errorf("SectorsFailed condition %+v", c)
 	}
+	// An update's sector left out beside one updated: the condition says the others were updated.
+	mixed := Results{Sectors: append(append([]SectorResult{}, update.Sectors...), left.Sectors...)}
+	if st := mixed.toStatus(); st[0].State != "Updated" || st[1].State != "Failed" {
+		t.Errorf("an update with a sector left out reads as %+v", st)
+	}
+	u := b.DeepCopy()
+	u.Spec.Update, u.Status.Conditions = &sealv1.SnapUpdate{}, nil
+	recordSectorFailures(u, &mixed)
+	if c := meta.FindStatusCondition(u.Status.Conditions, sealv1.CondSectorsFailed); c == nil || !strings.Contains(c.Message, "1 of 2 sectors failed and were left out, the others updated") {
+		t.Errorf("an update's SectorsFailed condition %+v", c)
+	}
 	for _, key := range contracts.UnknownKeys(ex, Results{}) {
 		t.Errorf("the operator reads %q, which contracts/sealer-results.json does not have", key)
 	}

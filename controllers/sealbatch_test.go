@@ -422,7 +422,7 @@ func TestSectorLeftOutTheRestComplete(t *testing.T) {
 		t.Errorf("sealed sector status %+v", got.Status.Sectors[0])
 	}
 	c := condition(got, sealv1.CondSectorsFailed)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != string(sealv1.ReasonSectorChecksFailed) || !strings.Contains(c.Message, fmt.Sprintf("1 of 2 sectors failed their checks and were left out, the others sealed: %d (data-mismatch)", bad)) {
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != string(sealv1.ReasonSectorChecksFailed) || !strings.Contains(c.Message, fmt.Sprintf("1 of 2 sectors failed and were left out, the others sealed: %d (data-mismatch)", bad)) {
 		t.Errorf("SectorsFailed condition %+v", c)
 	}
 	if !strings.Contains(got.Status.Message, "1 sectors sealed") || condition(got, sealv1.CondFailed) != nil {

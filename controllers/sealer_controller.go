@@ -476,7 +476,7 @@ func (r *SealerReconciler) complete(ctx context.Context, b *sealv1.SealBatch, po
 	forgetRates(b)
 	done := fmt.Sprintf("%d sectors sealed", len(res.Sectors)-len(res.failed()))
 	if b.Spec.IsUpdate() {
-		done = fmt.Sprintf("%d sectors updated", len(res.Sectors))
+		done = fmt.Sprintf("%d sectors updated", len(res.Sectors)-len(res.failed()))
 	}
 	return updateStatus(ctx, r.Client, b, func(b *sealv1.SealBatch) {
 		now := metav1.Now()
@@ -514,8 +514,12 @@ func recordSectorFailures(b *sealv1.SealBatch, res *Results) {
 	for _, f := range failed {
 		named = append(named, fmt.Sprintf("%d (%s)", f.SectorID, f.FailureClass))
 	}
-	msg := fmt.Sprintf("%d of %d sectors failed their checks and were left out, the others sealed: %s; status.sectors[].reason says why each",
-		len(failed), len(res.Sectors), strings.Join(named, ", "))
+	others := "sealed"
+	if b.Spec.IsUpdate() {
+		others = "updated"
+	}
+	msg := fmt.Sprintf("%d of %d sectors failed and were left out, the others %s: %s; status.sectors[].reason says why each",
+		len(failed), len(res.Sectors), others, strings.Join(named, ", "))
 	setCondition(b, sealv1.CondSectorsFailed, metav1.ConditionTrue, sealv1.ReasonSectorChecksFailed, msg)
 	b.Status.Message += "; " + msg
 }

@@ -15,6 +15,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="self.sectors.all(s, !has(s.data) || s.data.pieces.map(p, p.size).sum() <= {'2KiB': 2048, '8MiB': 8388608, '512MiB': 536870912, '32GiB': 34359738368, '64GiB': 68719476736}[self.sectorSize])",fieldPath=".sectors",message="spec.sectors[].data.pieces: the pieces of a sector are larger than spec.sectorSize; move pieces to another sector"
 // +kubebuilder:validation:XValidation:rule="has(self.update) || self.sectors.all(s, has(s.ticket))",fieldPath=".sectors",message="spec.sectors[].ticket: every sector sealed by the batch needs its ticket (32 bytes as 64 hex or 44 base64 characters)"
 // +kubebuilder:validation:XValidation:rule="!has(self.update) || self.sectors.all(s, !has(s.ticket) && has(s.data))",fieldPath=".sectors",message="spec.sectors: every sector of an update (spec.update) needs its data (the staged file and pieces to encode) and no ticket (the sealed sector already carries its own); give data and remove ticket"
+// +kubebuilder:validation:XValidation:rule="has(self.update) || self.sectors.all(s, !has(s.commR))",fieldPath=".sectors",message="spec.sectors[].commR: only an update (spec.update) checks a sector key's commR; remove commR (a sealed sector's commR is in status.sectors[].commR)"
 // +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.update.sectorKeys.hostPath) || (has(self.placement) && has(self.placement.nodeName))",fieldPath=".placement",message="spec.placement.nodeName: a hostPath spec.update.sectorKeys lives on one node; pin the update to the node holding the sealed sectors"
 // +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.pc2Engine) || self.pc2Engine == 'cpu'",fieldPath=".pc2Engine",message="spec.pc2Engine: an update (spec.update) encodes and builds tree-r-last on the CPU; remove pc2Engine or set it to cpu"
 // +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.output) || !has(self.output.layout) || self.output.layout == 'Sealfleet'",fieldPath=".output.layout",message="spec.output.layout: an update writes the Sealfleet layout (<sector>/sealed, <sector>/cache); lotus' update/ and update-cache/ layout is not written yet: remove layout or set Sealfleet"
@@ -226,6 +227,16 @@ type SectorSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9a-fA-F]{64}|baga6ea4seaq[a-z2-7]{52})$')",message="commD must be 64 hex characters or a piece CID starting with baga6ea4seaq (64 characters); omit it for CC sectors"
 	// +optional
 	CommD string `json:"commD,omitempty"`
+
+	// commR is, in an update (spec.update), the sealed CC sector's commR as the chain
+	// records it: 64 hex characters or a bagboea4b5abc… sealed CID. The sealer refuses a
+	// sector key whose p_aux gives another commR (the sector is left out, the others
+	// updated), so a misplaced or overwritten sector key is never updated. Optional, and
+	// only in an update.
+	// +kubebuilder:validation:MaxLength=66
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9a-fA-F]{64}|bagboea4b5abc[a-z2-7]{52})$')",message="commR must be 64 hex characters or a sealed CID starting with bagboea4b5abc (65 characters)"
+	// +optional
+	CommR string `json:"commR,omitempty"`
 
 	// data makes this a data sector: its staged file on spec.dataSource and the pieces the
 	// file holds. The sealer checks the file against the pieces before it labels anything.

@@ -179,6 +179,11 @@ func TestSealBatchValidation(t *testing.T) {
 			[]string{"spec.sectors", "no ticket"}},
 		{"update-without-data", okBase + updateKeys + pinned + "sectors:\n- {number: 1}\n",
 			[]string{"spec.sectors", "needs its data"}},
+		{"commr-in-a-seal", okBase + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\", commR: " + ticketA + "}\n",
+			[]string{"spec.sectors[].commR", "only an update"}},
+		{"update-commr-piece-cid", okBase + updateKeys + pinned + dataSrc +
+			"sectors:\n- {number: 1, commR: " + pieceCID + ", data: {file: s1, pieces: [{cid: " + pieceCID + ", size: 8388608}]}}\n",
+			[]string{"spec.sectors[0].commR", "bagboea4b5abc"}},
 		{"update-hostpath-not-pinned", okBase + updateKeys + dataSrc + updateSector,
 			[]string{"spec.placement.nodeName", "pin the update"}},
 		{"update-gpu", okBase + updateKeys + pinned + "pc2Engine: gpu\n" + dataSrc + updateSector,
@@ -284,11 +289,14 @@ func TestSealBatchValidation(t *testing.T) {
 				"- {number: 2, ticket: \"" + ticketA + "\"}\n",
 			"data-128-sectors-full": "sectorSize: 64GiB\nminerID: f01\n" + dataSrc + dataSectors(128, 64),
 			"update-pinned":         okBase + updateKeys + pinned + dataSrc + updateSector,
-			"resident-half":         "sectorSize: 32GiB\nminerID: f01\nresidentLayerPercent: 50\n" + sectorsYAML(32),
-			"handoff-to-lotus":      okBase + handoffOut + "commit1: FromSlot\nhandoff: {lotusMiner: m1}\n" + handoffSectors,
-			"from-slot-seeded":      okBase + "commit1: FromSlot\nseedTimeout: 48h\nseeds: [{number: 1001, randomness: \"" + ticketA + "\", epoch: 4242}]\n" + sectorsYAML(2),
-			"from-slot-abandoned":   okBase + "commit1: FromSlot\nabandonedSectors: [1000]\nseeds: [{number: 1001, randomness: \"" + ticketA + "\", epoch: 4242}]\n" + sectorsYAML(2),
-			"synthetic-seeded":      okBase + "proofType: V1_1_Feat_SyntheticPoRep\nseeds: [{number: 1000, randomness: \"" + ticketA + "\", epoch: 4242}]\n" + sectorsYAML(2),
+			"update-commr": okBase + updateKeys + pinned + dataSrc + "sectors:\n" +
+				"- {number: 1, commR: bagboea4b5abcaaahbykryizkge4d6rsnkrnwe2lqo57ildettkq2rl5wxxcmxuwz, data: {file: s1, pieces: [{cid: " + pieceCID + ", size: 8388608}]}}\n" +
+				"- {number: 2, commR: " + ticketA + ", data: {file: s2, pieces: [{cid: " + pieceCID + ", size: 8388608}]}}\n",
+			"resident-half":       "sectorSize: 32GiB\nminerID: f01\nresidentLayerPercent: 50\n" + sectorsYAML(32),
+			"handoff-to-lotus":    okBase + handoffOut + "commit1: FromSlot\nhandoff: {lotusMiner: m1}\n" + handoffSectors,
+			"from-slot-seeded":    okBase + "commit1: FromSlot\nseedTimeout: 48h\nseeds: [{number: 1001, randomness: \"" + ticketA + "\", epoch: 4242}]\n" + sectorsYAML(2),
+			"from-slot-abandoned": okBase + "commit1: FromSlot\nabandonedSectors: [1000]\nseeds: [{number: 1001, randomness: \"" + ticketA + "\", epoch: 4242}]\n" + sectorsYAML(2),
+			"synthetic-seeded":    okBase + "proofType: V1_1_Feat_SyntheticPoRep\nseeds: [{number: 1000, randomness: \"" + ticketA + "\", epoch: 4242}]\n" + sectorsYAML(2),
 			"update-from-claim": okBase + "update: {sectorKeys: {persistentVolumeClaim: {claimName: cc}, layout: Lotus}}\n" +
 				"dataSource: {persistentVolumeClaim: {claimName: deals}}\n" + updateSector,
 		}

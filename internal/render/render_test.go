@@ -390,6 +390,7 @@ func updateBatch() *sealv1.SealBatch {
 		b.Spec.Sectors[i].Ticket = ""
 	}
 	b.Spec.Sectors[0].Data = &sealv1.SectorData{File: "staged/s-t01000-7", Pieces: []sealv1.Piece{{CID: strings.Repeat("0c", 32), Size: 32 << 30}}}
+	b.Spec.Sectors[1].CommR = "bagboea4b5abcaaahbykryizkge4d6rsnkrnwe2lqo57ildettkq2rl5wxxcmxuwz"
 	return b
 }
 
@@ -404,7 +405,8 @@ func TestUpdateConfigAndPod(t *testing.T) {
 	}
 	s := cfg.Sectors[1]
 	if s.SectorKey != "/sector-keys/sealed/s-t01000-8" || s.SectorKeyCache != "/sector-keys/cache/s-t01000-8" ||
-		!strings.HasPrefix(s.CommD, "077e5fde") || s.Data == nil || s.Data.Path != "/data/staged/s-t01000-8" {
+		!strings.HasPrefix(s.CommD, "077e5fde") || s.Data == nil || s.Data.Path != "/data/staged/s-t01000-8" ||
+		s.CommROld != "00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9" {
 		t.Errorf("sector 8: %+v", s)
 	}
 	if sealed, cache := SectorKeyPaths(sealv1.OutputLayoutSealfleet, 1000, 7); sealed != "/sector-keys/7/sealed" || cache != "/sector-keys/7/cache" {

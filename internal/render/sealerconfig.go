@@ -126,6 +126,18 @@ func Bytes32(field, s string) ([32]byte, error) {
 	return out, nil
 }
 
+// CommR decodes a commR given as 64 hex characters or a bagboea… sealed CID.
+func CommR(field, s string) ([32]byte, error) {
+	if strings.HasPrefix(s, "bag") {
+		r, err := commcid.ParseSealedCID(s)
+		if err != nil {
+			return r, fmt.Errorf("%s: %q is not a sealed CID (bagboea4b5abc…): %w", field, s, err)
+		}
+		return r, nil
+	}
+	return Bytes32(field, s)
+}
+
 // CommD decodes commD given as 64 hex characters or a baga… piece CID.
 func CommD(field, s string) ([32]byte, error) {
 	if strings.HasPrefix(s, "baga") {

@@ -31,6 +31,8 @@ type SnapSector struct {
 	SectorKeyCache string      `json:"sector_key_cache"`
 	Data           *SealerData `json:"data"`
 	CommD          string      `json:"comm_d,omitempty"`
+	// CommROld is the sector key's commR the batch expects (spec.sectors[].commR).
+	CommROld string `json:"comm_r_old,omitempty"`
 }
 
 // UpdateConfig renders the sealer config of a placed update (spec.update).
@@ -68,6 +70,13 @@ func UpdateConfig(b *sealv1.SealBatch, outputDir string) (*SnapConfig, error) {
 				return nil, err
 			}
 			sec.CommD = hex.EncodeToString(d[:])
+		}
+		if s.CommR != "" {
+			r, err := CommR(field+".commR", s.CommR)
+			if err != nil {
+				return nil, err
+			}
+			sec.CommROld = hex.EncodeToString(r[:])
 		}
 		cfg.Sectors = append(cfg.Sectors, sec)
 	}

@@ -19,6 +19,8 @@ pub struct SnapSectorSpec {
     pub data: SectorData,
     /// comm_d of the data, if given (must equal the pieces').
     pub comm_d: Option<[u8; 32]>,
+    /// The sector key's comm_r the update expects, if given (its p_aux must make it).
+    pub comm_r_old: Option<[u8; 32]>,
 }
 
 /// A validated update config.
@@ -51,6 +53,7 @@ struct RawSnapSector {
     sector_key_cache: Option<String>,
     data: Option<RawData>,
     comm_d: Option<Hex32>,
+    comm_r_old: Option<Hex32>,
 }
 
 fn abs(field: &str, v: Option<String>) -> Result<PathBuf, ConfigError> {
@@ -92,6 +95,7 @@ impl SnapConfig {
                 sector_key_cache: abs(&f("sector_key_cache"), rs.sector_key_cache)?,
                 data,
                 comm_d,
+                comm_r_old: rs.comm_r_old.map(|Hex32(r)| r),
             });
         }
         let pc2_engine = raw.pc2_engine.map_or(crate::Pc2Engine::Cpu, |Named(e)| e);
@@ -132,7 +136,7 @@ mod tests {
             Vec::<&str>::new(),
             "sector keys never rendered"
         );
-        assert!(read_keys::<RawSnapSector>().len() == 5, "the probe must see the struct's fields");
+        assert!(read_keys::<RawSnapSector>().len() == 6, "the probe must see the struct's fields");
     }
 
     #[test]

@@ -327,6 +327,26 @@ impl SectorFailure {
         Self::CLASSES.into_iter().find(|c| *c == name)
     }
 
+    /// The failure of sector `sector_id`: `reason` gets the sector's number in front unless it
+    /// starts with it.
+    pub fn new(sector_id: u64, class: &'static str, reason: impl std::fmt::Display) -> Self {
+        let reason = reason.to_string();
+        let prefix = format!("sector {sector_id}: ");
+        let reason = if reason.starts_with(&prefix) { reason } else { prefix + &reason };
+        SectorFailure { sector_id, class, reason }
+    }
+
+    /// The failure of sector `sector_id` for the sealer error `e`: its class is the error's
+    /// (`input`, `data-mismatch`; any other is `io`).
+    pub fn of_error(sector_id: u64, e: &sealer_error::SealerError) -> Self {
+        let class = match e {
+            sealer_error::SealerError::Input(_) => "input",
+            sealer_error::SealerError::DataMismatch(_) => "data-mismatch",
+            _ => "io",
+        };
+        Self::new(sector_id, class, e.message())
+    }
+
     /// The failure of sector `sector_id` for `e`, classed as the error is.
     pub fn of(sector_id: u64, e: DataError) -> Self {
         let (class, reason) = match e {
@@ -335,6 +355,19 @@ impl SectorFailure {
             DataError::Io(m) => ("io", m),
         };
         SectorFailure { sector_id, class, reason }
+    }
+}
+
+/// The error of a batch none of whose sectors is left: `what` says at which step ("every
+/// sector of the update failed"), then every sector's reason; its class is the first
+/// failure's (exit 2, 7 or 3).
+pub fn all_failed(what: &str, failed: &[SectorFailure]) -> sealer_error::SealerError {
+    let reasons: Vec<&str> = failed.iter().map(|f| f.reason.as_str()).collect();
+    let msg = format!("{what}: {}", reasons.join("; "));
+    match failed.first().map(|f| f.class) {
+        Some("data-mismatch") => sealer_error::SealerError::DataMismatch(msg),
+        Some("input") => sealer_error::SealerError::Input(msg),
+        _ => sealer_error::SealerError::Io(msg),
     }
 }
 

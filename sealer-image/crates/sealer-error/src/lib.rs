@@ -41,6 +41,21 @@ pub enum SealerError {
 }
 
 impl SealerError {
+    /// What went wrong, without the class's prefix.
+    pub fn message(&self) -> &str {
+        match self {
+            SealerError::Input(m)
+            | SealerError::Unsupported(m)
+            | SealerError::Io(m)
+            | SealerError::ParentCache(m)
+            | SealerError::DataMismatch(m)
+            | SealerError::Device(m)
+            | SealerError::VerifyMismatch(m)
+            | SealerError::Internal(m) => m,
+            SealerError::Aborted => "aborted",
+        }
+    }
+
     /// Process exit code for this error class: 2 input, 3 I/O, 4 unsupported CPU, 5 labels
     /// that do not match their parents, 6 parent cache missing or corrupt, 7 data that does
     /// not match its pieces, 8 the GPU engine's device missing or failed, 1 internal.

@@ -30,12 +30,9 @@ impl Losses {
         if self.lost[s].is_some() {
             return;
         }
-        let sector_id = self.ids[s];
-        let reason = reason.to_string();
-        let prefix = format!("sector {sector_id}: ");
-        let reason = if reason.starts_with(&prefix) { reason } else { prefix + &reason };
-        log::warn!("PC2 goes on without sector {sector_id} ({class}): {reason}");
-        self.lost[s] = Some(SectorFailure { sector_id, class, reason });
+        let f = SectorFailure::new(self.ids[s], class, reason);
+        log::warn!("PC2 goes on without sector {} ({class}): {}", f.sector_id, f.reason);
+        self.lost[s] = Some(f);
     }
 
     /// Give sector index `s` up for an I/O error while `what`.
@@ -48,14 +45,7 @@ impl Losses {
         if self.lost.iter().any(Option::is_none) {
             return None;
         }
-        let failures: Vec<&SectorFailure> = self.lost.iter().flatten().collect();
-        let reasons: Vec<&str> = failures.iter().map(|f| f.reason.as_str()).collect();
-        let msg = format!("every sector of the batch failed in PC2: {}", reasons.join("; "));
-        Some(match failures.first().map(|f| f.class) {
-            Some("data-mismatch") => SealerError::DataMismatch(msg),
-            Some("input") => SealerError::Input(msg),
-            _ => SealerError::Io(msg),
-        })
+        Some(sealer_data::all_failed("every sector of the batch failed in PC2", &self.failures()))
     }
 
     /// The failures, in batch order.

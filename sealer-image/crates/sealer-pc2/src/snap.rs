@@ -45,6 +45,8 @@ pub struct SnapSector {
     pub replica: PathBuf,
     /// The update's cache directory (created).
     pub cache: PathBuf,
+    /// The sector key's comm_r the update expects (None: not checked).
+    pub comm_r_old: Option<[u8; 32]>,
 }
 
 /// The commitments of one updated sector (hex, rust-fil-proofs byte order).
@@ -101,6 +103,11 @@ pub fn encode_sectors(
     sectors: &[SnapSector],
     engine: &Engine,
 ) -> Result<Vec<SnapResult>, SealerError> {
+    encode_each(sector_size, sectors, engine).into_iter().collect()
+}
+
+/// [`encode_sectors`], each sector's outcome apart: a sector that fails costs only itself.
+pub fn encode_each(sector_size: u64, sectors: &[SnapSector], engine: &Engine) -> Vec<Result<SnapResult, SealerError>> {
     sectors.par_iter().map(|s| encode_sector(sector_size, s, engine)).collect()
 }
 
@@ -129,6 +136,14 @@ pub fn encode_sector(sector_size: u64, s: &SnapSector, engine: &Engine) -> Resul
         .map_err(|e| SealerError::Input(format!("sector {id}: t_aux of {}: {e}", s.sector_key_cache.display())))?;
     let comm_c = fr_of(&p_aux[..32], "p_aux comm_c")?;
     let comm_r_old = poseidon2(comm_c, fr_of(&p_aux[32..], "p_aux comm_r_last")?);
+    if let Some(want) = s.comm_r_old.filter(|w| *w != fr_bytes(&comm_r_old)) {
+        return Err(SealerError::DataMismatch(format!(
+            "sector {id}: its sector key's p_aux ({}) makes comm_r {} but the update expects {}: the sector key is not that sector's; point spec.update.sectorKeys at where sector {id} was sealed",
+            s.sector_key_cache.join("p_aux").display(),
+            hex::encode(fr_bytes(&comm_r_old)),
+            hex::encode(want)
+        )));
+    }
 
     std::fs::create_dir_all(&s.cache).map_err(|e| io(&format!("creating {}", s.cache.display()), e))?;
     let _ = std::fs::remove_file(s.cache.join("p_aux"));

@@ -320,8 +320,7 @@ fn pc2_and_report(
         failed.extend(write_proofs(cfg, &mut res, sink)?);
     }
     if res.is_empty() {
-        let all: Vec<&str> = failed.iter().map(|f| f.reason.as_str()).collect();
-        return Err(SealerError::Io(format!("every sector of the batch failed, nothing sealed: {}", all.join("; "))));
+        return Err(sealer_data::all_failed("every sector of the batch failed, nothing sealed", &failed));
     }
     let mut v = serde_json::json!({ "sectors": res });
     if !failed.is_empty() {
@@ -591,23 +590,38 @@ fn c1_from_slot(cfg: &BatchConfig, seeds_path: &Path) -> Result<serde_json::Valu
     Ok(serde_json::json!({ "sectors": sectors }))
 }
 
-/// `sealer snap`: check each sector's data against its pieces, encode them all, write results.json.
+/// `sealer snap`: check each sector's data against its pieces, encode them all, write
+/// results.json. A sector whose own input or files fail (pieces, comm_d, sector key, data,
+/// outputs) is left out with its reason and the others are updated; only a failure of them all,
+/// or of the device, fails the update.
 fn snap(path: &Path) -> Result<(serde_json::Value, sealer_config::SnapConfig), SealerError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| SealerError::Input(format!("cannot read {}: {e}", path.display())))?;
     let cfg = sealer_config::SnapConfig::from_json(&text)?;
     let size = cfg.proof.sector_size;
     let mut sectors = Vec::with_capacity(cfg.sectors.len());
+    let mut failed = Vec::new();
     for (i, s) in cfg.sectors.iter().enumerate() {
-        let from_pieces = sealer_data::pieces_comm_d(size, &s.data.pieces)
-            .map_err(|e| SealerError::Input(format!("sectors[{i}].data.pieces: sector {}: {e}", s.sector_id)))?;
+        let from_pieces = match sealer_data::pieces_comm_d(size, &s.data.pieces) {
+            Ok(d) => d,
+            Err(e) => {
+                failed.push(sealer_data::SectorFailure::new(
+                    s.sector_id,
+                    "input",
+                    format!("sectors[{i}].data.pieces: {e}"),
+                ));
+                continue;
+            }
+        };
         if let Some(given) = s.comm_d.filter(|g| *g != from_pieces) {
-            return Err(SealerError::DataMismatch(format!(
+            let why = format!(
                 "sectors[{i}].comm_d: sector {} gives comm_d {} but its pieces make {}",
                 s.sector_id,
                 hex::encode(given),
                 hex::encode(from_pieces)
-            )));
+            );
+            failed.push(sealer_data::SectorFailure::new(s.sector_id, "data-mismatch", why));
+            continue;
         }
         let dir = cfg.output_dir.join(s.sector_id.to_string());
         sectors.push(sealer_pc2::snap::SnapSector {
@@ -623,13 +637,37 @@ fn snap(path: &Path) -> Result<(serde_json::Value, sealer_config::SnapConfig), S
             sector_key_cache: s.sector_key_cache.clone(),
             replica: dir.join("sealed"),
             cache: dir.join("cache"),
+            comm_r_old: s.comm_r_old,
         });
     }
-    let engine = sealer_pc2::engine::Engine::open(cfg.pc2_engine)?;
-    let t = std::time::Instant::now();
-    let res = sealer_pc2::snap::encode_sectors(size, &sectors, &engine)?;
-    log::info!("{} sectors updated in {:.1} s", res.len(), t.elapsed().as_secs_f64());
-    let v = serde_json::json!({ "sectors": res });
+    let mut res = Vec::new();
+    if !sectors.is_empty() {
+        let engine = sealer_pc2::engine::Engine::open(cfg.pc2_engine)?;
+        let t = std::time::Instant::now();
+        for (s, r) in sectors.iter().zip(sealer_pc2::snap::encode_each(size, &sectors, &engine)) {
+            match r {
+                Ok(r) => res.push(r),
+                // The device is every sector's.
+                Err(e @ SealerError::Device(_)) => return Err(e),
+                Err(e) => {
+                    let f = sealer_data::SectorFailure::of_error(s.sector.sector_id, &e);
+                    log::warn!("sector {} is left out of the update ({}): {}", f.sector_id, f.class, f.reason);
+                    let _ = std::fs::remove_file(&s.replica);
+                    let _ = std::fs::remove_dir_all(&s.cache);
+                    failed.push(f);
+                }
+            }
+        }
+        log::info!("{} sectors updated in {:.1} s", res.len(), t.elapsed().as_secs_f64());
+    }
+    if res.is_empty() {
+        return Err(sealer_data::all_failed("every sector of the update failed, nothing updated", &failed));
+    }
+    let mut v = serde_json::json!({ "sectors": res });
+    let entries = v["sectors"].as_array_mut().expect("a list");
+    for f in &failed {
+        entries.push(serde_json::json!({"sector_id": f.sector_id, "failed": f.reason, "failure_class": f.class}));
+    }
     let tmp = cfg.output_dir.join("results.json.tmp");
     std::fs::write(&tmp, pretty(&v)).map_err(|e| SealerError::io("writing results.json", e))?;
     std::fs::rename(&tmp, cfg.output_dir.join("results.json"))

@@ -444,7 +444,8 @@ fn a_sector_failing_in_pc2_costs_only_itself() {
 
 /// `sealer snap` updates the CC sectors a `sealer batch` sealed with staged deal data: its
 /// comm_r_new equals filecoin-proofs' encode_into on the same files, and a comm_d that is not
-/// the pieces' fails with exit 7 before anything is written.
+/// the pieces' fails with exit 7 before anything is written; of two sectors, one whose sector
+/// key does not make its given comm_r_old is left out and the other updated.
 #[test]
 fn snap_updates_sealed_cc_sectors_like_filecoin_proofs() {
     common::init();
@@ -529,6 +530,32 @@ fn snap_updates_sealed_cc_sectors_like_filecoin_proofs() {
         std::fs::read(update.join("sealed")).unwrap() == std::fs::read(o.join("sealed")).unwrap(),
         "updated replica"
     );
+
+    // Two sectors, each with the commR its key must have: sector 0's key is misplaced (it
+    // is sector 1's, whose p_aux makes another commR), so sector 0 is left out with its
+    // reason and nothing written for it; sector 1 is updated as before.
+    let other = &cfg.sectors[0];
+    let mut two = snap.clone();
+    two["output_dir"] = work.path().join("update-two").to_str().unwrap().into();
+    two["sectors"][0]["comm_r_old"] = sealed["sectors"][1]["comm_r"].clone();
+    let mut misplaced = two["sectors"][0].clone();
+    misplaced["sector_id"] = other.sector_id.into();
+    misplaced["comm_r_old"] = sealed["sectors"][0]["comm_r"].clone();
+    two["sectors"] = serde_json::json!([misplaced, two["sectors"][0]]);
+    let out = run(&two);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let res2: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(res2["sectors"][0]["comm_r_new"], res["sectors"][0]["comm_r_new"], "{res2}");
+    let left_out = &res2["sectors"][1];
+    assert_eq!(
+        (&left_out["sector_id"], &left_out["failure_class"]),
+        (&other.sector_id.into(), &"data-mismatch".into())
+    );
+    let why = left_out["failed"].as_str().unwrap();
+    assert!(why.contains("the sector key is not that sector's") && why.contains(key.cache.to_str().unwrap()), "{why}");
+    common::assert_results_contract(3, &serde_json::json!({ "sectors": [left_out] }));
+    assert!(!work.path().join("update-two").join(other.sector_id.to_string()).join("sealed").exists());
 }
 
 /// `sealer plan` reads the machine without touching it: ready (exit 0) with a built node

@@ -52,6 +52,7 @@ fn snap_case(sector_size: u64, proof_id: u64, seed: u64, layouts: &[&[usize]], e
             sector_key_cache: key.cache,
             replica: dir.join("sealed"),
             cache: dir.join("cache"),
+            comm_r_old: Some(hex::decode(&sealed[i].comm_r).unwrap().try_into().unwrap()),
         });
     }
     let engine = Engine::open(engine).expect("the engine's device");
