@@ -49,7 +49,7 @@ sealer: ## Build the native sealer (Rust) into sealer-image/target/release/seale
 
 .PHONY: test
 test: ## Run every test suite: repository checks, Go unit + envtest, Rust sealer (oracle), Helm chart + alert rules, e2e on the local cluster (the demo's steps included); ends with the seconds each took.
-	hack/test-suites.sh test-hygiene lint-rust,lint-go,test-go,test-chart,test-e2e-prep+test-sealer test-e2e
+	hack/test-suites.sh test-hygiene lint-rust,lint-go,test-go,test-chart,test-e2e-prep+test-sealer,test-gpu-bench test-e2e
 
 .PHONY: test-repo
 test-repo: test-hygiene lint ## Repository checks: hygiene, then the Go and Rust linters.
@@ -88,6 +88,11 @@ manifests-check: manifests ## Fail when generated files are out of date.
 .PHONY: test-sealer
 test-sealer: ## Rust sealer tests, including the rust-fil-proofs oracle.
 	@if [ -f sealer-image/Cargo.toml ]; then cd sealer-image && cargo test --release --locked; else echo "sealer-image has no workspace yet"; fi
+
+.PHONY: test-gpu-bench
+test-gpu-bench: ## The prepared GPU measurement (hack/gpu-bench.sh) end to end at test sizes on pocl's CPU OpenCL device: pack, run --quick, gpu-run.json.
+	hack/gpu-bench.sh pack
+	hack/gpu-bench.sh run --quick
 
 .PHONY: test-chart
 test-chart: envtest ## Helm chart: helm lint, template assertions (the admission policy on envtest), promtool check/test of the alert rules.

@@ -13,6 +13,7 @@
 mod constants;
 
 use blstrs::Scalar as Fr;
+use ff::{Field, PrimeField};
 use generic_array::typenum::{U11, U2, U8};
 use neptune::poseidon::PoseidonConstants;
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
@@ -42,6 +43,17 @@ pub enum GpuError {
         device: String,
         /// The compiler's log.
         log: String,
+    },
+    /// The kernels built but hash wrongly on the device: its self-check against neptune failed,
+    /// so nothing it computes is used.
+    #[error("the Poseidon kernels (arity {arity}) hash wrongly on {device}: {detail}; the device is refused")]
+    SelfCheck {
+        /// The device's name.
+        device: String,
+        /// The arity whose program failed.
+        arity: usize,
+        /// Which hash differed, and how.
+        detail: String,
     },
     /// An OpenCL call failed (out of device memory, device lost, ...).
     #[error("OpenCL {what} failed on {device}: {code}")]
@@ -74,6 +86,8 @@ pub struct DeviceInfo {
     pub compute_units: u32,
     /// Driver version.
     pub driver: String,
+    /// Highest clock of its compute units, MHz (0 when the driver does not say).
+    pub clock_mhz: u32,
 }
 
 fn kind_name(t: u64) -> &'static str {
@@ -112,6 +126,7 @@ fn all_devices() -> Result<Vec<(Device, DeviceInfo)>, GpuError> {
                 max_alloc_bytes: d.max_mem_alloc_size().unwrap_or(0),
                 compute_units: d.max_compute_units().unwrap_or(0),
                 driver: d.driver_version().unwrap_or_default(),
+                clock_mhz: d.max_clock_frequency().unwrap_or(0),
             };
             out.push((d, info));
         }
@@ -227,7 +242,8 @@ impl Gpu {
         GpuError::Call { what: what.into(), device: self.info.name.clone(), code: e.to_string() }
     }
 
-    /// The program for `arity` (2, 8 or 11), compiled on first use.
+    /// The program for `arity` (2, 8 or 11), compiled on first use and checked against neptune
+    /// before anything it computes is used ([`GpuError::SelfCheck`] when it hashes wrongly).
     fn poseidon(&self, arity: usize) -> Result<Arc<Poseidon>, GpuError> {
         let mut programs = self.programs.lock().expect("program cache");
         if let Some(p) = programs.get(&arity) {
@@ -242,11 +258,53 @@ impl Gpu {
         let src = source(&flat);
         let program = Program::create_and_build_from_source(&self.context, &src, "")
             .map_err(|log| GpuError::Build { device: self.info.name.clone(), log })?;
-        let mut constants = self.buffer(flat.bytes.len())?;
-        self.write(&mut constants, &flat.bytes)?;
+        let mut bytes = flat.bytes.clone();
+        if std::env::var_os("SEALER_TEST_GPU_BAD_CONSTANT").is_some() {
+            // Tests only: a wrong round constant, which the self-check must refuse.
+            bytes[NODE] ^= 1;
+        }
+        let mut constants = self.buffer(bytes.len())?;
+        self.write(&mut constants, &bytes)?;
         let p = Arc::new(Poseidon { program, constants });
+        self.self_check(arity, &p)?;
         programs.insert(arity, p.clone());
         Ok(p)
+    }
+
+    /// Hash [`SELF_CHECK_GROUPS`] groups of fixed inputs (0, 1, p - 1 and a spread of others)
+    /// on the device and compare each digest with neptune's on the host.
+    fn self_check(&self, arity: usize, p: &Poseidon) -> Result<(), GpuError> {
+        let input: Vec<Fr> = (0..SELF_CHECK_GROUPS * arity as u64)
+            .map(|i| match i {
+                0 => Fr::ZERO,
+                1 => Fr::ONE,
+                2 => -Fr::ONE,
+                _ => Fr::from(i).pow_vartime([i * 0x9e37_79b9_7f4a_7c15 | 1]),
+            })
+            .collect();
+        let bytes: Vec<u8> = input.iter().flat_map(|x| x.to_repr()).collect();
+        let mut inb = self.buffer(bytes.len())?;
+        self.write(&mut inb, &bytes)?;
+        let n = SELF_CHECK_GROUPS as usize;
+        let out = self.buffer(n * NODE)?;
+        self.hash_level(p, &inb, &out, n)?;
+        let (got, _) = self.read(&out, n * NODE)?;
+        for (g, (want, digest)) in neptune_hashes(arity, &input).iter().zip(got.chunks(NODE)).enumerate() {
+            let want = want.to_repr();
+            if digest != want.as_ref() {
+                return Err(GpuError::SelfCheck {
+                    device: self.info.name.clone(),
+                    arity,
+                    detail: format!(
+                        "hash {g} of {n} is {} where neptune gives {}",
+                        hex_of(digest),
+                        hex_of(want.as_ref())
+                    ),
+                });
+            }
+        }
+        log::debug!("{}: arity-{arity} kernels pass their self-check ({n} hashes)", self.info.name);
+        Ok(())
     }
 
     fn buffer(&self, bytes: usize) -> Result<Buffer<u8>, GpuError> {
@@ -308,6 +366,29 @@ impl Gpu {
         }
         .map_err(|e| self.call("running hash_groups", e))?;
         self.wait(ev, "running hash_groups")
+    }
+
+    /// The kernels' speed for `arity` alone: `groups` hashes of fixed inputs already on the
+    /// device, `runs` times; no copies are timed, only the kernels (profiling events).
+    pub fn kernel_rate(&self, arity: usize, groups: usize, runs: usize) -> Result<KernelRate, GpuError> {
+        let p = self.poseidon(arity)?;
+        let input: Vec<u8> = (0..groups * arity).flat_map(|i| Fr::from(i as u64 + 7).square().to_repr()).collect();
+        let mut inb = self.buffer(input.len())?;
+        self.write(&mut inb, &input)?;
+        let out = self.buffer(groups * NODE)?;
+        self.hash_level(&p, &inb, &out, groups)?; // warm-up
+        let mut kernel_seconds = 0.0;
+        for _ in 0..runs {
+            kernel_seconds += self.hash_level(&p, &inb, &out, groups)?;
+        }
+        let hashes = (groups * runs) as u64;
+        Ok(KernelRate {
+            arity,
+            hashes,
+            kernel_seconds,
+            hashes_per_s: if kernel_seconds > 0.0 { hashes as f64 / kernel_seconds } else { 0.0 },
+            field_muls_per_hash: field_muls_per_hash(arity),
+        })
     }
 
     /// Arity-8 levels above `level0` (already on the device, `per_sector` nodes per sector,
@@ -401,6 +482,62 @@ impl Gpu {
         let levels = self.tree_levels(b, leaves.len() / sectors / NODE, sectors, &mut time)?;
         Ok((levels, time))
     }
+}
+
+/// How fast one arity's kernel hashed ([`Gpu::kernel_rate`]).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct KernelRate {
+    /// 2, 8 or 11.
+    pub arity: usize,
+    /// Hashes timed.
+    pub hashes: u64,
+    /// Seconds the device spent in those kernels.
+    pub kernel_seconds: f64,
+    /// `hashes / kernel_seconds`.
+    pub hashes_per_s: f64,
+    /// Field multiplications (squarings included) in one hash ([`field_muls_per_hash`]).
+    pub field_muls_per_hash: u64,
+}
+
+/// Field multiplications in one Poseidon hash of `arity` as the kernels compute it: each full
+/// round `width` S-boxes of 3 multiplications and a dense `width × width` matrix, each partial
+/// round one S-box and a sparse matrix of `2 × width − 1`, and the conversions into and out
+/// of Montgomery form (`arity + 1`).
+pub fn field_muls_per_hash(arity: usize) -> u64 {
+    fn counts<A: neptune::poseidon::Arity<Fr>>() -> (u64, u64) {
+        let c = PoseidonConstants::<Fr, A>::new();
+        (2 * c.half_full_rounds as u64, c.partial_rounds as u64)
+    }
+    let (full, partial) = match arity {
+        2 => counts::<U2>(),
+        8 => counts::<U8>(),
+        11 => counts::<U11>(),
+        n => panic!("no Poseidon constants for arity {n}"),
+    };
+    let w = arity as u64 + 1;
+    full * (3 * w + w * w) + partial * (3 + 2 * w - 1) + arity as u64 + 1
+}
+
+/// Hashes each program's self-check computes: enough to fill more than one work-group.
+pub const SELF_CHECK_GROUPS: u64 = 300;
+
+/// neptune's hash of each group of `arity` (2, 8 or 11) elements of `xs`, with its
+/// Merkle-tree constants.
+fn neptune_hashes(arity: usize, xs: &[Fr]) -> Vec<Fr> {
+    fn each<A: neptune::poseidon::Arity<Fr>>(xs: &[Fr]) -> Vec<Fr> {
+        let c = PoseidonConstants::<Fr, A>::new();
+        xs.chunks(A::to_usize()).map(|g| neptune::poseidon::Poseidon::new_with_preimage(g, &c).hash()).collect()
+    }
+    match arity {
+        2 => each::<U2>(xs),
+        8 => each::<U8>(xs),
+        11 => each::<U11>(xs),
+        n => panic!("no Poseidon constants for arity {n}"),
+    }
+}
+
+fn hex_of(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Device time of a finished command, from its profiling counters (0 when not available).

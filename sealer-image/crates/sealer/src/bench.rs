@@ -385,13 +385,15 @@ pub struct Pc2Bench<'a> {
     /// not depend on the labels' values, so this times PC2 where PC1 would cost too long.
     /// Outputs are then compared between engines only.
     pub random_layers: bool,
+    /// Hashes per arity when measuring the engines' Poseidon rates.
+    pub rate_hashes: usize,
 }
 
 /// `bench pc2`: filecoin-proofs' PC2 of one sector vs the sealer's engines on a batch. Every
 /// engine's comm_r of the batch's first sector must equal filecoin-proofs' (the same inputs), and
 /// the engines' comm_rs must equal each other's: a GPU that computes fast and wrong fails the run.
 pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
-    let Pc2Bench { sector_size, batch: n, dir, gpu, skip_cpu, random_layers } = *b;
+    let Pc2Bench { sector_size, batch: n, dir, gpu, skip_cpu, random_layers, rate_hashes } = *b;
     if skip_cpu && !gpu {
         return Err("no engine to run: --skip-cpu needs --engine gpu".into());
     }
@@ -417,7 +419,7 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
         std::fs::create_dir_all(&out).map_err(|e| err(&e))?;
         fill_random_layers(&cfg)?;
         // The CPU engine's hash rates stand in for the baseline: its 32 GiB prediction.
-        let (tree, col11, name) = poseidon_rates(Pc2Engine::Cpu)?;
+        let (tree, col11, name) = poseidon_rates(Pc2Engine::Cpu, rate_hashes)?;
         let big = big_sector_seconds(tree, col11);
         table += &format!(
             "| {name}: Poseidon rates only (baseline) | – | – | {tree:.0} | {col11:.0} | – | – | {big:.0} | 1.00× |\n"
@@ -447,6 +449,7 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
         engines.push(Pc2Engine::Gpu);
     }
     let mut notes = String::new();
+    let mut rows = Vec::new(); // the table's figures as data, with their units
     let mut mismatches = Vec::new();
     let mut first_comm_rs: Option<(Pc2Engine, Vec<String>)> = None;
     for engine in engines {
@@ -487,7 +490,7 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
             Some(_) => {}
             None => first_comm_rs = Some((engine, comm_rs)),
         }
-        let (tree_rate, col11_rate, name) = poseidon_rates(engine)?;
+        let (tree_rate, col11_rate, name) = poseidon_rates(engine, rate_hashes)?;
         let per = secs / n as f64;
         let big = big_sector_seconds(tree_rate, col11_rate);
         let read = (c.num_layers() as u64 * nodes * 32 * n as u64) as f64 / bd.total.max(1e-9) / 1e6;
@@ -504,6 +507,15 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
             engine.as_str(),
             (nodes * n as u64) as f64 / secs,
         );
+        rows.push(serde_json::json!({
+            "engine": engine.as_str(), "device": name, "sector_bytes": sector_size, "sectors": n,
+            "random_layers": random_layers, "seconds_per_sector": per,
+            "column_hashes_per_s": (nodes * n as u64) as f64 / secs,
+            "tree_hashes_per_s_arity8": tree_rate, "hashes_per_s_arity11": col11_rate,
+            "device_busy_fraction": (engine == Pc2Engine::Gpu).then(|| bd.device.kernels / bd.total.max(1e-9)),
+            "slot_read_bytes_per_s": read * 1e6, "predicted_seconds_per_32gib_sector": big,
+            "ratio_vs_baseline": ratio, "breakdown_seconds": bd,
+        }));
         notes += &format!(
             "sealfleet {}: waiting for layer reads {:.2} s, columns and trees {:.2} s (device kernels {:.2} s, copies {:.2} s), tree-d {:.2} s, of {:.2} s.\n",
             engine.as_str(),
@@ -529,7 +541,7 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
         }
         Baseline::CpuRates(_) => "Random labels: no filecoin-proofs comparison; the engines run (if more than one) agree on every comm_r.\n",
     };
-    Ok(format!("{table}\n{notes}"))
+    Ok(format!("{table}\n{notes}BENCH_PC2_JSON {}\n", serde_json::Value::Array(rows)))
 }
 
 /// What the engines of `bench pc2` are compared with.
@@ -600,11 +612,11 @@ fn fill_random_layers(cfg: &BatchConfig) -> Result<(), String> {
     sealer_slot::state::store(&sealer_slot::state_path(cfg), &st).map_err(io)
 }
 
-/// An engine's arity-8 and arity-11 Poseidon rates (hashes/s) on 2^16 random preimages, and
+/// An engine's arity-8 and arity-11 Poseidon rates (hashes/s) on `count` random preimages, and
 /// the name of what ran them.
-fn poseidon_rates(engine: Pc2Engine) -> Result<(f64, f64, String), String> {
+fn poseidon_rates(engine: Pc2Engine, count: usize) -> Result<(f64, f64, String), String> {
     use rayon::prelude::*;
-    let count = 1usize << 16;
+    let count = count.max(64);
     let mut s = 9u64;
     let input: Vec<u8> = (0..count * 11)
         .flat_map(|_| {

@@ -303,6 +303,20 @@ pub enum BenchCmd {
         /// does not depend on label values): times PC2 where PC1 would take too long.
         #[arg(long)]
         random_layers: bool,
+        /// Hashes per arity when measuring each engine's Poseidon rates (the 32 GiB prediction).
+        #[arg(long, default_value_t = 1 << 16)]
+        rate_hashes: usize,
+    },
+    /// The GPU engine's Poseidon kernels alone (arity 2, 8, 11) on OpenCL device
+    /// `SEALER_GPU_DEVICE` (else the first GPU): hashes/s, the share of the device's integer
+    /// multiply peak, and the Poseidon seconds of a 32 GiB sector; one JSON document.
+    GpuKernels {
+        /// Hashes per kernel run.
+        #[arg(long, default_value_t = 1 << 20)]
+        groups: usize,
+        /// Timed runs per arity (after one warm-up).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
     },
     /// SyntheticPoRep proofs: filecoin-proofs generate_synth_proofs vs the sealer's streaming
     /// writer (time, CPU, peak RSS, equal files), and the prediction for 128 × 32 GiB.

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod bench_gpu;
 pub mod bench_synth;
 pub mod oracle;
 pub mod plan;

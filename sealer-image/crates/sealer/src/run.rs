@@ -701,7 +701,7 @@ fn parent_cache(p: &RegisteredProof, dir: &Path) -> Result<(), SealerError> {
 fn bench(what: BenchCmd) -> Result<(), SealerError> {
     let failed = |e: String| SealerError::Internal(format!("bench failed: {e}"));
     match what {
-        BenchCmd::Pc2 { sector_size, batch, dir, engine, skip_cpu, random_layers } => {
+        BenchCmd::Pc2 { sector_size, batch, dir, engine, skip_cpu, random_layers, rate_hashes } => {
             let b = sealer::bench::Pc2Bench {
                 sector_size,
                 batch,
@@ -709,8 +709,15 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
                 gpu: engine == "gpu",
                 skip_cpu,
                 random_layers,
+                rate_hashes,
             };
             println!("{}", sealer::bench::run_pc2(&b).map_err(failed)?);
+        }
+        BenchCmd::GpuKernels { groups, runs } => {
+            let gpu = sealer_gpu::Gpu::open(sealer_pc2::engine::device_index()?)
+                .map_err(|e| SealerError::Device(e.to_string()))?;
+            let report = sealer::bench_gpu::run(&gpu, groups, runs).map_err(|e| SealerError::Device(e.to_string()))?;
+            println!("{}", pretty(&report));
         }
         BenchCmd::Synth { sector_size, batch, baseline_sectors, dir } => {
             let b = sealer::bench_synth::SynthBench { sector_size, batch, baseline_sectors, dir: &dir };

@@ -1050,6 +1050,31 @@ fn pc2_resumes_from_its_checkpoint_on_either_engine() {
     }
 }
 
+/// The GPU engine's kernels check themselves against neptune before their first use: with a
+/// wrong round constant on the device (a test hook) PC2 refuses the device, exit 8, naming it
+/// and the hash that differed, and writes no results.
+#[test]
+fn a_gpu_whose_kernels_hash_wrongly_is_refused() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (_, mut json) = common::config(2048, 5, 1, 917, work.path(), 1);
+    json["pc2_engine"] = "gpu".into();
+    let cfg = ConfigFile::write(work.path().join("c.json"), &json);
+    assert!(cfg.seal("pc1").status().unwrap().success());
+    let out =
+        cfg.cmd("pc2", &[]).env("SEALER_GPU_DEVICE", "0").env("SEALER_TEST_GPU_BAD_CONSTANT", "1").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{err}");
+    assert!(
+        err.contains("hash wrongly on") && err.contains("where neptune gives") && err.contains("the device is refused"),
+        "{err}"
+    );
+    assert!(!work.path().join("out/results.json").exists());
+    // The same device with its true constants seals.
+    let out = cfg.cmd("pc2", &[]).env("SEALER_GPU_DEVICE", "0").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// A sector given up in the middle of PC2 stays given up across a resume and on the GPU
 /// engine: a data sector's staged file gets a node that is not a field element after PC1, in
 /// PC2's second range; PC2 on the CPU stops after two ranges, resumes on the GPU engine, and

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The prepared GPU measurement: the GPU engine's kernels and PC2 on a lent H100/H200, in one
+# command, its figures kept as one JSON file (sealer-image/bench/gpu/README.md says its keys).
+#
+#   hack/gpu-bench.sh pack          here, no GPU needed: build the sealer and pack .gpu-bench/
+#                                   (the binary, ocl-icd's libOpenCL.so.1, an ICD file naming
+#                                   NVIDIA's OpenCL driver, the commit)
+#   hack/gpu-bench.sh run           there: device list, kernel rates per arity, `bench pc2` at
+#                                   8 MiB x 8 (against filecoin-proofs) and 512 MiB x 8
+#                                   (--random-layers); writes gpu-run.json and the raw outputs
+#                                   under $OUT (the device tool's), else _out/gpu-bench/
+#   hack/gpu-bench.sh run --quick   the same flow at test sizes on whatever OpenCL device is
+#                                   listed first (pocl's CPU device here): make test runs it
+#
+# On the device tool: run(command="bash hack/gpu-bench.sh run", carry=[".gpu-bench"],
+# timeout_s=540). It stays under 8 minutes: each step has its own timeout, and a step that
+# fails or times out is recorded in gpu-run.json while the others go on.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+pack="$root/.gpu-bench"
+
+pack() {
+  set -e
+  (cd "$root/sealer-image" && cargo build --release --locked -p sealer)
+  local loader
+  loader=$(ldconfig -p | awk '$1 == "libOpenCL.so.1" { print $NF; exit }')
+  [ -n "$loader" ] || { echo "no libOpenCL.so.1 here: run hack/host-deps.sh (ocl-icd)" >&2; exit 1; }
+  rm -rf "$pack"
+  mkdir -p "$pack/lib" "$pack/vendors"
+  cp "$root/sealer-image/target/release/sealer" "$pack/"
+  cp -L "$loader" "$pack/lib/libOpenCL.so.1"
+  # The GPU machines' images list only pocl in /etc/OpenCL/vendors; NVIDIA's driver is there.
+  echo libnvidia-opencl.so.1 >"$pack/vendors/nvidia.icd"
+  local commit
+  commit=$(git -C "$root" rev-parse --short HEAD)
+  git -C "$root" diff --quiet HEAD -- sealer-image || commit="$commit+changes"
+  echo "$commit" >"$pack/commit"
+  echo "packed $(du -sh "$pack" | cut -f1) into $pack (commit $commit)"
+}
+
+run() {
+  local quick=${1:-}
+  local out=${OUT:-$root/_out/gpu-bench}
+  mkdir -p "$out"
+  local sealer="$pack/sealer"
+  [ -x "$sealer" ] || { echo "no $sealer: run hack/gpu-bench.sh pack first (and carry .gpu-bench)" >&2; exit 1; }
+  local work=/dev/shm/sealfleet-gpu-bench
+  rm -rf "$work"
+  export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  local kernels_args=(--groups 4194304 --runs 5) small=(--sector-size 8MiB --batch 8) big=(--sector-size 512MiB --batch 8)
+  if [ "$quick" = --quick ]; then
+    kernels_args=(--groups 1024 --runs 1)
+    small=(--sector-size 2KiB --batch 2 --rate-hashes 256)
+    big=(--sector-size 2KiB --batch 2 --rate-hashes 256)
+  else
+    export OCL_ICD_VENDORS="$pack/vendors"
+  fi
+  "$sealer" capabilities >"$out/capabilities.json" 2>"$out/bench.log"
+  # The first GPU (or, with --quick, the first device of any kind).
+  local index
+  index=$(python3 -c '
+import json, sys
+devs = json.load(open(sys.argv[1]))["opencl_devices"]
+gpus = [d for d in devs if d["kind"] == "gpu" or sys.argv[2] == "--quick"]
+print(gpus[0]["index"] if gpus else "")' "$out/capabilities.json" "$quick")
+  if [ -z "$index" ]; then
+    echo "no OpenCL GPU listed (see $out/capabilities.json)" >&2
+    exit 1
+  fi
+  export SEALER_GPU_DEVICE=$index
+  local smi=""
+  command -v nvidia-smi >/dev/null && smi=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+  : >"$out/steps.txt"
+  step() { # name, timeout seconds, command...: stdout to $out/<name>; "name exit seconds" to steps.txt
+    local name=$1 limit=$2 start
+    start=$(date +%s)
+    shift 2
+    echo "== $name: $*" >>"$out/bench.log"
+    timeout "$limit" "$@" >"$out/$name" 2>>"$out/bench.log"
+    echo "$name $? $(($(date +%s) - start))" >>"$out/steps.txt"
+  }
+  step kernels.json 150 "$sealer" bench gpu-kernels "${kernels_args[@]}"
+  step pc2-small.txt 180 "$sealer" bench pc2 "${small[@]}" --engine gpu --dir "$work"
+  step pc2-big.txt 150 "$sealer" bench pc2 "${big[@]}" --engine gpu --skip-cpu --random-layers --dir "$work"
+  rm -rf "$work"
+  python3 - "$out" "$(cat "$pack/commit")" "$smi" "$quick" <<'EOF'
+import json, os, sys, datetime
+out, commit, smi, quick = sys.argv[1:5]
+steps = {l.split()[0]: l.split()[1:] for l in open(os.path.join(out, "steps.txt")) if l.strip()}
+def rc(name):
+    code, secs = steps[name]
+    return {"exit": int(code), "seconds": int(secs)}
+def pc2(name):
+    text = open(os.path.join(out, name)).read()
+    rows = [json.loads(l.split(" ", 1)[1]) for l in text.splitlines() if l.startswith("BENCH_PC2_JSON ")]
+    return {"rows": rows[0] if rows else [], **rc(name)}
+caps = json.load(open(os.path.join(out, "capabilities.json")))
+dev = next(d for d in caps["opencl_devices"] if d["index"] == int(os.environ["SEALER_GPU_DEVICE"]))
+try:
+    kernels = json.load(open(os.path.join(out, "kernels.json")))
+except (ValueError, OSError):
+    kernels = None
+card, driver = (smi.split(", ")[:2] + ["", ""])[:2] if smi else (dev["name"], dev["driver"])
+run = {
+    "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    "commit": commit,
+    "card": card,
+    "driver": driver,
+    "quick": quick == "--quick",
+    "device": dev,
+    "kernels": {"report": kernels, **rc("kernels.json")},
+    "pc2_small": pc2("pc2-small.txt"),
+    "pc2_big_random_layers": pc2("pc2-big.txt"),
+    "predicted_poseidon_seconds_per_32gib_sector":
+        kernels["predicted_poseidon_seconds_per_32gib_sector"] if kernels else None,
+}
+json.dump(run, open(os.path.join(out, "gpu-run.json"), "w"), indent=2)
+print(json.dumps({k: run[k] for k in ("date", "commit", "card", "driver", "predicted_poseidon_seconds_per_32gib_sector")}))
+for name in ("kernels.json", "pc2_small", "pc2_big_random_layers"):
+    key = "kernels" if name == "kernels.json" else name
+    print(name, "exit", run[key]["exit"], "in", run[key]["seconds"], "s")
+failed = [k for k in ("kernels", "pc2_small", "pc2_big_random_layers") if run[k]["exit"] != 0]
+sys.exit(1 if failed else 0)
+EOF
+}
+
+case "${1:-}" in
+  pack) pack ;;
+  run) run "${2:-}" ;;
+  *) echo "usage: hack/gpu-bench.sh pack | run [--quick]" >&2; exit 2 ;;
+esac
