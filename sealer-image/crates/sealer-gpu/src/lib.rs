@@ -279,7 +279,7 @@ impl Gpu {
                 0 => Fr::ZERO,
                 1 => Fr::ONE,
                 2 => -Fr::ONE,
-                _ => Fr::from(i).pow_vartime([i * 0x9e37_79b9_7f4a_7c15 | 1]),
+                _ => Fr::from(i).pow_vartime([(i * 0x9e37_79b9_7f4a_7c15) | 1]),
             })
             .collect();
         let bytes: Vec<u8> = input.iter().flat_map(|x| x.to_repr()).collect();
