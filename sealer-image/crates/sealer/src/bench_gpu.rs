@@ -50,7 +50,7 @@ pub fn run(gpu: &sealer_gpu::Gpu, groups: usize, runs: usize) -> Result<Report, 
         .vendor
         .to_ascii_lowercase()
         .contains("nvidia")
-        .then(|| info.compute_units as f64 * info.clock_mhz as f64 * 1e6 * NVIDIA_MADDS_PER_CU_CLOCK as f64);
+        .then_some(info.compute_units as f64 * info.clock_mhz as f64 * 1e6 * NVIDIA_MADDS_PER_CU_CLOCK as f64);
     let mut arities = Vec::new();
     for arity in [2usize, 8, 11] {
         let rate = gpu.kernel_rate(arity, groups, runs)?;
