@@ -789,6 +789,7 @@ mod tests {
             max_alloc_bytes: 1 << 32,
             compute_units: 1,
             driver: "1".into(),
+            clock_mhz: 1000,
         };
         let keys = |v: &serde_json::Value| {
             let mut k = v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
