@@ -38,7 +38,10 @@ import (
 // order is in are decided by internal/remoteseal/orders.
 type OrderReconciler struct {
 	client.Client
-	Recorder Recorder
+	// APIReader reads past the cache: a batch the cache does not have yet (created a moment
+	// ago, its event still on the way) must not read as deleted, which fails its orders.
+	APIReader client.Reader
+	Recorder  Recorder
 	// PartnerNamespace holds the partner Secrets.
 	PartnerNamespace string
 	// OrderNamespace holds the orders and the batches formed from them.
@@ -111,7 +114,11 @@ func (r *OrderReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	var b *sealv1.SealBatch
 	if o.Status.Batch != "" {
 		var sb sealv1.SealBatch
-		err := r.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Status.Batch}, &sb)
+		key := client.ObjectKey{Namespace: o.Namespace, Name: o.Status.Batch}
+		err := r.Get(ctx, key, &sb)
+		if apierrors.IsNotFound(err) && r.APIReader != nil {
+			err = r.APIReader.Get(ctx, key, &sb)
+		}
 		switch {
 		case err == nil:
 			b = &sb

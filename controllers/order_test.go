@@ -194,7 +194,7 @@ func TestOrdersBecomeBatches(t *testing.T) {
 	pod := h.waitPod("orders", b.Name+"-sealer-1")
 	h.setPod(pod, corev1.PodRunning, 0, "")
 	h.waitPhase("orders", b.Name, sealv1.PhasePC1)
-	h.eventually("sdr", func() (bool, string) { s := status(21); return s.State == v0.StateSDR, s.State })
+	h.eventually("sdr", func() (bool, string) { s := status(21); return s.State == v0.StateSDR, s.State + " " + s.FailReason })
 	h.setPod(pod, corev1.PodSucceeded, 0, results(b))
 	h.waitPhase("orders", b.Name, sealv1.PhaseWaitingForSeeds)
 	var s21 v0.StatusResponse

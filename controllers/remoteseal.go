@@ -174,7 +174,7 @@ func setupRemoteSeal(mgr ctrl.Manager, all Options, rec Recorder) error {
 	}
 	output := sealv1.OutputSpec{HostPath: &sealv1.HostPathOutput{Path: o.OutputPath}}
 	hc := &http.Client{Timeout: time.Minute}
-	order := &OrderReconciler{Client: mgr.GetClient(), Recorder: rec, PartnerNamespace: o.PartnerNamespace, OrderNamespace: o.OrderNamespace,
+	order := &OrderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, PartnerNamespace: o.PartnerNamespace, OrderNamespace: o.OrderNamespace,
 		Policy: orders.Policy{MaxBatch: o.MaxBatch, MaxWait: o.MaxWait}, Output: output, HTTP: hc,
 		Cleanup:      render.OutputCleanupInput{Namespace: all.ScrubNamespace, OutputPath: o.OutputPath, HostNetwork: all.SealerHostNetwork, PullSecrets: all.pullSecrets()},
 		CleanupImage: all.ScrubImage, CleanupPull: corev1.PullPolicy(all.ImagePullPolicy), CleanupAfter: o.CleanupAfter}

@@ -45,9 +45,9 @@ type Backend struct {
 	// Wait is how long a commit1 call is held for its sector's C1 output before the sector is
 	// reported not ready (412; 0: not held).
 	Wait time.Duration
-	// Fresh reads a held call's batch from the API server (nil: Client): the manager's cache
-	// may trail the batch by seconds under load, and the answer at the end of a hold must be
-	// the batch's state then.
+	// Fresh reads from the API server (nil: Client) where the manager's cache, seconds behind
+	// under load, would answer wrongly: a held call's batch at the end of its hold, and a
+	// batch the cache does not have yet (it must not read as deleted).
 	Fresh client.Reader
 	Now   func() time.Time
 }
@@ -242,7 +242,12 @@ func (b *Backend) batchOf(ctx context.Context, o *sealv1.SealOrder) (*sealv1.Sea
 		return nil, nil
 	}
 	var sb sealv1.SealBatch
-	err := b.Client.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Status.Batch}, &sb)
+	key := client.ObjectKey{Namespace: o.Namespace, Name: o.Status.Batch}
+	err := b.Client.Get(ctx, key, &sb)
+	if apierrors.IsNotFound(err) && b.Fresh != nil {
+		// The cache may not have the batch yet; only the API server says it is gone.
+		err = b.Fresh.Get(ctx, key, &sb)
+	}
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
