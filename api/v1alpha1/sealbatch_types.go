@@ -15,6 +15,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="self.sectors.all(s, !has(s.data) || s.data.pieces.map(p, p.size).sum() <= {'2KiB': 2048, '8MiB': 8388608, '512MiB': 536870912, '32GiB': 34359738368, '64GiB': 68719476736}[self.sectorSize])",fieldPath=".sectors",message="spec.sectors[].data.pieces: the pieces of a sector are larger than spec.sectorSize; move pieces to another sector"
 // +kubebuilder:validation:XValidation:rule="has(self.update) || self.sectors.all(s, has(s.ticket))",fieldPath=".sectors",message="spec.sectors[].ticket: every sector sealed by the batch needs its ticket (32 bytes as 64 hex or 44 base64 characters)"
 // +kubebuilder:validation:XValidation:rule="!has(self.update) || self.sectors.all(s, !has(s.ticket) && has(s.data))",fieldPath=".sectors",message="spec.sectors: every sector of an update (spec.update) needs its data (the staged file and pieces to encode) and no ticket (the sealed sector already carries its own); give data and remove ticket"
+// +kubebuilder:validation:XValidation:rule="!has(self.gpus) || (has(self.pc2Engine) && self.pc2Engine == 'gpu')",fieldPath=".gpus",message="spec.gpus: only pc2Engine gpu uses GPUs; set pc2Engine: gpu or remove gpus"
 // +kubebuilder:validation:XValidation:rule="has(self.update) || self.sectors.all(s, !has(s.commR))",fieldPath=".sectors",message="spec.sectors[].commR: only an update (spec.update) checks a sector key's commR; remove commR (a sealed sector's commR is in status.sectors[].commR)"
 // +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.update.sectorKeys.hostPath) || (has(self.placement) && has(self.placement.nodeName))",fieldPath=".placement",message="spec.placement.nodeName: a hostPath spec.update.sectorKeys lives on one node; pin the update to the node holding the sealed sectors"
 // +kubebuilder:validation:XValidation:rule="!has(self.update) || !has(self.pc2Engine) || self.pc2Engine == 'cpu'",fieldPath=".pc2Engine",message="spec.pc2Engine: an update (spec.update) encodes and builds tree-r-last on the CPU; remove pc2Engine or set it to cpu"
@@ -73,6 +74,14 @@ type SealBatchSpec struct {
 	// +kubebuilder:default=cpu
 	// +optional
 	PC2Engine PC2Engine `json:"pc2Engine,omitempty"`
+
+	// gpus is how many GPUs the batch's PC2 uses with pc2Engine gpu (default 1): its pod asks
+	// for that many nvidia.com/gpu, placement books them, and the sealer splits each range's
+	// rows among them (a power of two of them share a range: with 3, two work and one idles).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	// +optional
+	GPUs *int32 `json:"gpus,omitempty"`
 
 	// dataSource is the volume the data sectors' staged files are read from, mounted
 	// read-only in the sealer pod; needed when a sector has data.
@@ -390,6 +399,17 @@ func (s *SealBatchSpec) ProofTypeOrDefault() ProofType {
 		return ProofTypeV1_1
 	}
 	return s.ProofType
+}
+
+// GPUCount is how many GPUs the batch uses: spec.gpus (default 1) with pc2Engine gpu, else 0.
+func (s *SealBatchSpec) GPUCount() int32 {
+	switch {
+	case s.PC2Engine != PC2EngineGPU:
+		return 0
+	case s.GPUs == nil:
+		return 1
+	}
+	return *s.GPUs
 }
 
 // PC2EngineOrDefault is spec.pc2Engine, cpu when unset.

@@ -179,6 +179,10 @@ func TestSealBatchValidation(t *testing.T) {
 			[]string{"spec.sectors", "no ticket"}},
 		{"update-without-data", okBase + updateKeys + pinned + "sectors:\n- {number: 1}\n",
 			[]string{"spec.sectors", "needs its data"}},
+		{"gpus-on-the-cpu", okBase + "gpus: 2\n" + sectorsYAML(1),
+			[]string{"spec.gpus", "only pc2Engine gpu"}},
+		{"gpus-zero", okBase + "pc2Engine: gpu\ngpus: 0\n" + sectorsYAML(1),
+			[]string{"spec.gpus"}},
 		{"commr-in-a-seal", okBase + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\", commR: " + ticketA + "}\n",
 			[]string{"spec.sectors[].commR", "only an update"}},
 		{"update-commr-piece-cid", okBase + updateKeys + pinned + dataSrc +
@@ -289,6 +293,7 @@ func TestSealBatchValidation(t *testing.T) {
 				"- {number: 2, ticket: \"" + ticketA + "\"}\n",
 			"data-128-sectors-full": "sectorSize: 64GiB\nminerID: f01\n" + dataSrc + dataSectors(128, 64),
 			"update-pinned":         okBase + updateKeys + pinned + dataSrc + updateSector,
+			"four-gpus":             okBase + "pc2Engine: gpu\ngpus: 4\n" + sectorsYAML(2),
 			"update-commr": okBase + updateKeys + pinned + dataSrc + "sectors:\n" +
 				"- {number: 1, commR: bagboea4b5abcaaahbykryizkge4d6rsnkrnwe2lqo57ildettkq2rl5wxxcmxuwz, data: {file: s1, pieces: [{cid: " + pieceCID + ", size: 8388608}]}}\n" +
 				"- {number: 2, commR: " + ticketA + ", data: {file: s2, pieces: [{cid: " + pieceCID + ", size: 8388608}]}}\n",

@@ -758,6 +758,11 @@ func (in *SealBatchSpec) DeepCopyInto(out *SealBatchSpec) {
 		*out = new(Placement)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.GPUs != nil {
+		in, out := &in.GPUs, &out.GPUs
+		*out = new(int32)
+		**out = **in
+	}
 	if in.DataSource != nil {
 		in, out := &in.DataSource, &out.DataSource
 		*out = new(DataSource)

@@ -108,11 +108,11 @@ type Claim struct {
 	Slot  int32
 	Range sealv1.SlotRange
 	// Running is true while the sealer may run (Placed, PC1, PC2): only then does the batch
-	// hold CPUs, hugepages and a GPU. PC1 is true while it labels (Placed, PC1).
+	// hold CPUs, hugepages and GPUs. PC1 is true while it labels (Placed, PC1).
 	Running, PC1 bool
 	Hugepages    int32
 	CPUs         []int
-	GPU          bool
+	GPUs         int32
 	// OutputPath is the host directory the outputs go to ("" for a claim volume) and
 	// OutputBytes what the batch booked there; held until the sealer is done (its files are
 	// then on the volume, where the agent's free-space report counts them).
@@ -148,7 +148,7 @@ func ClaimOf(b *sealv1.SealBatch, geometry func(node string) Geometry) (Claim, b
 	}
 	if c.Running {
 		c.Hugepages = st.Hugepages1Gi
-		c.GPU = b.Spec.PC2Engine == sealv1.PC2EngineGPU
+		c.GPUs = b.Spec.GPUCount()
 		if cpus, err := cpuset.Parse(st.CPUs); err == nil {
 			c.CPUs = cpus
 		}
@@ -224,8 +224,14 @@ func (u *Usage) Hugepages() int64 {
 // PC1 counts the batches labelling (each needs a PC1 pipeline).
 func (u *Usage) PC1() int { return u.count(func(c *Claim) bool { return c.PC1 }) }
 
-// GPUs counts the running batches that use a GPU.
-func (u *Usage) GPUs() int { return u.count(func(c *Claim) bool { return c.GPU }) }
+// GPUs counts the GPUs the running batches use.
+func (u *Usage) GPUs() int {
+	n := 0
+	for _, c := range u.Claims {
+		n += int(c.GPUs)
+	}
+	return n
+}
 
 func (u *Usage) count(pred func(*Claim) bool) int {
 	n := 0

@@ -105,7 +105,7 @@ func (d *Decision) Claim() ledger.Claim {
 	return ledger.Claim{
 		UID: d.Batch.UID, Batch: ledger.BatchKey(d.Batch), Node: d.Node, Slot: d.Slot, Range: d.Range,
 		Running: true, PC1: !d.Batch.Spec.IsUpdate(), Hugepages: d.Hugepages, CPUs: d.Layout.CoreCPUs(),
-		GPU:        d.Batch.Spec.PC2Engine == sealv1.PC2EngineGPU,
+		GPUs:       d.Batch.Spec.GPUCount(),
 		OutputPath: d.Batch.Spec.OutputHostPath(), OutputBytes: d.OutputBytes,
 	}
 }
@@ -148,11 +148,12 @@ func (u *Unschedulable) Error() string {
 
 // Need is what a batch asks of a node.
 type Need struct {
-	BatchSize  int
-	SlotBytes  int64
-	Hugepages  int32
-	PC2Engine  sealv1.PC2Engine
-	GPU        bool
+	BatchSize int
+	SlotBytes int64
+	Hugepages int32
+	PC2Engine sealv1.PC2Engine
+	// GPUs is how many GPUs it books (spec.gpus with pc2Engine gpu, else 0).
+	GPUs       int64
 	Selector   labels.Selector
 	NodeName   string
 	Tolerate   []corev1.Toleration
@@ -182,7 +183,7 @@ func NeedOf(b *sealv1.SealBatch) Need {
 		SlotBytes:  SlotBytesFor(b.Spec.SectorSize, len(b.Spec.Sectors)),
 		Hugepages:  HugepagesFor(b.Spec.SectorSize, len(b.Spec.Sectors)) + ResidentPages(b),
 		PC2Engine:  b.Spec.PC2Engine,
-		GPU:        b.Spec.PC2Engine == sealv1.PC2EngineGPU,
+		GPUs:       int64(b.Spec.GPUCount()),
 		Selector:   labels.Everything(),
 		SectorSize: b.Spec.SectorSize,
 		OutputPath: b.Spec.OutputHostPath(),
@@ -427,8 +428,8 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 	if reason, transient := checkLayers(n, need); reason != "" {
 		return reason, transient
 	}
-	if need.GPU && int64(u.GPUs()) >= n.GPUs {
-		return fmt.Sprintf("all GPUs busy (%d/%d %s held)", u.GPUs(), n.GPUs, sealv1.GPUResource), true
+	if need.GPUs > 0 && int64(u.GPUs())+need.GPUs > n.GPUs {
+		return fmt.Sprintf("GPUs busy (%d/%d %s held, the batch needs %d)", u.GPUs(), n.GPUs, sealv1.GPUResource, need.GPUs), true
 	}
 	if need.OutputPath != "" {
 		v := outputVolume(sn, need.OutputPath)
@@ -498,8 +499,11 @@ func checkLayers(n *Node, need *Need) (reason string, transient bool) {
 	if !n.hasPC2Engine(need.PC2Engine) {
 		return n.noEngineReason(need.PC2Engine), false
 	}
-	if need.GPU && n.GPUs == 0 {
+	if need.GPUs > 0 && n.GPUs == 0 {
 		return "no " + string(sealv1.GPUResource) + " allocatable for pc2Engine gpu (no GPU, or its device plugin is not running)", false
+	}
+	if need.GPUs > n.GPUs {
+		return fmt.Sprintf("spec.gpus %d: the node has %d %s allocatable", need.GPUs, n.GPUs, sealv1.GPUResource), false
 	}
 	if !n.IgnoreCaches {
 		if reason, transient := n.cacheReason(need.Proof); reason != "" {
@@ -602,7 +606,7 @@ func batchSizeSupported(sn *sealv1.SealerNode, n int) bool {
 func score(n *Node, need *Need) int64 {
 	free := int64(n.Geometry.Count) - int64(n.usage().Slots())
 	s := -finishBucket(n.Predict(need).Total())*1_000_000_000_000 - free*1_000_000
-	if numaLocal(n.Sealer, need.GPU) {
+	if numaLocal(n.Sealer, need.GPUs > 0) {
 		s += 1000
 	}
 	s -= int64(n.usage().PC1())

@@ -171,11 +171,11 @@ func TestGPUEngineNeedsAGPUBuildAndAGPU(t *testing.T) {
 	}
 	// The default engine runs on every build.
 	cpu := batch("cpu", sealv1.SectorSize8MiB, 4, 0)
-	if dec, _ := Schedule([]*Node{node("a", 1, 100, gpu)}, []*sealv1.SealBatch{cpu}); len(dec) != 1 || dec[0].Claim().GPU {
+	if dec, _ := Schedule([]*Node{node("a", 1, 100, gpu)}, []*sealv1.SealBatch{cpu}); len(dec) != 1 || dec[0].Claim().GPUs != 0 {
 		t.Errorf("cpu batch: %+v", dec)
 	}
 	dec, _ = Schedule([]*Node{node("a", 1, 100, gpu, gpuBuild)}, []*sealv1.SealBatch{g})
-	if len(dec) != 1 || !dec[0].Claim().GPU {
+	if len(dec) != 1 || dec[0].Claim().GPUs != 1 {
 		t.Errorf("gpu batch on a GPU build with a GPU: %+v", dec)
 	}
 	// What the kubelet can grant counts, not the agent's PCI inventory: a GPU whose device
@@ -194,8 +194,32 @@ func TestGPUEngineNeedsAGPUBuildAndAGPU(t *testing.T) {
 	g2 := batch("gpu2", sealv1.SectorSize8MiB, 4, time.Second, func(b *sealv1.SealBatch) { b.Spec.PC2Engine = sealv1.PC2EngineGPU })
 	twoPipelines := func(n *Node) { n.Sealer.Spec.Pipelines = 2 }
 	dec, failed = Schedule([]*Node{node("a", 2, 100, gpu, gpuBuild, twoPipelines)}, []*sealv1.SealBatch{g, g2})
-	if len(dec) != 1 || failed[g2] == nil || !strings.Contains(failed[g2].Error(), "all GPUs busy (1/1 nvidia.com/gpu held)") {
+	if len(dec) != 1 || failed[g2] == nil || !strings.Contains(failed[g2].Error(), "GPUs busy (1/1 nvidia.com/gpu held, the batch needs 1)") {
 		t.Errorf("second gpu batch on one GPU: %+v %v", dec, failed[g2])
+	}
+
+	// spec.gpus: a batch asking for more GPUs than a node has fits nowhere, with the count; on a
+	// node of four, a batch of two and one of one run side by side, a third of two waits.
+	gpus := func(k int32) func(*sealv1.SealBatch) {
+		return func(b *sealv1.SealBatch) { b.Spec.PC2Engine, b.Spec.GPUs = sealv1.PC2EngineGPU, &k }
+	}
+	four := func(n *Node) { n.GPUs = 4 }
+	big := batch("big", sealv1.SectorSize8MiB, 4, 0, gpus(8))
+	if dec, failed := Schedule([]*Node{node("a", 2, 100, gpu, gpuBuild, four)}, []*sealv1.SealBatch{big}); len(dec) != 0 ||
+		!strings.Contains(failed[big].Error(), "spec.gpus 8: the node has 4 nvidia.com/gpu allocatable") {
+		t.Errorf("eight GPUs on a node of four: %+v %v", dec, failed[big])
+	}
+	two, one, again := batch("two", sealv1.SectorSize8MiB, 4, 0, gpus(2)), batch("one", sealv1.SectorSize8MiB, 4, time.Second, gpus(1)),
+		batch("again", sealv1.SectorSize8MiB, 4, 2*time.Second, gpus(2))
+	threePipelines := func(n *Node) { n.Sealer.Spec.Pipelines = 3 }
+	dec, failed = Schedule([]*Node{node("a", 3, 100, gpu, gpuBuild, four, threePipelines)}, []*sealv1.SealBatch{two, one, again})
+	if len(dec) != 2 || failed[again] == nil || !strings.Contains(failed[again].Error(), "GPUs busy (3/4 nvidia.com/gpu held, the batch needs 2)") {
+		t.Errorf("2 + 1 + 2 GPUs on a node of four: %+v %v", dec, failed[again])
+	}
+	for _, d := range dec {
+		if want := *d.Batch.Spec.GPUs; d.Claim().GPUs != want {
+			t.Errorf("%s books %d GPUs, want %d", d.Batch.Name, d.Claim().GPUs, want)
+		}
 	}
 }
 

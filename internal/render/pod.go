@@ -255,8 +255,8 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 	if in.Hugepages > 0 {
 		res[corev1.ResourceName("hugepages-1Gi")] = *resource.NewQuantity(int64(in.Hugepages)<<30, resource.BinarySI)
 	}
-	if b.Spec.PC2Engine == sealv1.PC2EngineGPU {
-		res[sealv1.GPUResource] = *resource.NewQuantity(1, resource.DecimalSI)
+	if n := b.Spec.GPUCount(); n > 0 {
+		res[sealv1.GPUResource] = *resource.NewQuantity(int64(n), resource.DecimalSI)
 	}
 
 	volumes := []corev1.Volume{{

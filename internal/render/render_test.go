@@ -252,6 +252,12 @@ func TestPodPrivilegeFollowsDeviceMode(t *testing.T) {
 	if gpu.Value() != 1 || c.Resources.Limits.Cpu().Value() != 16 {
 		t.Errorf("gpu/cpu %v", c.Resources.Limits)
 	}
+	four := int32(4) // spec.gpus: the pod asks for that many
+	b4 := testBatch()
+	b4.Spec.GPUs = &four
+	if q := Pod(PodInput{Batch: b4, Node: "n1", Attempt: 1, CPUs: 16, Hugepages: 36}, podOpts()).Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]; q.Value() != 4 {
+		t.Errorf("spec.gpus 4: the pod asks for %v", q.String())
+	}
 	mounted := 0
 	for _, v := range files.Spec.Volumes {
 		if v.HostPath != nil && strings.HasPrefix(v.HostPath.Path, "/data/") {

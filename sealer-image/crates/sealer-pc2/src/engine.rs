@@ -13,8 +13,38 @@ use std::os::unix::fs::FileExt;
 pub enum Engine {
     /// neptune on the CPU cores (rayon).
     Cpu,
-    /// An OpenCL device (boxed: its queues and buffers dwarf the CPU variant).
-    Gpu(Box<Gpu>),
+    /// One or more OpenCL devices: each range's rows are split among them ([`parts`]).
+    Gpu(Vec<Gpu>),
+}
+
+/// The OpenCL devices the GPU engine uses: `SEALER_GPU_DEVICES` (indices, comma-separated),
+/// else `SEALER_GPU_DEVICE` (one), else (empty) every GPU the process sees: in a sealer pod,
+/// the ones the kubelet granted it.
+pub fn device_indices() -> Result<Vec<usize>, SealerError> {
+    match std::env::var("SEALER_GPU_DEVICES") {
+        Ok(s) if !s.trim().is_empty() => s
+            .split(',')
+            .map(|i| {
+                i.trim().parse().map_err(|_| {
+                    SealerError::Input(format!(
+                        "SEALER_GPU_DEVICES={s:?}: {i:?} is not a device index; give indices `sealer capabilities` lists, comma-separated"
+                    ))
+                })
+            })
+            .collect(),
+        _ => Ok(device_index()?.into_iter().collect()),
+    }
+}
+
+/// How many devices share a range of `count` rows: the largest power of two at most
+/// `devices` that divides `count` into parts of at least 8 rows. Equal parts give every part
+/// the same tree levels, so their levels go into the trees part after part.
+pub fn parts(count: u64, devices: usize) -> usize {
+    let mut p = 1usize;
+    while p * 2 <= devices && count.is_multiple_of(p as u64 * 2) && count / (p as u64 * 2) >= 8 {
+        p *= 2;
+    }
+    p
 }
 
 /// The OpenCL device index from `SEALER_GPU_DEVICE` (None: the first GPU).
@@ -37,17 +67,30 @@ impl Engine {
         match which {
             Pc2Engine::Cpu => Ok(Engine::Cpu),
             Pc2Engine::Gpu => {
-                let gpu = Gpu::open(device_index()?).map_err(device_err)?;
-                let i = gpu.info();
-                log::info!(
-                    "PC2 on OpenCL device {} ({}, {}, {} MiB, {} compute units)",
-                    i.index,
-                    i.name,
-                    i.kind,
-                    i.memory_bytes >> 20,
-                    i.compute_units
-                );
-                Ok(Engine::Gpu(Box::new(gpu)))
+                let mut indices = device_indices()?;
+                if indices.is_empty() {
+                    let gpus = sealer_gpu::devices().into_iter().filter(|d| d.kind == "gpu" || d.kind == "accelerator");
+                    indices = gpus.map(|d| d.index).collect();
+                }
+                let gpus: Vec<Gpu> = match indices.is_empty() {
+                    // None there: the first GPU's error says what the machine has.
+                    true => vec![Gpu::open(None).map_err(device_err)?],
+                    false => {
+                        indices.iter().map(|&i| Gpu::open(Some(i)).map_err(device_err)).collect::<Result<_, _>>()?
+                    }
+                };
+                for g in &gpus {
+                    let i = g.info();
+                    log::info!(
+                        "PC2 on OpenCL device {} ({}, {}, {} MiB, {} compute units)",
+                        i.index,
+                        i.name,
+                        i.kind,
+                        i.memory_bytes >> 20,
+                        i.compute_units
+                    );
+                }
+                Ok(Engine::Gpu(gpus))
             }
         }
     }
@@ -57,40 +100,61 @@ pub(crate) fn device_err(e: sealer_gpu::GpuError) -> SealerError {
     SealerError::Device(e.to_string())
 }
 
-/// Nodes per range for the GPU engine: as many as the device and the host buffers hold (the
-/// range's inputs and outputs take about `layers + 5` nodes of device memory per sector-node,
-/// two sets of layer pages on the host), a power of two dividing `leaves`, at least a page.
-pub(crate) fn gpu_range(gpu: &Gpu, leaves: u64, npp: u64, sectors: usize, layers: usize) -> u64 {
-    let info = gpu.info();
+/// Nodes per range for the GPU engine: as many as the devices and the host buffers hold (a
+/// device's part of a range takes about `layers + 5` nodes of device memory per sector-node;
+/// the host keeps two sets of layer pages), a power of two dividing `leaves`, at least a page.
+pub(crate) fn gpu_range(gpus: &[Gpu], leaves: u64, npp: u64, sectors: usize, layers: usize) -> u64 {
     let per_node = (sectors * NODE) as u64;
-    let device = (info.memory_bytes / 2) / (per_node * (layers as u64 + 5));
-    let one_alloc = info.max_alloc_bytes / (per_node * layers as u64);
+    let device = gpus
+        .iter()
+        .map(|g| {
+            let info = g.info();
+            let memory = (info.memory_bytes / 2) / (per_node * (layers as u64 + 5));
+            memory.min(info.max_alloc_bytes / (per_node * layers as u64))
+        })
+        .min()
+        .unwrap_or(1);
+    let shared = 1u64 << (usize::BITS - 1 - gpus.len().max(1).leading_zeros()); // devices a range is split among
     let host = (2u64 << 30) / (per_node * layers as u64 * 2);
-    let fit = device.min(one_alloc).min(host).max(1);
+    let fit = (device.saturating_mul(shared)).min(host).max(1);
     let pow2 = 1u64 << (63 - fit.leading_zeros());
     pow2.min(leaves).max(npp.min(leaves))
 }
 
-/// One range on the device, then each sector's replica nodes and tree levels into its files
-/// (level 0..k-1 as bytes, the top level through the builder, which goes on hashing above it).
+/// One range on the devices, part `p` (rows `[v + p·c, v + (p+1)·c)` of every sector) on
+/// device `p`, all at once; then each sector's replica nodes and tree levels into its files,
+/// part after part (level 0..k-1 as bytes, the top level through the builder, which goes on
+/// hashing above it). The device time is summed over the devices.
 pub(crate) fn gpu_range_into(
-    gpu: &Gpu,
-    input: &RangeInput,
+    gpus: &[Gpu],
+    inputs: &[RangeInput],
     v: u64,
     (tc, tr, replicas): (&mut [TreeBuilder], &mut [TreeBuilder], &[Option<File>]),
     losses: &mut Losses,
 ) -> Result<sealer_gpu::DeviceTime, SealerError> {
-    let RangeOutput { tree_c, tree_r, time } = gpu.pc2_range(input).map_err(device_err)?;
-    for s in 0..input.sectors {
-        let Some(rep) = replicas[s].as_ref().filter(|_| !losses.is_lost(s)) else { continue };
+    let outputs: Vec<Result<RangeOutput, sealer_gpu::GpuError>> = std::thread::scope(|sc| {
+        let others: Vec<_> =
+            inputs.iter().zip(gpus).skip(1).map(|(input, g)| sc.spawn(move || g.pc2_range(input))).collect();
+        let first = gpus[0].pc2_range(&inputs[0]);
+        std::iter::once(first).chain(others.into_iter().map(|h| h.join().expect("a device thread panicked"))).collect()
+    });
+    let outputs = outputs.into_iter().collect::<Result<Vec<_>, _>>().map_err(device_err)?;
+    let mut time = sealer_gpu::DeviceTime::default();
+    let mut first = v;
+    for (input, out) in inputs.iter().zip(&outputs) {
+        time += out.time;
         let per = input.count * NODE;
-        let written = rep
-            .write_all_at(&tree_r[0][s * per..(s + 1) * per], v * NODE as u64)
-            .and_then(|()| put_levels(&mut tc[s], &tree_c, s, input.count))
-            .and_then(|()| put_levels(&mut tr[s], &tree_r, s, input.count));
-        if let Err(e) = written {
-            losses.io(s, "writing its replica or trees", e);
+        for s in 0..input.sectors {
+            let Some(rep) = replicas[s].as_ref().filter(|_| !losses.is_lost(s)) else { continue };
+            let written = rep
+                .write_all_at(&out.tree_r[0][s * per..(s + 1) * per], first * NODE as u64)
+                .and_then(|()| put_levels(&mut tc[s], &out.tree_c, s, input.count))
+                .and_then(|()| put_levels(&mut tr[s], &out.tree_r, s, input.count));
+            if let Err(e) = written {
+                losses.io(s, "writing its replica or trees", e);
+            }
         }
+        first += input.count as u64;
     }
     Ok(time)
 }
@@ -111,4 +175,20 @@ pub(crate) fn put_levels(b: &mut TreeBuilder, levels: &[Vec<u8>], s: usize, coun
         b.push(top, fr(node))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parts;
+
+    #[test]
+    fn a_range_is_split_into_equal_power_of_two_parts_of_at_least_8_rows() {
+        assert_eq!(parts(1 << 16, 1), 1);
+        assert_eq!(parts(1 << 16, 2), 2);
+        assert_eq!(parts(1 << 16, 3), 2, "three devices: two share each range");
+        assert_eq!(parts(1 << 16, 4), 4);
+        assert_eq!(parts(64, 8), 8);
+        assert_eq!(parts(64, 16), 8, "parts of at least 8 rows");
+        assert_eq!(parts(8, 2), 1);
+    }
 }

@@ -570,12 +570,19 @@ pub fn run_pc2_measured(
     // much as its memory holds.
     let mut range = match &engine {
         Engine::Cpu => leaves.min(1 << 16).max(g.npp.min(leaves)),
-        Engine::Gpu(gpu) => engine::gpu_range(gpu, leaves, g.npp, n, layers),
+        Engine::Gpu(gpus) => engine::gpu_range(gpus, leaves, g.npp, n, layers),
     };
     // A resumed run's ranges start where the checkpoint's did: both are powers of two, so the
     // smaller keeps every range aligned with the trees' pending nodes.
     if let Some(c) = &resume {
         range = range.min(c.range);
+    }
+    if let Engine::Gpu(gpus) = &engine {
+        log::info!(
+            "PC2 ranges of {range} nodes, each split among {} of {} devices",
+            engine::parts(range, gpus.len()),
+            gpus.len()
+        );
     }
     let (mut roots_c, mut roots_r) = match resume
         .as_ref()
@@ -659,9 +666,9 @@ pub fn run_pc2_measured(
                 let reader = ranges.get(i + 1).map(|&r| sc.spawn(move || read_range(rd, next, g, r)));
                 let t0 = Instant::now();
                 let first_row = (v % g.npp) as usize;
-                if let Engine::Gpu(gpu) = &engine {
+                if let Engine::Gpu(gpus) = &engine {
                     let hashed = gpu_range(
-                        gpu,
+                        gpus,
                         cfg,
                         &data,
                         cur,
@@ -923,8 +930,8 @@ pub fn run_pc2_measured(
     prog.finish();
     sink.publish(&prog);
     bd.total = started.elapsed().as_secs_f64();
-    if let Engine::Gpu(gpu) = &engine {
-        bd.device_name = gpu.info().name.clone();
+    if let Engine::Gpu(gpus) = &engine {
+        bd.device_name = gpus.iter().map(|g| g.info().name.clone()).collect::<Vec<_>>().join(" + ");
     }
     log::info!(
         "PC2 took {:.2} s: waiting for layer reads {:.2} s, columns and trees {:.2} s (device kernels {:.2} s, copies {:.2} s), tree-d {:.2} s",
@@ -943,7 +950,7 @@ pub fn run_pc2_measured(
 /// is given up (its column hashed over zeros and thrown away).
 #[allow(clippy::too_many_arguments)]
 fn gpu_range(
-    gpu: &sealer_gpu::Gpu,
+    gpus: &[sealer_gpu::Gpu],
     cfg: &BatchConfig,
     data: &[Option<sealer_data::DataFile>],
     cur: &[AlignedBuf],
@@ -976,16 +983,34 @@ fn gpu_range(
     } else {
         None
     };
-    let layers: Vec<&[u8]> = cur.iter().map(|b| b.as_slice()).collect();
-    let input = sealer_gpu::RangeInput {
-        layers: &layers,
-        row: g.row,
-        first_row,
-        count: cnt as usize,
-        sectors: cfg.sectors.len(),
-        data: data_bytes.as_deref(),
-    };
-    engine::gpu_range_into(gpu, &input, v, (tc, tr, replicas), losses)
+    // Each device's part: its rows of every layer's pages (only those are copied to it) and
+    // of the data.
+    let parts = engine::parts(cnt, gpus.len());
+    let c = cnt as usize / parts;
+    let sectors = cfg.sectors.len();
+    let layers: Vec<Vec<&[u8]>> = (0..parts)
+        .map(|p| {
+            cur.iter().map(|b| &b.as_slice()[(first_row + p * c) * g.row..(first_row + (p + 1) * c) * g.row]).collect()
+        })
+        .collect();
+    let data: Vec<Option<Vec<u8>>> = (0..parts)
+        .map(|p| {
+            data_bytes.as_ref().map(|b| {
+                (0..sectors).flat_map(|s| &b[s * per + p * c * 32..s * per + (p + 1) * c * 32]).copied().collect()
+            })
+        })
+        .collect();
+    let inputs: Vec<sealer_gpu::RangeInput> = (0..parts)
+        .map(|p| sealer_gpu::RangeInput {
+            layers: &layers[p],
+            row: g.row,
+            first_row: 0,
+            count: c,
+            sectors,
+            data: data[p].as_deref(),
+        })
+        .collect();
+    engine::gpu_range_into(gpus, &inputs, v, (tc, tr, replicas), losses)
 }
 
 /// Read the pages of range `(v, count)` (nodes) of every layer into `bufs`, one per layer.

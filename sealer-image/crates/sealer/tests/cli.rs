@@ -1050,6 +1050,68 @@ fn pc2_resumes_from_its_checkpoint_on_either_engine() {
     }
 }
 
+/// PC2 on two OpenCL devices (pocl's CPU device listed twice) splits each range's rows between
+/// them and writes, byte for byte, what the CPU engine writes: a batch of four 2 KiB sectors,
+/// two with deal data.
+#[test]
+fn pc2_on_two_devices_writes_what_one_engine_writes() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (_, mut json) = common::config(2048, 5, 4, common::random_seed("pc2_on_two_devices"), work.path(), 1);
+    for i in [1usize, 3] {
+        let piece = work.path().join(format!("piece-{i}"));
+        std::fs::write(&piece, (0..1200u32).map(|j| (j * 31 + i as u32 * 7) as u8).collect::<Vec<_>>()).unwrap();
+        let staged = work.path().join(format!("staged-{i}"));
+        let pieces = sealer_data::stage(2048, &[piece.as_path()], &staged).unwrap();
+        json["sectors"][i]["data"] = serde_json::json!({"path": staged.to_str().unwrap(),
+            "pieces": pieces.iter().map(|p| serde_json::json!({"comm_p": hex::encode(p.comm_p), "size": p.size})).collect::<Vec<_>>()});
+    }
+    let cpu = ConfigFile::write(work.path().join("cpu.json"), &json);
+    json["pc2_engine"] = "gpu".into();
+    let two = ConfigFile::write(work.path().join("two.json"), &json);
+    assert!(cpu.seal("pc1").status().unwrap().success());
+    let out = work.path().join("out");
+    let run = |cfg: &ConfigFile, devices: Option<&str>| -> Vec<(PathBuf, Vec<u8>)> {
+        let mut c = cfg.cmd("pc2", &["--no-layer-files"]);
+        if let Some(d) = devices {
+            c.env("POCL_DEVICES", "pthread pthread").env("SEALER_GPU_DEVICES", d);
+        }
+        let o = c.output().unwrap();
+        let log = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{log}");
+        if devices.is_some() {
+            assert!(log.contains("PC2 on OpenCL device 0") && log.contains("PC2 on OpenCL device 1"), "{log}");
+            assert!(log.contains("PC2 ranges of 64 nodes, each split among 2 of 2 devices"), "{log}");
+        }
+        let mut files = Vec::new();
+        for id in json["sectors"].as_array().unwrap().iter().map(|s| s["sector_id"].as_u64().unwrap()) {
+            let dir = out.join(id.to_string());
+            for name in [
+                "sealed",
+                "cache/sc-02-data-tree-c.dat",
+                "cache/sc-02-data-tree-r-last.dat",
+                "cache/sc-02-data-tree-d.dat",
+                "cache/p_aux",
+            ] {
+                files.push((dir.join(name), std::fs::read(dir.join(name)).unwrap()));
+            }
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        std::fs::remove_file(out.join("results.json")).unwrap();
+        files
+    };
+    let on_two = run(&two, Some("0,1"));
+    let on_cpu = run(&cpu, None);
+    assert_eq!(on_two.len(), on_cpu.len());
+    for ((name, a), (_, b)) in on_two.iter().zip(&on_cpu) {
+        assert!(a == b, "{} differs between two devices and the CPU engine", name.display());
+    }
+    // A device list that is not indices is refused, naming the variable.
+    let o = two.cmd("pc2", &[]).env("SEALER_GPU_DEVICES", "0,x").output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("SEALER_GPU_DEVICES"));
+}
+
 /// The GPU engine's kernels check themselves against neptune before their first use: with a
 /// wrong round constant on the device (a test hook) PC2 refuses the device, exit 8, naming it
 /// and the hash that differed, and writes no results.
