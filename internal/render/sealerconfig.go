@@ -128,26 +128,24 @@ func Bytes32(field, s string) ([32]byte, error) {
 
 // CommR decodes a commR given as 64 hex characters or a bagboea… sealed CID.
 func CommR(field, s string) ([32]byte, error) {
-	if strings.HasPrefix(s, "bag") {
-		r, err := commcid.ParseSealedCID(s)
-		if err != nil {
-			return r, fmt.Errorf("%s: %q is not a sealed CID (bagboea4b5abc…): %w", field, s, err)
-		}
-		return r, nil
-	}
-	return Bytes32(field, s)
+	return commitment(field, s, "bag", "a sealed CID (bagboea4b5abc…)", commcid.ParseSealedCID)
 }
 
 // CommD decodes commD given as 64 hex characters or a baga… piece CID.
 func CommD(field, s string) ([32]byte, error) {
-	if strings.HasPrefix(s, "baga") {
-		d, err := commcid.ParsePieceCID(s)
-		if err != nil {
-			return d, fmt.Errorf("%s: %q is not a piece CID (baga6ea4seaq…): %w", field, s, err)
-		}
-		return d, nil
+	return commitment(field, s, "baga", "a piece CID (baga6ea4seaq…)", commcid.ParsePieceCID)
+}
+
+// commitment decodes a commitment as a CID (s starts with prefix) or as 32 bytes.
+func commitment(field, s, prefix, kind string, parse func(string) ([32]byte, error)) ([32]byte, error) {
+	if !strings.HasPrefix(s, prefix) {
+		return Bytes32(field, s)
 	}
-	return Bytes32(field, s)
+	c, err := parse(s)
+	if err != nil {
+		return c, fmt.Errorf("%s: %q is not %s: %w", field, s, kind, err)
+	}
+	return c, nil
 }
 
 // ConfigInput is what the operator decided for the batch.
