@@ -198,15 +198,24 @@ type podReads struct {
 }
 
 func (p podReads) in(ns string) client.Reader {
-	if p.namespaces == nil || slices.Contains(p.namespaces, ns) || p.direct == nil {
+	if p.cachedIn(ns) {
 		return p.cached
 	}
 	return p.direct
 }
 
-// Get reads one pod.
+func (p podReads) cachedIn(ns string) bool {
+	return p.namespaces == nil || slices.Contains(p.namespaces, ns) || p.direct == nil
+}
+
+// Get reads one pod. The cache's NotFound is asked of the API server again: the cache may not
+// have a pod created a moment ago, and a pod taken for gone gets a second sealer on its slot.
 func (p podReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object) error {
-	return explainForbidden(p.in(key.Namespace).Get(ctx, key, obj), key.Namespace)
+	err := p.in(key.Namespace).Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) && p.direct != nil && p.cachedIn(key.Namespace) {
+		err = p.direct.Get(ctx, key, obj)
+	}
+	return explainForbidden(err, key.Namespace)
 }
 
 // List lists pods of one namespace.
