@@ -38,6 +38,23 @@ pack() {
   echo "packed $(du -sh "$pack" | cut -f1) into $pack (commit $commit)"
 }
 
+profile() { # dir of <variant>-arity<n>.bin
+  local ptxas cuobjdump arch
+  ptxas=$(command -v ptxas || ls /usr/local/cuda*/bin/ptxas 2>/dev/null | head -1)
+  cuobjdump=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
+  [ -n "$ptxas" ] && [ -n "$cuobjdump" ] || { echo "no ptxas/cuobjdump here: no profile"; return 0; }
+  arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+  for bin in "$1"/*.bin; do
+    head -c 400 "$bin" | grep -q '.version' || { echo "== $bin: not PTX"; continue; }
+    echo "== $(basename "$bin" .bin)"
+    tr -d '\000' <"$bin" >"$bin.ptx" # the driver's copy ends in a NUL
+    "$ptxas" -arch="$arch" -v "$bin.ptx" -o "$bin.cubin" >"$bin.log" 2>&1 || { head -5 "$bin.log"; continue; }
+    grep -E 'registers|spill' "$bin.log" | sed 's/^ptxas info *: //'
+    "$cuobjdump" -sass "$bin.cubin" | awk '$1 ~ /^\/\*[0-9a-f]+\*\/$/ { op = $2; if (op ~ /^@/) op = $3; sub(/;$/, "", op); n[op]++; t++ }
+      END { printf "sass instructions %d:", t; for (o in n) printf " %s=%d", o, n[o]; printf "\n" }'
+  done
+}
+
 run() {
   local quick=${1:-}
   local out=${OUT:-$root/_out/gpu-bench}
@@ -47,9 +64,9 @@ run() {
   local work=/dev/shm/sealfleet-gpu-bench
   rm -rf "$work"
   export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  local kernels_args=(--groups 4194304 --runs 5) small=(--sector-size 8MiB --batch 8) big=(--sector-size 512MiB --batch 8)
+  local kernels_args=(--groups 2097152 --runs 3 --local-sizes 32,64,128,256) small=(--sector-size 8MiB --batch 8) big=(--sector-size 512MiB --batch 8)
   if [ "$quick" = --quick ]; then
-    kernels_args=(--groups 1024 --runs 1)
+    kernels_args=(--groups 1024 --runs 1 --local-sizes 64)
     small=(--sector-size 2KiB --batch 2 --rate-hashes 256)
     big=(--sector-size 2KiB --batch 2 --rate-hashes 256)
   else
@@ -76,10 +93,17 @@ print(gpus[0]["index"] if gpus else "")' "$out/capabilities.json" "$quick")
     start=$(date +%s)
     shift 2
     echo "== $name: $*" >>"$out/bench.log"
-    timeout "$limit" "$@" >"$out/$name" 2>>"$out/bench.log"
+    if declare -F "$1" >/dev/null; then # a function of this script
+      timeout "$limit" bash -c "$(declare -f "$1"); \"\$@\"" _ "$@" >"$out/$name" 2>>"$out/bench.log"
+    else
+      timeout "$limit" "$@" >"$out/$name" 2>>"$out/bench.log"
+    fi
     echo "$name $? $(($(date +%s) - start))" >>"$out/steps.txt"
   }
-  step kernels.json 150 "$sealer" bench gpu-kernels "${kernels_args[@]}"
+  step kernels.json 180 "$sealer" bench gpu-kernels "${kernels_args[@]}" --binaries "$work/bin"
+  # The profile: each variant's registers and spills (ptxas -v) and its instruction mix
+  # (cuobjdump -sass), where NVIDIA's tools are installed; the binaries are PTX there.
+  step profile.txt 60 profile "$work/bin"
   step pc2-small.txt 180 "$sealer" bench pc2 "${small[@]}" --engine gpu --dir "$work"
   step pc2-big.txt 150 "$sealer" bench pc2 "${big[@]}" --engine gpu --skip-cpu --random-layers --dir "$work"
   rm -rf "$work"
@@ -109,6 +133,7 @@ run = {
     "quick": quick == "--quick",
     "device": dev,
     "kernels": {"report": kernels, **rc("kernels.json")},
+    "profile": {"lines": open(os.path.join(out, "profile.txt")).read().splitlines(), **rc("profile.txt")},
     "pc2_small": pc2("pc2-small.txt"),
     "pc2_big_random_layers": pc2("pc2-big.txt"),
     "predicted_poseidon_seconds_per_32gib_sector":

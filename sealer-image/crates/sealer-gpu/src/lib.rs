@@ -139,6 +139,48 @@ pub fn devices() -> Vec<DeviceInfo> {
     all_devices().map(|v| v.into_iter().map(|(_, i)| i).collect()).unwrap_or_default()
 }
 
+/// Which arithmetic the Poseidon kernels are built with (the same source, preprocessor
+/// switches; see `mont.cl`). Every variant passes the self-check before it is used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kernels {
+    /// `mont.cl`: one reduction per matrix row, carry chains as PTX on NVIDIA.
+    #[default]
+    Default,
+    /// `mont.cl` with its portable carry chains on every device (what pocl runs).
+    Portable,
+    /// ec-gpu-gen's multiplication for every product: the kernels before `mont.cl`, kept to
+    /// measure the others against in the same run.
+    Baseline,
+}
+
+impl Kernels {
+    /// Every variant, the default first.
+    pub const ALL: [Kernels; 3] = [Kernels::Default, Kernels::Portable, Kernels::Baseline];
+
+    /// Its name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernels::Default => "default",
+            Kernels::Portable => "portable",
+            Kernels::Baseline => "baseline",
+        }
+    }
+
+    /// The variant called `s`.
+    pub fn parse(s: &str) -> Option<Kernels> {
+        Kernels::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    fn build_options(self) -> &'static str {
+        match self {
+            Kernels::Default => "",
+            Kernels::Portable => "-D SEALER_PORTABLE",
+            Kernels::Baseline => "-D SEALER_BASELINE",
+        }
+    }
+}
+
 /// A compiled Poseidon program for one arity and its constants on the device.
 struct Poseidon {
     program: Program,
@@ -195,6 +237,7 @@ pub struct Gpu {
     info: DeviceInfo,
     context: Context,
     queue: CommandQueue,
+    kernels: Kernels,
     programs: Mutex<HashMap<usize, Arc<Poseidon>>>,
 }
 
@@ -207,6 +250,11 @@ unsafe impl Sync for Gpu {}
 impl Gpu {
     /// Open device `index` of [`devices`] (any kind), or with None the first GPU or accelerator.
     pub fn open(index: Option<usize>) -> Result<Gpu, GpuError> {
+        Gpu::open_with(index, Kernels::Default)
+    }
+
+    /// [`Gpu::open`] with the kernels built as `kernels` (benches compare the variants).
+    pub fn open_with(index: Option<usize>, kernels: Kernels) -> Result<Gpu, GpuError> {
         let all = all_devices()?;
         let listing =
             || all.iter().map(|(_, i)| format!("{}: {} ({})", i.index, i.name, i.kind)).collect::<Vec<_>>().join(", ");
@@ -230,7 +278,7 @@ impl Gpu {
         let context = Context::from_device(&device).map_err(|e| call("creating a context", e))?;
         let queue = CommandQueue::create_default(&context, CL_QUEUE_PROFILING_ENABLE)
             .map_err(|e| call("creating a queue", e))?;
-        Ok(Gpu { info, context, queue, programs: Mutex::new(HashMap::new()) })
+        Ok(Gpu { info, context, queue, kernels, programs: Mutex::new(HashMap::new()) })
     }
 
     /// The device this engine runs on.
@@ -256,7 +304,7 @@ impl Gpu {
             a => panic!("no Poseidon program for arity {a}"),
         };
         let src = source(&flat);
-        let program = Program::create_and_build_from_source(&self.context, &src, "")
+        let program = Program::create_and_build_from_source(&self.context, &src, self.kernels.build_options())
             .map_err(|log| GpuError::Build { device: self.info.name.clone(), log })?;
         let mut bytes = flat.bytes.clone();
         if std::env::var_os("SEALER_TEST_GPU_BAD_CONSTANT").is_some() {
@@ -269,6 +317,19 @@ impl Gpu {
         self.self_check(arity, &p)?;
         programs.insert(arity, p.clone());
         Ok(p)
+    }
+
+    /// The compiled program for `arity` as the driver keeps it (PTX on NVIDIA), for profiling
+    /// with the vendor's tools.
+    pub fn program_binary(&self, arity: usize) -> Result<Vec<u8>, GpuError> {
+        let p = self.poseidon(arity)?;
+        let binaries = p.program.get_binaries().map_err(|e| self.call("reading the program binary", e))?;
+        Ok(binaries.into_iter().next().unwrap_or_default())
+    }
+
+    /// The kernel variant this device runs.
+    pub fn kernels(&self) -> Kernels {
+        self.kernels
     }
 
     /// Hash [`SELF_CHECK_GROUPS`] groups of fixed inputs (0, 1, p - 1 and a spread of others)
@@ -351,43 +412,68 @@ impl Gpu {
     }
 
     fn hash_level(&self, p: &Poseidon, input: &Buffer<u8>, out: &Buffer<u8>, n: usize) -> Result<f64, GpuError> {
+        self.hash_level_shaped(p, input, out, n, None)
+    }
+
+    /// `hash_level` in work-groups of `local` (None: the driver's choice); the global size is
+    /// rounded up to whole groups, the kernel skips the ids past `n`.
+    fn hash_level_shaped(
+        &self,
+        p: &Poseidon,
+        input: &Buffer<u8>,
+        out: &Buffer<u8>,
+        n: usize,
+        local: Option<usize>,
+    ) -> Result<f64, GpuError> {
         if n == 0 {
             return Ok(0.0);
         }
         let k = self.kernel(p, "hash_groups")?;
-        let ev = unsafe {
-            ExecuteKernel::new(&k)
-                .set_arg(input)
-                .set_arg(out)
-                .set_arg(&(n as cl_uint))
-                .set_arg(&p.constants)
-                .set_global_work_size(n)
-                .enqueue_nd_range(&self.queue)
+        let mut exec = ExecuteKernel::new(&k);
+        unsafe {
+            exec.set_arg(input).set_arg(out).set_arg(&(n as cl_uint)).set_arg(&p.constants);
         }
-        .map_err(|e| self.call("running hash_groups", e))?;
+        match local {
+            Some(l) => exec.set_global_work_size(n.div_ceil(l) * l).set_local_work_size(l),
+            None => exec.set_global_work_size(n),
+        };
+        let ev = unsafe { exec.enqueue_nd_range(&self.queue) }.map_err(|e| self.call("running hash_groups", e))?;
         self.wait(ev, "running hash_groups")
     }
 
     /// The kernels' speed for `arity` alone: `groups` hashes of fixed inputs already on the
     /// device, `runs` times; no copies are timed, only the kernels (profiling events).
     pub fn kernel_rate(&self, arity: usize, groups: usize, runs: usize) -> Result<KernelRate, GpuError> {
+        self.kernel_rate_shaped(arity, groups, runs, None)
+    }
+
+    /// [`Gpu::kernel_rate`] in work-groups of `local` work-items (None: the driver's choice).
+    pub fn kernel_rate_shaped(
+        &self,
+        arity: usize,
+        groups: usize,
+        runs: usize,
+        local: Option<usize>,
+    ) -> Result<KernelRate, GpuError> {
         let p = self.poseidon(arity)?;
         let input: Vec<u8> = (0..groups * arity).flat_map(|i| Fr::from(i as u64 + 7).square().to_repr()).collect();
         let mut inb = self.buffer(input.len())?;
         self.write(&mut inb, &input)?;
         let out = self.buffer(groups * NODE)?;
-        self.hash_level(&p, &inb, &out, groups)?; // warm-up
+        self.hash_level_shaped(&p, &inb, &out, groups, local)?; // warm-up
         let mut kernel_seconds = 0.0;
         for _ in 0..runs {
-            kernel_seconds += self.hash_level(&p, &inb, &out, groups)?;
+            kernel_seconds += self.hash_level_shaped(&p, &inb, &out, groups, local)?;
         }
         let hashes = (groups * runs) as u64;
         Ok(KernelRate {
+            kernels: self.kernels,
+            local_size: local,
             arity,
             hashes,
             kernel_seconds,
             hashes_per_s: if kernel_seconds > 0.0 { hashes as f64 / kernel_seconds } else { 0.0 },
-            field_muls_per_hash: field_muls_per_hash(arity),
+            multiplications_per_hash: multiplications(arity, self.kernels),
         })
     }
 
@@ -487,6 +573,10 @@ impl Gpu {
 /// How fast one arity's kernel hashed ([`Gpu::kernel_rate`]).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct KernelRate {
+    /// The kernel variant measured.
+    pub kernels: Kernels,
+    /// Work-items per work-group (None: the driver's choice).
+    pub local_size: Option<usize>,
     /// 2, 8 or 11.
     pub arity: usize,
     /// Hashes timed.
@@ -495,15 +585,35 @@ pub struct KernelRate {
     pub kernel_seconds: f64,
     /// `hashes / kernel_seconds`.
     pub hashes_per_s: f64,
-    /// Field multiplications (squarings included) in one hash ([`field_muls_per_hash`]).
-    pub field_muls_per_hash: u64,
+    /// Field multiplications in one hash with the device's kernels ([`multiplications`]).
+    pub multiplications_per_hash: Multiplications,
 }
 
-/// Field multiplications in one Poseidon hash of `arity` as the kernels compute it: each full
-/// round `width` S-boxes of 3 multiplications and a dense `width × width` matrix, each partial
-/// round one S-box and a sparse matrix of `2 × width − 1`, and the conversions into and out
-/// of Montgomery form (`arity + 1`).
-pub fn field_muls_per_hash(arity: usize) -> u64 {
+/// Field multiplications in one Poseidon hash: wide products of two elements, and Montgomery
+/// reductions of a product or of a sum of products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Multiplications {
+    /// 256 × 256-bit products (squarings included).
+    pub products: u64,
+    /// Montgomery reductions.
+    pub reductions: u64,
+}
+
+impl Multiplications {
+    /// 32-bit multiply-adds they take with 8 limbs of 32 bits: a product is 8² low and 8² high
+    /// halves, a reduction the same for its 8 quotient digits times p, plus the 8 digits.
+    pub fn madds(&self) -> u64 {
+        self.products * 2 * 64 + self.reductions * (2 * 64 + 8)
+    }
+}
+
+/// Field multiplications in one Poseidon hash of `arity` as `kernels` compute it. Each full
+/// round has `width` S-boxes of 3 multiplications and a dense `width × width` matrix, each
+/// partial round one S-box and a sparse matrix (a row of `width`, then `width − 1` single
+/// products), and the preimage and the digest are converted into and out of Montgomery form
+/// (`arity + 1`). The baseline reduces every product; `mont.cl` reduces each matrix row once,
+/// and computes only the digest's row of the last matrix.
+pub fn multiplications(arity: usize, kernels: Kernels) -> Multiplications {
     fn counts<A: neptune::poseidon::Arity<Fr>>() -> (u64, u64) {
         let c = PoseidonConstants::<Fr, A>::new();
         (2 * c.half_full_rounds as u64, c.partial_rounds as u64)
@@ -515,7 +625,17 @@ pub fn field_muls_per_hash(arity: usize) -> u64 {
         n => panic!("no Poseidon constants for arity {n}"),
     };
     let w = arity as u64 + 1;
-    full * (3 * w + w * w) + partial * (3 + 2 * w - 1) + arity as u64 + 1
+    let convert = arity as u64 + 1;
+    match kernels {
+        Kernels::Baseline => {
+            let n = full * (3 * w + w * w) + partial * (3 + 2 * w - 1) + convert;
+            Multiplications { products: n, reductions: n }
+        }
+        Kernels::Default | Kernels::Portable => Multiplications {
+            products: full * 3 * w + (full - 1) * w * w + w + partial * (3 + 2 * w - 1) + convert,
+            reductions: full * 3 * w + (full - 1) * w + 1 + partial * (3 + 1 + w - 1) + convert,
+        },
+    }
 }
 
 /// Hashes each program's self-check computes: enough to fill more than one work-group.
@@ -561,6 +681,6 @@ fn source(flat: &constants::Flat) -> String {
     );
     ec_gpu_gen::SourceBuilder::new()
         .add_field::<Fr>()
-        .append_source(shape + &include_str!("poseidon.cl").replace("FIELD", &name))
+        .append_source((shape + include_str!("mont.cl") + include_str!("poseidon.cl")).replace("FIELD", &name))
         .build_32_bit_limbs()
 }

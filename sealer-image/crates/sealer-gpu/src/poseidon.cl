@@ -16,29 +16,56 @@
 
 #define NRC (2 * HALF * WIDTH + PARTIAL)
 
+// SEALER_BASELINE: ec-gpu-gen's multiplication for everything (each matrix product reduced on
+// its own), kept to measure the default against; otherwise mont.cl's.
+#ifdef SEALER_BASELINE
+#define MUL FIELD_mul
+#else
+#define MUL mm_mul
+#endif
+
+DEVICE FIELD to_mont(FIELD x) {
+  return MUL(x, FIELD_R2);
+}
+
+DEVICE FIELD from_mont(FIELD x) {
+  FIELD one = FIELD_ZERO;
+  one.val[0] = 1;
+  return MUL(x, one);
+}
+
 DEVICE FIELD sbox(FIELD x) {
-  FIELD x2 = FIELD_sqr(x);
-  FIELD x4 = FIELD_sqr(x2);
-  return FIELD_mul(x4, x);
+  FIELD x2 = MUL(x, x);
+  FIELD x4 = MUL(x2, x2);
+  return MUL(x4, x);
+}
+
+// sum_i m[i * step] * s[i] for i < WIDTH: a column of a matrix (step WIDTH) or a row (step 1).
+DEVICE FIELD dot(const FIELD *s, GLOBAL const FIELD *m, uint step) {
+#ifdef SEALER_BASELINE
+  FIELD acc = FIELD_ZERO;
+  for (uint i = 0; i < WIDTH; i++) acc = FIELD_add(acc, FIELD_mul(m[i * step], s[i]));
+  return acc;
+#else
+  mm_dot_t d;
+  mm_dot_init(&d);
+  for (uint i = 0; i < WIDTH; i++) mm_dot_add(&d, m[i * step], s[i]);
+  return mm_dot_reduce(&d);
+#endif
 }
 
 // s = s * m (vector-matrix; neptune's matrices are symmetric, the order is its own).
 DEVICE void mds_dense(FIELD *s, GLOBAL const FIELD *m) {
   FIELD r[WIDTH];
-  for (uint j = 0; j < WIDTH; j++) {
-    FIELD acc = FIELD_ZERO;
-    for (uint i = 0; i < WIDTH; i++) acc = FIELD_add(acc, FIELD_mul(m[i * WIDTH + j], s[i]));
-    r[j] = acc;
-  }
+  for (uint j = 0; j < WIDTH; j++) r[j] = dot(s, m + j, WIDTH);
   for (uint j = 0; j < WIDTH; j++) s[j] = r[j];
 }
 
 // The sparse M'': a dense first column (w_hat), a dense first row (v_rest), 1 on the diagonal.
 DEVICE void mds_sparse(FIELD *s, GLOBAL const FIELD *sp) {
   FIELD s0 = s[0];
-  FIELD r0 = FIELD_ZERO;
-  for (uint i = 0; i < WIDTH; i++) r0 = FIELD_add(r0, FIELD_mul(sp[i], s[i]));
-  for (uint j = 1; j < WIDTH; j++) s[j] = FIELD_add(s[j], FIELD_mul(sp[WIDTH + j - 1], s0));
+  FIELD r0 = dot(s, sp, 1);
+  for (uint j = 1; j < WIDTH; j++) s[j] = FIELD_add(s[j], MUL(sp[WIDTH + j - 1], s0));
   s[0] = r0;
 }
 
@@ -47,7 +74,8 @@ DEVICE void full_round(FIELD *s, GLOBAL const FIELD *keys, GLOBAL const FIELD *m
   mds_dense(s, m);
 }
 
-// s[1..=ARITY] hold the preimage (Montgomery); returns the digest (Montgomery).
+// s[1..=ARITY] hold the preimage (Montgomery); returns the digest (Montgomery): element 1 of
+// the state after the last round, so that round's matrix computes that element alone.
 DEVICE FIELD permute(FIELD *s, GLOBAL const FIELD *c) {
   GLOBAL const FIELD *rc = c + 1;
   GLOBAL const FIELD *m = rc + NRC;
@@ -70,8 +98,7 @@ DEVICE FIELD permute(FIELD *s, GLOBAL const FIELD *c) {
     rc += WIDTH;
   }
   for (uint i = 0; i < WIDTH; i++) s[i] = sbox(s[i]);
-  mds_dense(s, m);
-  return s[1];
+  return dot(s, m + 1, WIDTH);
 }
 
 // out[g] = H(in[ARITY*g .. ARITY*g + ARITY]) for g < n: a batch of hashes, and one level of a
@@ -81,8 +108,8 @@ KERNEL void hash_groups(GLOBAL const FIELD *in, GLOBAL FIELD *out, uint n, GLOBA
   uint g = GET_GLOBAL_ID();
   if (g >= n) return;
   FIELD s[WIDTH];
-  for (uint k = 0; k < ARITY; k++) s[1 + k] = FIELD_mont(in[(ulong)g * ARITY + k]);
-  out[g] = FIELD_unmont(permute(s, c));
+  for (uint k = 0; k < ARITY; k++) s[1 + k] = to_mont(in[(ulong)g * ARITY + k]);
+  out[g] = from_mont(permute(s, c));
 }
 
 // One range of PC2 for every sector of a batch. The layers' pages are interleaved: node i of
@@ -98,8 +125,8 @@ KERNEL void columns(GLOBAL const FIELD *layers, ulong layer_stride, uint row, ui
   uint i = g - s * cnt;
   ulong off = (ulong)(first_row + i) * row + s;
   FIELD st[WIDTH];
-  for (uint l = 0; l < ARITY; l++) st[1 + l] = FIELD_mont(layers[l * layer_stride + off]);
-  leaves[g] = FIELD_unmont(permute(st, c));
+  for (uint l = 0; l < ARITY; l++) st[1 + l] = to_mont(layers[l * layer_stride + off]);
+  leaves[g] = from_mont(permute(st, c));
   FIELD key = layers[(ARITY - 1) * layer_stride + off];
   replica[g] = with_data ? FIELD_add(key, data[g]) : key;
 }

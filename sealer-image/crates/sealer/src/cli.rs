@@ -317,6 +317,17 @@ pub enum BenchCmd {
         /// Timed runs per arity (after one warm-up).
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// Kernel variants to measure, comma-separated: default, portable, baseline (the
+        /// kernels before mont.cl, for the ratio).
+        #[arg(long, value_delimiter = ',', default_value = "default,portable,baseline", value_parser = parse_kernels)]
+        variants: Vec<sealer_gpu::Kernels>,
+        /// Write each variant's program binaries (PTX on NVIDIA) into this folder, for the
+        /// vendor's profiling tools.
+        #[arg(long)]
+        binaries: Option<std::path::PathBuf>,
+        /// Work-group sizes to also time the default kernels in, comma-separated (none: skip).
+        #[arg(long, value_delimiter = ',')]
+        local_sizes: Vec<usize>,
     },
     /// SyntheticPoRep proofs: filecoin-proofs generate_synth_proofs vs the sealer's streaming
     /// writer (time, CPU, peak RSS, equal files), and the prediction for 128 × 32 GiB.
@@ -371,6 +382,11 @@ pub enum BenchCmd {
 }
 
 /// A batch size: a power of two from 1 to [`sealer_config::MAX_BATCH`].
+fn parse_kernels(s: &str) -> Result<sealer_gpu::Kernels, String> {
+    sealer_gpu::Kernels::parse(s)
+        .ok_or_else(|| format!("{s:?} is not a kernel variant: give default, portable or baseline"))
+}
+
 fn parse_batch_size(s: &str) -> Result<usize, String> {
     let max = sealer_config::MAX_BATCH;
     s.trim()

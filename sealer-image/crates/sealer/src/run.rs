@@ -713,10 +713,16 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
             };
             println!("{}", sealer::bench::run_pc2(&b).map_err(failed)?);
         }
-        BenchCmd::GpuKernels { groups, runs } => {
-            let gpu = sealer_gpu::Gpu::open(sealer_pc2::engine::device_index()?)
-                .map_err(|e| SealerError::Device(e.to_string()))?;
-            let report = sealer::bench_gpu::run(&gpu, groups, runs).map_err(|e| SealerError::Device(e.to_string()))?;
+        BenchCmd::GpuKernels { groups, runs, variants, binaries, local_sizes } => {
+            let b = sealer::bench_gpu::KernelBench {
+                device: sealer_pc2::engine::device_index()?,
+                groups,
+                runs,
+                variants: &variants,
+                binaries: binaries.as_deref(),
+                local_sizes: &local_sizes,
+            };
+            let report = sealer::bench_gpu::run(&b).map_err(|e| SealerError::Device(e.to_string()))?;
             println!("{}", pretty(&report));
         }
         BenchCmd::Synth { sector_size, batch, baseline_sectors, dir } => {
