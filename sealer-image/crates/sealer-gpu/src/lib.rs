@@ -23,7 +23,7 @@ use opencl3::event::Event;
 use opencl3::kernel::{ExecuteKernel, Kernel};
 use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
 use opencl3::program::Program;
-use opencl3::types::{cl_uint, cl_ulong, CL_BLOCKING};
+use opencl3::types::{cl_uint, cl_ulong, CL_BLOCKING, CL_NON_BLOCKING};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -237,6 +237,8 @@ pub struct Gpu {
     info: DeviceInfo,
     context: Context,
     queue: CommandQueue,
+    /// Host-to-device copies that overlap the kernels on `queue`.
+    copy_queue: CommandQueue,
     kernels: Kernels,
     programs: Mutex<HashMap<usize, Arc<Poseidon>>>,
 }
@@ -278,7 +280,9 @@ impl Gpu {
         let context = Context::from_device(&device).map_err(|e| call("creating a context", e))?;
         let queue = CommandQueue::create_default(&context, CL_QUEUE_PROFILING_ENABLE)
             .map_err(|e| call("creating a queue", e))?;
-        Ok(Gpu { info, context, queue, kernels, programs: Mutex::new(HashMap::new()) })
+        let copy_queue = CommandQueue::create_default(&context, CL_QUEUE_PROFILING_ENABLE)
+            .map_err(|e| call("creating a copy queue", e))?;
+        Ok(Gpu { info, context, queue, copy_queue, kernels, programs: Mutex::new(HashMap::new()) })
     }
 
     /// The device this engine runs on.
@@ -509,8 +513,10 @@ impl Gpu {
     }
 
     /// One range of PC2 for all sectors: column hashes and replica nodes, then tree-c's and
-    /// tree-r-last's levels over the range, all on the device; one copy in per input and one
-    /// copy out per level.
+    /// tree-r-last's levels over the range, all on the device; one copy out per level. The
+    /// layers go in by chunks of rows on a queue of their own, and each chunk's columns are
+    /// hashed as soon as it has arrived, so the copies of one chunk overlap the kernels of the
+    /// one before.
     pub fn pc2_range(&self, r: &RangeInput) -> Result<RangeOutput, GpuError> {
         let layers = r.layers.len();
         assert!(layers == 2 || layers == 11, "PC2 hashes columns of 2 or 11 layers");
@@ -520,38 +526,67 @@ impl Gpu {
         let p = self.poseidon(layers)?;
         let mut time = DeviceTime::default();
         let mut lb = self.buffer(layers * stride)?;
-        for (l, bytes) in r.layers.iter().enumerate() {
-            let ev = unsafe { self.queue.enqueue_write_buffer(&mut lb, CL_BLOCKING, l * stride, bytes, &[]) }
-                .map_err(|e| self.call("copying layers to the device", e))?;
-            time.transfers += seconds(&ev);
-        }
         let nodes = r.count * r.sectors;
         let mut db = self.buffer(r.data.map_or(0, |d| d.len()))?;
+        let mut copies: Vec<Event> = Vec::new();
         if let Some(d) = r.data {
             assert_eq!(d.len(), nodes * NODE, "data is [sector][node] for the range");
-            time.transfers += seconds(&self.write(&mut db, d)?);
+            let ev = unsafe { self.copy_queue.enqueue_write_buffer(&mut db, CL_NON_BLOCKING, 0, d, &[]) }
+                .map_err(|e| self.call("copying data to the device", e))?;
+            copies.push(ev);
         }
         let leaves = self.buffer(nodes * NODE)?;
         let replica = self.buffer(nodes * NODE)?;
         let k = self.kernel(&p, "columns")?;
-        let ev = unsafe {
-            ExecuteKernel::new(&k)
-                .set_arg(&lb)
-                .set_arg(&((stride / NODE) as cl_ulong))
-                .set_arg(&((r.row / NODE) as cl_uint))
-                .set_arg(&(r.first_row as cl_uint))
-                .set_arg(&(r.count as cl_uint))
-                .set_arg(&(r.sectors as cl_uint))
-                .set_arg(&db)
-                .set_arg(&(r.data.is_some() as cl_uint))
-                .set_arg(&leaves)
-                .set_arg(&replica)
-                .set_arg(&p.constants)
-                .set_global_work_size(nodes)
-                .enqueue_nd_range(&self.queue)
+        let mut kernels: Vec<Event> = Vec::new();
+        for (i0, cc) in chunks(r.count, COPY_CHUNKS) {
+            let bytes = (r.first_row + i0) * r.row..(r.first_row + i0 + cc) * r.row;
+            let mut arrived = Vec::with_capacity(layers);
+            for (l, layer) in r.layers.iter().enumerate() {
+                let ev = unsafe {
+                    self.copy_queue.enqueue_write_buffer(
+                        &mut lb,
+                        CL_NON_BLOCKING,
+                        l * stride + bytes.start,
+                        &layer[bytes.clone()],
+                        &[],
+                    )
+                }
+                .map_err(|e| self.call("copying layers to the device", e))?;
+                arrived.push(ev);
+            }
+            self.copy_queue.flush().map_err(|e| self.call("starting the copies", e))?;
+            let mut exec = ExecuteKernel::new(&k);
+            unsafe {
+                exec.set_arg(&lb)
+                    .set_arg(&((stride / NODE) as cl_ulong))
+                    .set_arg(&((r.row / NODE) as cl_uint))
+                    .set_arg(&(r.first_row as cl_uint))
+                    .set_arg(&(r.count as cl_uint))
+                    .set_arg(&(i0 as cl_uint))
+                    .set_arg(&(cc as cl_uint))
+                    .set_arg(&(r.sectors as cl_uint))
+                    .set_arg(&db)
+                    .set_arg(&(r.data.is_some() as cl_uint))
+                    .set_arg(&leaves)
+                    .set_arg(&replica)
+                    .set_arg(&p.constants)
+                    .set_global_work_size(cc * r.sectors);
+            }
+            for ev in arrived.iter().chain(&copies) {
+                exec.set_wait_event(ev);
+            }
+            let ev = unsafe { exec.enqueue_nd_range(&self.queue) }.map_err(|e| self.call("running columns", e))?;
+            self.queue.flush().map_err(|e| self.call("starting columns", e))?;
+            kernels.push(ev);
+            copies.extend(arrived);
         }
-        .map_err(|e| self.call("running columns", e))?;
-        time.kernels += self.wait(ev, "running columns")?;
+        for ev in kernels {
+            time.kernels += self.wait(ev, "running columns")?;
+        }
+        for ev in copies {
+            time.transfers += self.wait(ev, "copying to the device")?;
+        }
         drop((lb, db));
         let tree_c = self.tree_levels(leaves, r.count, r.sectors, &mut time)?;
         let tree_r = self.tree_levels(replica, r.count, r.sectors, &mut time)?;
@@ -638,6 +673,16 @@ pub fn multiplications(arity: usize, kernels: Kernels) -> Multiplications {
     }
 }
 
+/// Chunks a range's layers are copied in: enough for the copies to overlap the kernels, few
+/// enough that each copy stays large.
+const COPY_CHUNKS: usize = 4;
+
+/// `count` rows in at most `n` chunks of nearly equal size, as (first row, rows).
+fn chunks(count: usize, n: usize) -> impl Iterator<Item = (usize, usize)> {
+    let size = count.div_ceil(n.max(1)).max(1);
+    (0..count).step_by(size).map(move |i0| (i0, size.min(count - i0)))
+}
+
 /// Hashes each program's self-check computes: enough to fill more than one work-group.
 pub const SELF_CHECK_GROUPS: u64 = 300;
 
@@ -683,4 +728,24 @@ fn source(flat: &constants::Flat) -> String {
         .add_field::<Fr>()
         .append_source((shape + include_str!("mont.cl") + include_str!("poseidon.cl")).replace("FIELD", &name))
         .build_32_bit_limbs()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunks;
+
+    #[test]
+    fn a_range_is_copied_in_chunks_that_cover_every_row_once() {
+        for (count, n) in [(64usize, 4usize), (10, 4), (3, 4), (1, 4), (8, 1), (1 << 21, 4)] {
+            let c: Vec<(usize, usize)> = chunks(count, n).collect();
+            assert!(c.len() <= n && !c.is_empty(), "{count} rows in {n}: {c:?}");
+            let mut next = 0;
+            for (i0, cc) in c {
+                assert_eq!(i0, next, "{count} rows in {n}: contiguous");
+                assert!(cc > 0);
+                next = i0 + cc;
+            }
+            assert_eq!(next, count, "{count} rows in {n}: all of them");
+        }
+    }
 }

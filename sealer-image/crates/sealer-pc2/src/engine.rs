@@ -2,7 +2,7 @@
 //! Both write the same bytes to the same files; the GPU engine hashes a whole range of every
 //! sector (columns, replica, every tree level the range holds) in one device pass.
 
-use crate::{fr, losses::Losses, TreeBuilder};
+use crate::{fr, TreeBuilder};
 use sealer_config::Pc2Engine;
 use sealer_error::SealerError;
 use sealer_gpu::{Gpu, RangeInput, RangeOutput, NODE};
@@ -121,17 +121,21 @@ pub(crate) fn gpu_range(gpus: &[Gpu], leaves: u64, npp: u64, sectors: usize, lay
     pow2.min(leaves).max(npp.min(leaves))
 }
 
+/// A range the devices have hashed and whose outputs are not written yet.
+pub(crate) struct Hashed {
+    /// The range's first node.
+    v: u64,
+    /// Each part's rows and outputs, in row order.
+    parts: Vec<(usize, RangeOutput)>,
+}
+
 /// One range on the devices, part `p` (rows `[v + p·c, v + (p+1)·c)` of every sector) on
-/// device `p`, all at once; then each sector's replica nodes and tree levels into its files,
-/// part after part (level 0..k-1 as bytes, the top level through the builder, which goes on
-/// hashing above it). The device time is summed over the devices.
-pub(crate) fn gpu_range_into(
+/// device `p`, all at once. The device time is summed over the devices.
+pub(crate) fn gpu_range_hash(
     gpus: &[Gpu],
     inputs: &[RangeInput],
     v: u64,
-    (tc, tr, replicas): (&mut [TreeBuilder], &mut [TreeBuilder], &[Option<File>]),
-    losses: &mut Losses,
-) -> Result<sealer_gpu::DeviceTime, SealerError> {
+) -> Result<(Hashed, sealer_gpu::DeviceTime), SealerError> {
     let outputs: Vec<Result<RangeOutput, sealer_gpu::GpuError>> = std::thread::scope(|sc| {
         let others: Vec<_> =
             inputs.iter().zip(gpus).skip(1).map(|(input, g)| sc.spawn(move || g.pc2_range(input))).collect();
@@ -140,23 +144,40 @@ pub(crate) fn gpu_range_into(
     });
     let outputs = outputs.into_iter().collect::<Result<Vec<_>, _>>().map_err(device_err)?;
     let mut time = sealer_gpu::DeviceTime::default();
-    let mut first = v;
-    for (input, out) in inputs.iter().zip(&outputs) {
+    for out in &outputs {
         time += out.time;
-        let per = input.count * NODE;
-        for s in 0..input.sectors {
-            let Some(rep) = replicas[s].as_ref().filter(|_| !losses.is_lost(s)) else { continue };
+    }
+    Ok((Hashed { v, parts: inputs.iter().map(|i| i.count).zip(outputs).collect() }, time))
+}
+
+/// Each sector's replica nodes and tree levels of a hashed range into its files, part after
+/// part (level 0..k-1 as bytes, the top level through the builder, which goes on hashing above
+/// it); sectors `lost` are skipped. Runs while the devices hash the next range: it returns the
+/// sectors whose writes failed instead of giving them up itself.
+pub(crate) fn gpu_range_write(
+    h: Hashed,
+    (tc, tr, replicas): (&mut [TreeBuilder], &mut [TreeBuilder], &[Option<File>]),
+    lost: &[bool],
+) -> Vec<(usize, std::io::Error)> {
+    let mut failed: Vec<(usize, std::io::Error)> = Vec::new();
+    let mut first = h.v;
+    for (count, out) in &h.parts {
+        let per = count * NODE;
+        for (s, rep) in replicas.iter().enumerate() {
+            let Some(rep) = rep.as_ref().filter(|_| !lost[s] && !failed.iter().any(|(f, _)| *f == s)) else {
+                continue;
+            };
             let written = rep
                 .write_all_at(&out.tree_r[0][s * per..(s + 1) * per], first * NODE as u64)
-                .and_then(|()| put_levels(&mut tc[s], &out.tree_c, s, input.count))
-                .and_then(|()| put_levels(&mut tr[s], &out.tree_r, s, input.count));
+                .and_then(|()| put_levels(&mut tc[s], &out.tree_c, s, *count))
+                .and_then(|()| put_levels(&mut tr[s], &out.tree_r, s, *count));
             if let Err(e) = written {
-                losses.io(s, "writing its replica or trees", e);
+                failed.push((s, e));
             }
         }
-        first += input.count as u64;
+        first += *count as u64;
     }
-    Ok(time)
+    failed
 }
 
 /// Sector `s`'s part of levels computed on the device (each `[sector][node]`, `count / 8^j`

@@ -657,38 +657,45 @@ pub fn run_pc2_measured(
         let t0 = Instant::now();
         read_range(&mut rd, &mut sets[0], &g, ranges[0])?;
         bd.read_wait += t0.elapsed().as_secs_f64();
+        // On the GPU engine, the range hashed last, written into the files while the devices
+        // hash the next one.
+        let mut pending: Option<engine::Hashed> = None;
         for (i, &(v, cnt)) in ranges.iter().enumerate() {
             let [a, b] = &mut sets;
             let (cur, next) = if i % 2 == 0 { (&*a, b) } else { (&*b, a) };
             let rd = &mut rd;
             let g = &g;
+            let (tcw, trw, reps) = (&mut tc, &mut tr, &replicas);
             let (hashed, read) = std::thread::scope(|sc| {
                 let reader = ranges.get(i + 1).map(|&r| sc.spawn(move || read_range(rd, next, g, r)));
                 let t0 = Instant::now();
                 let first_row = (v % g.npp) as usize;
                 if let Engine::Gpu(gpus) = &engine {
-                    let hashed = gpu_range(
-                        gpus,
-                        cfg,
-                        &data,
-                        cur,
-                        g,
-                        first_row,
-                        (v, cnt),
-                        (&mut tc, &mut tr, &replicas),
-                        &mut losses,
-                    );
+                    let lost: Vec<bool> = (0..n).map(|s| losses.is_lost(s)).collect();
+                    let writer =
+                        pending.take().map(|h| sc.spawn(move || engine::gpu_range_write(h, (tcw, trw, reps), &lost)));
+                    let hashed = gpu_range(gpus, cfg, &data, cur, g, first_row, (v, cnt), &mut losses);
+                    let failed = writer.map_or_else(Vec::new, |h| h.join().expect("PC2 writer panicked"));
+                    for (s, e) in failed {
+                        losses.io(s, "writing its replica or trees", e);
+                    }
                     bd.columns_and_trees += t0.elapsed().as_secs_f64();
                     let t1 = Instant::now();
                     let read = reader.map_or(Ok(()), |h| h.join().expect("PC2 layer reader panicked"));
                     bd.read_wait += t1.elapsed().as_secs_f64();
-                    return (hashed.map(|t| bd.device += t), read);
+                    return (
+                        hashed.map(|(h, t)| {
+                            pending = Some(h);
+                            bd.device += t
+                        }),
+                        read,
+                    );
                 }
                 let lost = &losses;
-                let results: Vec<Result<(), (&'static str, String)>> = tc
+                let results: Vec<Result<(), (&'static str, String)>> = tcw
                     .par_iter_mut()
-                    .zip(tr.par_iter_mut())
-                    .zip(replicas.par_iter().zip(data.par_iter()))
+                    .zip(trw.par_iter_mut())
+                    .zip(reps.par_iter().zip(data.par_iter()))
                     .enumerate()
                     .map(|(s, ((bc, br), (rep, dat)))| {
                         let Some(rep) = rep.as_ref().filter(|_| !lost.is_lost(s)) else {
@@ -742,13 +749,15 @@ pub fn run_pc2_measured(
             if let Some(e) = losses.all_lost() {
                 return Err(e);
             }
+            // What is in the files: on the GPU engine, this range is written with the next.
+            let written = if pending.is_some() { v } else { v + cnt };
             if v + cnt < (k as u64 + 1) * leaves {
                 // Mid-tree: the files so far, synced, then where the trees stand.
                 let mut cp = checkpoint::Checkpoint {
                     batch: batch_id.clone(),
                     range,
                     k,
-                    next: v + cnt,
+                    next: written,
                     roots_c: checkpoint::hex_roots(&roots_c),
                     roots_r: checkpoint::hex_roots(&roots_r),
                     tc: Vec::with_capacity(n),
@@ -786,6 +795,15 @@ pub fn run_pc2_measured(
             sink.publish(&prog);
             if slow_ms > 0 {
                 std::thread::sleep(std::time::Duration::from_millis(slow_ms));
+            }
+        }
+        if let Some(h) = pending.take() {
+            let lost: Vec<bool> = (0..n).map(|s| losses.is_lost(s)).collect();
+            for (s, e) in engine::gpu_range_write(h, (&mut tc, &mut tr, &replicas), &lost) {
+                losses.io(s, "writing its replica or trees", e);
+            }
+            if let Some(e) = losses.all_lost() {
+                return Err(e);
             }
         }
         for (s, (bc, br)) in tc.into_iter().zip(tr).enumerate() {
@@ -946,7 +964,7 @@ pub fn run_pc2_measured(
 }
 
 /// One range on the GPU engine: the data sectors' nodes gathered `[sector][node]`, then
-/// [`engine::gpu_range_into`]. A sector whose data fails to read, or is not field elements,
+/// [`engine::gpu_range_hash`]. A sector whose data fails to read, or is not field elements,
 /// is given up (its column hashed over zeros and thrown away).
 #[allow(clippy::too_many_arguments)]
 fn gpu_range(
@@ -957,9 +975,8 @@ fn gpu_range(
     g: &Geometry,
     first_row: usize,
     (v, cnt): (u64, u64),
-    (tc, tr, replicas): (&mut [TreeBuilder], &mut [TreeBuilder], &[Option<File>]),
     losses: &mut Losses,
-) -> Result<sealer_gpu::DeviceTime, SealerError> {
+) -> Result<(engine::Hashed, sealer_gpu::DeviceTime), SealerError> {
     let per = cnt as usize * 32;
     let data_bytes = if data.iter().any(|d| d.is_some()) {
         let mut b = vec![0u8; cfg.sectors.len() * per];
@@ -1010,7 +1027,7 @@ fn gpu_range(
             data: data[p].as_deref(),
         })
         .collect();
-    engine::gpu_range_into(gpus, &inputs, v, (tc, tr, replicas), losses)
+    engine::gpu_range_hash(gpus, &inputs, v)
 }
 
 /// Read the pages of range `(v, count)` (nodes) of every layer into `bufs`, one per layer.

@@ -1026,6 +1026,12 @@ fn pc2_resumes_from_its_checkpoint_on_either_engine() {
     let res: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap();
     assert!(res["timings"].is_null(), "`pc2` alone reports no timings: {res}");
     assert!(!out.join("pc2-checkpoint.json").exists(), "checkpoint left after PC2 completed");
+    assert_same_outputs(&whole, &sector_dir);
+}
+
+/// Every file under `a` and `b` (but results.json and t_aux, which name their directory) is
+/// the same, byte for byte: a resumed PC2's outputs against an uninterrupted run's.
+fn assert_same_outputs(a: &Path, b: &Path) {
     let rel = |root: &Path| -> Vec<(PathBuf, Vec<u8>)> {
         let mut files = Vec::new();
         let mut stack = vec![root.to_path_buf()];
@@ -1042,12 +1048,53 @@ fn pc2_resumes_from_its_checkpoint_on_either_engine() {
         files.sort();
         files
     };
-    let (a, b) = (rel(&whole), rel(&sector_dir));
+    let (a, b) = (rel(a), rel(b));
     assert!(a.len() >= 5, "outputs compared: {:?}", a.iter().map(|f| &f.0).collect::<Vec<_>>());
     assert_eq!(a.iter().map(|f| &f.0).collect::<Vec<_>>(), b.iter().map(|f| &f.0).collect::<Vec<_>>());
     for ((name, x), (_, y)) in a.iter().zip(&b) {
         assert!(x == y, "{} differs after the resume", name.display());
     }
+}
+
+/// The GPU engine writes a range while it hashes the next, so a GPU run stopped mid-PC2 has
+/// hashed one range more than its files hold: its checkpoint must say where the files end, and
+/// the CPU engine resumed from there must write what an uninterrupted run writes.
+#[test]
+fn a_gpu_run_stopped_mid_pc2_resumes_where_its_files_end() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (_, json) = common::config(8 << 20, 6, 1, 911, work.path(), 1);
+    let cfg = ConfigFile::write(work.path().join("c.json"), &json);
+    assert!(cfg.seal("pc1").status().unwrap().success());
+    let out = work.path().join("out");
+    assert!(cfg.cmd("pc2", &["--no-layer-files"]).status().unwrap().success());
+    let sector_dir = out.join(json["sectors"][0]["sector_id"].as_u64().unwrap().to_string());
+    let whole = work.path().join("whole");
+    std::fs::rename(&sector_dir, &whole).unwrap();
+    std::fs::remove_file(out.join("results.json")).unwrap();
+    // The CPU engine's ranges (4 of 65536 nodes) set the resumed runs' ranges.
+    let stop = |c: &ConfigFile, ranges: &str, gpu: bool| {
+        let mut cmd = c.cmd("pc2", &["--no-layer-files"]);
+        cmd.env("SEALER_TEST_PC2_STOP_AFTER_RANGES", ranges);
+        if gpu {
+            cmd.env("SEALER_GPU_DEVICE", "0");
+        }
+        let o = cmd.output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).to_string()
+    };
+    stop(&cfg, "1", false);
+    let mut gpu_json = json.clone();
+    gpu_json["pc2_engine"] = "gpu".into();
+    let gpu_cfg = ConfigFile::write(work.path().join("g.json"), &gpu_json);
+    // Ranges 2 and 3 hashed on the GPU engine, only range 2 written when it stops.
+    let log = stop(&gpu_cfg, "2", true);
+    assert!(log.contains("PC2 resumes at base tree 1 of 1, node 65536"), "{log}");
+    let resumed = cfg.cmd("pc2", &["--no-layer-files"]).output().unwrap();
+    let log = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{log}");
+    assert!(log.contains("PC2 resumes at base tree 1 of 1, node 131072"), "{log}");
+    assert_same_outputs(&whole, &sector_dir);
 }
 
 /// PC2 on two OpenCL devices (pocl's CPU device listed twice) splits each range's rows between
