@@ -62,32 +62,38 @@ run() {
   local sealer="$pack/sealer"
   [ -x "$sealer" ] || { echo "no $sealer: run hack/gpu-bench.sh pack first (and carry .gpu-bench)" >&2; exit 1; }
   local work=/dev/shm/sealfleet-gpu-bench
-  rm -rf "$work"
+  rm -rf "$work" "$work-meta"
+  # What only this script reads stays out of $OUT (the device tool brings back 8 files).
+  local meta=$work-meta
+  mkdir -p "$meta"
   export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   local kernels_args=(--groups 2097152 --runs 3 --local-sizes 32,64,128,256) small=(--sector-size 8MiB --batch 8) big=(--sector-size 512MiB --batch 8)
+  local shape=(--leaves-log2 27 --layers 11 --samples 4096)
   if [ "$quick" = --quick ]; then
     kernels_args=(--groups 1024 --runs 1 --local-sizes 64)
     small=(--sector-size 2KiB --batch 2 --rate-hashes 256)
     big=(--sector-size 2KiB --batch 2 --rate-hashes 256)
+    shape=(--leaves-log2 12 --layers 11 --samples 64 --range-log2 9)
   else
     export OCL_ICD_VENDORS="$pack/vendors"
   fi
-  "$sealer" capabilities >"$out/capabilities.json" 2>"$out/bench.log"
+  "$sealer" capabilities >"$meta/capabilities.json" 2>"$out/bench.log"
   # The first GPU (or, with --quick, the first device of any kind).
   local index
   index=$(python3 -c '
 import json, sys
 devs = json.load(open(sys.argv[1]))["opencl_devices"]
 gpus = [d for d in devs if d["kind"] == "gpu" or sys.argv[2] == "--quick"]
-print(gpus[0]["index"] if gpus else "")' "$out/capabilities.json" "$quick")
+print(gpus[0]["index"] if gpus else "")' "$meta/capabilities.json" "$quick")
   if [ -z "$index" ]; then
+    cp "$meta/capabilities.json" "$out/"
     echo "no OpenCL GPU listed (see $out/capabilities.json)" >&2
     exit 1
   fi
   export SEALER_GPU_DEVICE=$index
   local smi=""
   command -v nvidia-smi >/dev/null && smi=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
-  : >"$out/steps.txt"
+  : >"$meta/steps.txt"
   step() { # name, timeout seconds, command...: stdout to $out/<name>; "name exit seconds" to steps.txt
     local name=$1 limit=$2 start
     start=$(date +%s)
@@ -98,7 +104,7 @@ print(gpus[0]["index"] if gpus else "")' "$out/capabilities.json" "$quick")
     else
       timeout "$limit" "$@" >"$out/$name" 2>>"$out/bench.log"
     fi
-    echo "$name $? $(($(date +%s) - start))" >>"$out/steps.txt"
+    echo "$name $? $(($(date +%s) - start))" >>"$meta/steps.txt"
   }
   step kernels.json 180 "$sealer" bench gpu-kernels "${kernels_args[@]}" --binaries "$work/bin"
   # The profile: each variant's registers and spills (ptxas -v) and its instruction mix
@@ -106,11 +112,11 @@ print(gpus[0]["index"] if gpus else "")' "$out/capabilities.json" "$quick")
   step profile.txt 60 profile "$work/bin"
   step pc2-small.txt 180 "$sealer" bench pc2 "${small[@]}" --engine gpu --dir "$work"
   step pc2-big.txt 150 "$sealer" bench pc2 "${big[@]}" --engine gpu --skip-cpu --random-layers --dir "$work"
-  rm -rf "$work"
-  python3 - "$out" "$(cat "$pack/commit")" "$smi" "$quick" <<'EOF'
+  step pc2-shape.txt 150 "$sealer" bench pc2-shape "${shape[@]}"
+  python3 - "$out" "$(cat "$pack/commit")" "$smi" "$quick" "$meta" <<'EOF'
 import json, os, sys, datetime
-out, commit, smi, quick = sys.argv[1:5]
-steps = {l.split()[0]: l.split()[1:] for l in open(os.path.join(out, "steps.txt")) if l.strip()}
+out, commit, smi, quick, meta = sys.argv[1:6]
+steps = {l.split()[0]: l.split()[1:] for l in open(os.path.join(meta, "steps.txt")) if l.strip()}
 def rc(name):
     code, secs = steps[name]
     return {"exit": int(code), "seconds": int(secs)}
@@ -118,7 +124,11 @@ def pc2(name):
     text = open(os.path.join(out, name)).read()
     rows = [json.loads(l.split(" ", 1)[1]) for l in text.splitlines() if l.startswith("BENCH_PC2_JSON ")]
     return {"rows": rows[0] if rows else [], **rc(name)}
-caps = json.load(open(os.path.join(out, "capabilities.json")))
+def shape():
+    text = open(os.path.join(out, "pc2-shape.txt")).read()
+    rows = [json.loads(l.split(" ", 1)[1]) for l in text.splitlines() if l.startswith("BENCH_PC2_SHAPE_JSON ")]
+    return {"report": rows[0] if rows else None, **rc("pc2-shape.txt")}
+caps = json.load(open(os.path.join(meta, "capabilities.json")))
 dev = next(d for d in caps["opencl_devices"] if d["index"] == int(os.environ["SEALER_GPU_DEVICE"]))
 try:
     kernels = json.load(open(os.path.join(out, "kernels.json")))
@@ -136,17 +146,20 @@ run = {
     "profile": {"lines": open(os.path.join(out, "profile.txt")).read().splitlines(), **rc("profile.txt")},
     "pc2_small": pc2("pc2-small.txt"),
     "pc2_big_random_layers": pc2("pc2-big.txt"),
+    "pc2_32gib_shape": shape(),
     "predicted_poseidon_seconds_per_32gib_sector":
         kernels["predicted_poseidon_seconds_per_32gib_sector"] if kernels else None,
 }
 json.dump(run, open(os.path.join(out, "gpu-run.json"), "w"), indent=2)
 print(json.dumps({k: run[k] for k in ("date", "commit", "card", "driver", "predicted_poseidon_seconds_per_32gib_sector")}))
-for name in ("kernels.json", "pc2_small", "pc2_big_random_layers"):
-    key = "kernels" if name == "kernels.json" else name
-    print(name, "exit", run[key]["exit"], "in", run[key]["seconds"], "s")
-failed = [k for k in ("kernels", "pc2_small", "pc2_big_random_layers") if run[k]["exit"] != 0]
+for key in ("kernels", "pc2_small", "pc2_big_random_layers", "pc2_32gib_shape"):
+    print(key, "exit", run[key]["exit"], "in", run[key]["seconds"], "s")
+failed = [k for k in ("kernels", "pc2_small", "pc2_big_random_layers", "pc2_32gib_shape") if run[k]["exit"] != 0]
 sys.exit(1 if failed else 0)
 EOF
+  local rc=$?
+  rm -rf "$work" "$work-meta"
+  return $rc
 }
 
 case "${1:-}" in

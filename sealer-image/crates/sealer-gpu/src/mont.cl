@@ -13,6 +13,9 @@
 #define MM_PTX
 #endif
 
+#if FIELD_LIMBS != 8
+#error "mont.cl's rows are written for 8 limbs of 32 bits"
+#endif
 #define N FIELD_LIMBS
 #define N2 (2 * FIELD_LIMBS)
 
@@ -26,14 +29,23 @@ MM_OP2(mm_addc, "addc.u32")
 MM_OP2(mm_sub_cc, "sub.cc.u32")
 MM_OP2(mm_subc_cc, "subc.cc.u32")
 MM_OP2(mm_subc, "subc.u32")
-// (t1:t0) += a * b, carry out (and in, for the chained form).
-DEVICE inline void mm_mad2_cc(uint a, uint b, uint *t0, uint *t1, uint *cf) {
-  asm volatile("mad.lo.cc.u32 %0, %2, %3, %0;\n\tmadc.hi.cc.u32 %1, %2, %3, %1;"
-               : "+r"(*t0), "+r"(*t1) : "r"(a), "r"(b));
-}
-DEVICE inline void mm_mad2c_cc(uint a, uint b, uint *t0, uint *t1, uint *cf) {
-  asm volatile("madc.lo.cc.u32 %0, %2, %3, %0;\n\tmadc.hi.cc.u32 %1, %2, %3, %1;"
-               : "+r"(*t0), "+r"(*t1) : "r"(a), "r"(b));
+// t[0..8) += (x0 + x1 2^64 + x2 2^128 + x3 2^192) * b: four multiply-add pairs in one carry
+// chain; returns the carry out of t[7]. One asm statement, so the carry flag never crosses
+// statements and the compiler may schedule rows as it likes.
+DEVICE inline uint mm_row(uint x0, uint x1, uint x2, uint x3, uint b, uint *t) {
+  uint c;
+  asm("mad.lo.cc.u32 %0, %9, %13, %0;\n\t"
+      "madc.hi.cc.u32 %1, %9, %13, %1;\n\t"
+      "madc.lo.cc.u32 %2, %10, %13, %2;\n\t"
+      "madc.hi.cc.u32 %3, %10, %13, %3;\n\t"
+      "madc.lo.cc.u32 %4, %11, %13, %4;\n\t"
+      "madc.hi.cc.u32 %5, %11, %13, %5;\n\t"
+      "madc.lo.cc.u32 %6, %12, %13, %6;\n\t"
+      "madc.hi.cc.u32 %7, %12, %13, %7;\n\t"
+      "addc.u32 %8, 0, 0;"
+      : "+r"(t[0]), "+r"(t[1]), "+r"(t[2]), "+r"(t[3]), "+r"(t[4]), "+r"(t[5]), "+r"(t[6]), "+r"(t[7]), "=r"(c)
+      : "r"(x0), "r"(x1), "r"(x2), "r"(x3), "r"(b));
+  return c;
 }
 #else
 // The carry (or borrow) flag is *cf, 0 or 1.
@@ -45,17 +57,22 @@ DEVICE inline uint mm_sub_cc(uint a, uint b, uint *cf) { *cf = a < b; return a -
 DEVICE inline uint mm_subc_cc(uint a, uint b, uint *cf) {
   ulong d = (ulong)a - b - *cf; *cf = (uint)(d >> 32) & 1; return (uint)d; }
 DEVICE inline uint mm_subc(uint a, uint b, uint *cf) { return a - b - *cf; }
-DEVICE inline void mm_mad2c_cc(uint a, uint b, uint *t0, uint *t1, uint *cf) {
-  ulong p = (ulong)a * b;
-  ulong lo = (ulong)*t0 + (uint)p + *cf;
-  ulong hi = (ulong)*t1 + (p >> 32) + (lo >> 32);
-  *t0 = (uint)lo;
-  *t1 = (uint)hi;
+// (t[1]:t[0]) += x * b + *cf, the carry out in *cf.
+DEVICE inline void mm_pair(uint x, uint b, uint *t, uint *cf) {
+  ulong p = (ulong)x * b;
+  ulong lo = (ulong)t[0] + (uint)p + *cf;
+  ulong hi = (ulong)t[1] + (p >> 32) + (lo >> 32);
+  t[0] = (uint)lo;
+  t[1] = (uint)hi;
   *cf = (uint)(hi >> 32);
 }
-DEVICE inline void mm_mad2_cc(uint a, uint b, uint *t0, uint *t1, uint *cf) {
-  *cf = 0;
-  mm_mad2c_cc(a, b, t0, t1, cf);
+DEVICE inline uint mm_row(uint x0, uint x1, uint x2, uint x3, uint b, uint *t) {
+  uint cf = 0;
+  mm_pair(x0, b, t, &cf);
+  mm_pair(x1, b, t + 2, &cf);
+  mm_pair(x2, b, t + 4, &cf);
+  mm_pair(x3, b, t + 6, &cf);
+  return cf;
 }
 #endif
 
@@ -68,35 +85,21 @@ DEVICE inline void mm_mad2_cc(uint a, uint b, uint *t0, uint *t1, uint *cf) {
 
 // t += a * b.
 DEVICE inline void mm_mac(uint *t, const uint *a, const uint *b, uint *cy) {
-  uint cf = 0;
 #pragma unroll
   for (int i = 0; i < N; i++) {
-    mm_mad2_cc(a[0], b[i], &t[i], &t[i + 1], &cf);
-#pragma unroll
-    for (int j = 2; j < N; j += 2) mm_mad2c_cc(a[j], b[i], &t[i + j], &t[i + j + 1], &cf);
-    cy[i] += mm_addc(0, 0, &cf);
-    mm_mad2_cc(a[1], b[i], &t[i + 1], &t[i + 2], &cf);
-#pragma unroll
-    for (int j = 3; j < N; j += 2) mm_mad2c_cc(a[j], b[i], &t[i + j], &t[i + j + 1], &cf);
-    cy[i + 1] += mm_addc(0, 0, &cf);
+    cy[i] += mm_row(a[0], a[2], a[4], a[6], b[i], &t[i]);
+    cy[i + 1] += mm_row(a[1], a[3], a[5], a[7], b[i], &t[i + 1]);
   }
 }
 
 // The Montgomery reduction's rows: t += q_i * p * 2^(32 i) for the quotient digit q_i of each
 // limb i < N, which makes limbs 0..N zero (t's carries still in cy).
 DEVICE inline void mm_redc_rows(uint *t, uint *cy) {
-  uint cf = 0;
 #pragma unroll
   for (int i = 0; i < N; i++) {
     uint q = t[i] * (uint)FIELD_INV;
-    mm_mad2_cc(q, FIELD_P.val[0], &t[i], &t[i + 1], &cf);
-#pragma unroll
-    for (int j = 2; j < N; j += 2) mm_mad2c_cc(q, FIELD_P.val[j], &t[i + j], &t[i + j + 1], &cf);
-    cy[i] += mm_addc(0, 0, &cf);
-    mm_mad2_cc(q, FIELD_P.val[1], &t[i + 1], &t[i + 2], &cf);
-#pragma unroll
-    for (int j = 3; j < N; j += 2) mm_mad2c_cc(q, FIELD_P.val[j], &t[i + j], &t[i + j + 1], &cf);
-    cy[i + 1] += mm_addc(0, 0, &cf);
+    cy[i] += mm_row(FIELD_P.val[0], FIELD_P.val[2], FIELD_P.val[4], FIELD_P.val[6], q, &t[i]);
+    cy[i + 1] += mm_row(FIELD_P.val[1], FIELD_P.val[3], FIELD_P.val[5], FIELD_P.val[7], q, &t[i + 1]);
   }
 }
 

@@ -129,6 +129,18 @@ pub(crate) struct Hashed {
     parts: Vec<(usize, RangeOutput)>,
 }
 
+impl Hashed {
+    /// Each part's first node, rows and outputs, in order.
+    pub(crate) fn parts(&self) -> impl Iterator<Item = (u64, usize, &RangeOutput)> {
+        let mut first = self.v;
+        self.parts.iter().map(move |(count, out)| {
+            let f = first;
+            first += *count as u64;
+            (f, *count, out)
+        })
+    }
+}
+
 /// One range on the devices, part `p` (rows `[v + p·c, v + (p+1)·c)` of every sector) on
 /// device `p`, all at once. The device time is summed over the devices.
 pub(crate) fn gpu_range_hash(

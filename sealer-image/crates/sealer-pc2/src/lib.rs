@@ -24,6 +24,7 @@
 mod checkpoint;
 pub mod engine;
 mod losses;
+pub mod shaped;
 pub mod snap;
 
 use blstrs::Scalar as Fr;

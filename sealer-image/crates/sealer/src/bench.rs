@@ -666,3 +666,57 @@ fn poseidon_rates(engine: Pc2Engine, count: usize) -> Result<(f64, f64, String),
         }
     }
 }
+
+/// `bench pc2-shape`'s report as a table, then one `BENCH_PC2_SHAPE_JSON` line with every
+/// figure (the prepared GPU run keeps it).
+pub fn shape_table(r: &sealer_pc2::shaped::ShapeReport) -> String {
+    let st = &r.stages;
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let checked = &r.checked;
+    format!(
+        "PC2 of one base tree of a 32 GiB sector's shape: 2^{} leaves, {} layers, generated labels, on {}\n\
+         ranges of {} nodes ({} ranges); device memory per range part {:.2} GiB, host layer buffers {:.2} GiB\n\
+         \n\
+         | stage | seconds |\n|---|---:|\n\
+         | waiting for generated labels | {:.2} |\n\
+         | hashing ranges (copies in, kernels, copies out) | {:.2} |\n\
+         | of which device kernels | {:.2} |\n\
+         | of which device copies | {:.2} |\n\
+         | checking samples and building upper levels (beside hashing) | {:.2} |\n\
+         | waiting for that | {:.2} |\n\
+         | base tree, in all | {:.2} |\n\
+         \n\
+         device busy {:.0} %; {}\n\
+         checked: {} columns, {} replica nodes, {} tree nodes, {} roots; {}\n\
+         BENCH_PC2_SHAPE_JSON {}",
+        r.leaves.trailing_zeros(),
+        r.layers,
+        r.devices.join(" + "),
+        r.range,
+        r.ranges,
+        gib(r.device_memory_high_water_bytes),
+        gib(r.host_buffer_bytes),
+        st.generate_wait,
+        st.hash,
+        st.device.kernels,
+        st.device.transfers,
+        st.check_and_build,
+        st.check_wait,
+        st.total,
+        r.device_busy_fraction * 100.0,
+        match r.predicted_seconds_per_32gib_sector {
+            Some(s) => format!("a 32 GiB sector (8 base trees): {s:.0} s of PC2 Poseidon"),
+            None => "no 32 GiB prediction: that needs 2^27 leaves and 11 layers".to_string(),
+        },
+        checked.columns,
+        checked.replica,
+        checked.tree_nodes,
+        checked.roots,
+        if r.mismatches.is_empty() {
+            "all equal".to_string()
+        } else {
+            format!("MISMATCHES: {}", r.mismatches.join("; "))
+        },
+        serde_json::to_string(r).expect("report serialises")
+    )
+}

@@ -329,6 +329,26 @@ pub enum BenchCmd {
         #[arg(long, value_delimiter = ',')]
         local_sizes: Vec<usize>,
     },
+    /// PC2 of a 32 GiB sector's shape on the GPU engine without a slot: one of its 8 base
+    /// trees (2^27 leaves, 11 layers) from generated labels, through the batch pipeline, checked
+    /// by sampling against neptune; seconds per 32 GiB sector, the stage table, device memory.
+    Pc2Shape {
+        /// log2 of the base tree's leaves (a multiple of 3; 27 for 32 GiB).
+        #[arg(long, default_value_t = 27)]
+        leaves_log2: u32,
+        /// Layers (11 for 32 and 64 GiB sectors).
+        #[arg(long, default_value_t = 11)]
+        layers: usize,
+        /// Nodes checked per level of each tree.
+        #[arg(long, default_value_t = 4096)]
+        samples: u64,
+        /// log2 of the range (default: what the devices and host buffers hold).
+        #[arg(long)]
+        range_log2: Option<u32>,
+        /// The label generator's key.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// SyntheticPoRep proofs: filecoin-proofs generate_synth_proofs vs the sealer's streaming
     /// writer (time, CPU, peak RSS, equal files), and the prediction for 128 × 32 GiB.
     Synth {

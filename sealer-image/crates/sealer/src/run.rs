@@ -725,6 +725,22 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
             let report = sealer::bench_gpu::run(&b).map_err(|e| SealerError::Device(e.to_string()))?;
             println!("{}", pretty(&report));
         }
+        BenchCmd::Pc2Shape { leaves_log2, layers, samples, range_log2, seed } => {
+            let sealer_pc2::engine::Engine::Gpu(gpus) =
+                sealer_pc2::engine::Engine::open(sealer_config::Pc2Engine::Gpu)?
+            else {
+                unreachable!("the GPU engine or an error")
+            };
+            let shape = sealer_pc2::shaped::Shape { leaves_log2, layers, samples, range_log2, spoil: None, seed };
+            let r = sealer_pc2::shaped::run(&gpus, &shape)?;
+            println!("{}", sealer::bench::shape_table(&r));
+            if !r.mismatches.is_empty() {
+                return Err(SealerError::Internal(format!(
+                    "the GPU engine's outputs differ from neptune's: {}",
+                    r.mismatches.join("; ")
+                )));
+            }
+        }
         BenchCmd::Synth { sector_size, batch, baseline_sectors, dir } => {
             let b = sealer::bench_synth::SynthBench { sector_size, batch, baseline_sectors, dir: &dir };
             println!("{}", sealer::bench_synth::run(&b).map_err(failed)?);
