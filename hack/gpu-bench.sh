@@ -11,6 +11,8 @@
 #                                   under $OUT (the device tool's), else _out/gpu-bench/
 #   hack/gpu-bench.sh run --quick   the same flow at test sizes on whatever OpenCL device is
 #                                   listed first (pocl's CPU device here): make test runs it
+#   hack/gpu-bench.sh run --pc2     the PC2 steps alone (a rerun after a PC2 change, when the
+#                                   kernels were measured at the same commit)
 #
 # On the device tool: run(command="bash hack/gpu-bench.sh run", carry=[".gpu-bench"],
 # timeout_s=540). It stays under 8 minutes: each step has its own timeout, and a step that
@@ -56,7 +58,10 @@ profile() { # dir of <variant>-arity<n>.bin
 }
 
 run() {
-  local quick=${1:-}
+  local quick=${1:-} pc2_only=""
+  if [ "$quick" = --pc2 ]; then
+    quick="" pc2_only=1
+  fi
   local out=${OUT:-$root/_out/gpu-bench}
   mkdir -p "$out"
   local sealer="$pack/sealer"
@@ -106,10 +111,12 @@ print(gpus[0]["index"] if gpus else "")' "$meta/capabilities.json" "$quick")
     fi
     echo "$name $? $(($(date +%s) - start))" >>"$meta/steps.txt"
   }
-  step kernels.json 180 "$sealer" bench gpu-kernels "${kernels_args[@]}" --binaries "$work/bin"
-  # The profile: each variant's registers and spills (ptxas -v) and its instruction mix
-  # (cuobjdump -sass), where NVIDIA's tools are installed; the binaries are PTX there.
-  step profile.txt 60 profile "$work/bin"
+  if [ -z "$pc2_only" ]; then
+    step kernels.json 180 "$sealer" bench gpu-kernels "${kernels_args[@]}" --binaries "$work/bin"
+    # The profile: each variant's registers and spills (ptxas -v) and its instruction mix
+    # (cuobjdump -sass), where NVIDIA's tools are installed; the binaries are PTX there.
+    step profile.txt 60 profile "$work/bin"
+  fi
   step pc2-small.txt 180 "$sealer" bench pc2 "${small[@]}" --engine gpu --dir "$work"
   step pc2-big.txt 150 "$sealer" bench pc2 "${big[@]}" --engine gpu --skip-cpu --random-layers --dir "$work"
   step pc2-shape.txt 150 "$sealer" bench pc2-shape "${shape[@]}"
@@ -118,6 +125,8 @@ import json, os, sys, datetime
 out, commit, smi, quick, meta = sys.argv[1:6]
 steps = {l.split()[0]: l.split()[1:] for l in open(os.path.join(meta, "steps.txt")) if l.strip()}
 def rc(name):
+    if name not in steps:
+        return {"exit": None, "seconds": 0}  # not run (--pc2)
     code, secs = steps[name]
     return {"exit": int(code), "seconds": int(secs)}
 def pc2(name):
@@ -143,7 +152,7 @@ run = {
     "quick": quick == "--quick",
     "device": dev,
     "kernels": {"report": kernels, **rc("kernels.json")},
-    "profile": {"lines": open(os.path.join(out, "profile.txt")).read().splitlines(), **rc("profile.txt")},
+    "profile": {"lines": open(os.path.join(out, "profile.txt")).read().splitlines() if "profile.txt" in steps else [], **rc("profile.txt")},
     "pc2_small": pc2("pc2-small.txt"),
     "pc2_big_random_layers": pc2("pc2-big.txt"),
     "pc2_32gib_shape": shape(),
@@ -154,7 +163,7 @@ json.dump(run, open(os.path.join(out, "gpu-run.json"), "w"), indent=2)
 print(json.dumps({k: run[k] for k in ("date", "commit", "card", "driver", "predicted_poseidon_seconds_per_32gib_sector")}))
 for key in ("kernels", "pc2_small", "pc2_big_random_layers", "pc2_32gib_shape"):
     print(key, "exit", run[key]["exit"], "in", run[key]["seconds"], "s")
-failed = [k for k in ("kernels", "pc2_small", "pc2_big_random_layers", "pc2_32gib_shape") if run[k]["exit"] != 0]
+failed = [k for k in ("kernels", "pc2_small", "pc2_big_random_layers", "pc2_32gib_shape") if run[k]["exit"] not in (0, None)]
 sys.exit(1 if failed else 0)
 EOF
   local rc=$?

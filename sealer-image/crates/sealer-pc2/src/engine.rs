@@ -100,6 +100,28 @@ pub(crate) fn device_err(e: sealer_gpu::GpuError) -> SealerError {
     SealerError::Device(e.to_string())
 }
 
+/// A host buffer of `bytes` for layer pages the GPU engine copies to its devices: page-locked
+/// memory of the first device (copies from it run at the bus's speed, in the background),
+/// starting at a page boundary for O_DIRECT reads; ordinary memory where the driver gives none.
+pub(crate) fn host_buffer(gpus: &[Gpu], bytes: usize) -> sealer_storage::AlignedBuf {
+    use sealer_storage::{AlignedBuf, PAGE};
+    let cap = bytes.max(1).div_ceil(PAGE) * PAGE;
+    match gpus.first().map(|g| g.pinned(cap + PAGE)) {
+        Some(Ok(p)) => {
+            let skip = p.as_mut_ptr().align_offset(PAGE);
+            // SAFETY: p maps cap + PAGE zeroed bytes, so cap of them start at the page boundary
+            // `skip` bytes in; they are used only through the returned buffer, which owns p.
+            unsafe { AlignedBuf::from_owner(p.as_mut_ptr().add(skip), bytes, Box::new(p)) }
+        }
+        Some(Err(e)) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| log::warn!("no page-locked host memory ({e}): ordinary memory instead, slower copies"));
+            AlignedBuf::new(bytes)
+        }
+        None => AlignedBuf::new(bytes),
+    }
+}
+
 /// Nodes per range for the GPU engine: as many as the devices and the host buffers hold (a
 /// device's part of a range takes about `layers + 5` nodes of device memory per sector-node;
 /// the host keeps two sets of layer pages), a power of two dividing `leaves`, at least a page.

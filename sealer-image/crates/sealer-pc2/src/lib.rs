@@ -609,8 +609,14 @@ pub fn run_pc2_measured(
     let mut ranges_done = 0usize;
     let pages_per_range = range.div_ceil(g.npp) as usize;
     // Two sets of layer buffers: the next range is read while the current one is hashed.
-    let mut sets: [Vec<AlignedBuf>; 2] =
-        std::array::from_fn(|_| (0..layers).map(|_| AlignedBuf::new(pages_per_range * PAGE)).collect());
+    let mut sets: [Vec<AlignedBuf>; 2] = std::array::from_fn(|_| {
+        (0..layers)
+            .map(|_| match &engine {
+                Engine::Gpu(gpus) => engine::host_buffer(gpus, pages_per_range * PAGE),
+                Engine::Cpu => AlignedBuf::new(pages_per_range * PAGE),
+            })
+            .collect()
+    });
     let mut bd = Pc2Breakdown { resumed_at_node: next0, ..Default::default() };
     let started = Instant::now();
     let mut prog = Progress::for_pc2(cfg, t, leaves);

@@ -125,12 +125,15 @@ pub fn label(seed: u64, layer: usize, node: u64) -> [u8; 32] {
     out
 }
 
-fn generate(seed: u64, bufs: &mut [Vec<u8>], v: u64, spoil: Option<u64>) {
+fn generate(seed: u64, bufs: &mut [sealer_storage::AlignedBuf], v: u64, spoil: Option<u64>) {
     for (l, b) in bufs.iter_mut().enumerate() {
-        b.par_chunks_mut(NODE).enumerate().for_each(|(i, n)| n.copy_from_slice(&label(seed, l + 1, v + i as u64)));
+        b.as_mut_slice()
+            .par_chunks_mut(NODE)
+            .enumerate()
+            .for_each(|(i, n)| n.copy_from_slice(&label(seed, l + 1, v + i as u64)));
     }
     if let Some(x) = spoil.filter(|x| (v..v + (bufs[0].len() / NODE) as u64).contains(x)) {
-        bufs[0][(x - v) as usize * NODE] ^= 1;
+        bufs[0].as_mut_slice()[(x - v) as usize * NODE] ^= 1;
     }
 }
 
@@ -218,7 +221,8 @@ pub fn run(gpus: &[Gpu], shape: &Shape) -> Result<ShapeReport, SealerError> {
         None => engine::gpu_range(gpus, leaves, npp, 1, shape.layers),
     };
     let ranges: Vec<(u64, u64)> = (0..leaves).step_by(range as usize).map(|v| (v, range.min(leaves - v))).collect();
-    let mut sets: [Vec<Vec<u8>>; 2] = std::array::from_fn(|_| vec![vec![0u8; range as usize * NODE]; shape.layers]);
+    let mut sets: [Vec<sealer_storage::AlignedBuf>; 2] =
+        std::array::from_fn(|_| (0..shape.layers).map(|_| engine::host_buffer(gpus, range as usize * NODE)).collect());
     let mut tc = TreeBuilder::detached(leaves, usize::MAX);
     let mut tr = TreeBuilder::detached(leaves, usize::MAX);
     let mut checker = Checker { shape, leaves, checked: Checked::default(), mismatches: Vec::new() };
@@ -248,7 +252,7 @@ pub fn run(gpus: &[Gpu], shape: &Shape) -> Result<ShapeReport, SealerError> {
         let parts = engine::parts(cnt, gpus.len());
         let c = cnt as usize / parts;
         let slices: Vec<Vec<&[u8]>> =
-            (0..parts).map(|p| cur.iter().map(|l| &l[p * c * NODE..(p + 1) * c * NODE]).collect()).collect();
+            (0..parts).map(|p| cur.iter().map(|l| &l.as_slice()[p * c * NODE..(p + 1) * c * NODE]).collect()).collect();
         let inputs: Vec<RangeInput> = slices
             .iter()
             .map(|layers| RangeInput { layers, row: NODE, first_row: 0, count: c, sectors: 1, data: None })

@@ -12,6 +12,8 @@ pub struct AlignedBuf {
     cap: usize,
     /// The hugepage mapping the buffer lives in (None: a heap allocation this buffer frees).
     arena: Option<Arc<HugeRegion>>,
+    /// What owns the bytes when another library allocated them ([`AlignedBuf::from_owner`]).
+    owner: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 // SAFETY: AlignedBuf uniquely owns its bytes (like a Box<[u8]>): `ptr` is not shared with any
@@ -35,8 +37,19 @@ impl AlignedBuf {
         // len.max(1) is rounded up to whole pages, with the multiplication checked.
         let ptr = unsafe { alloc_zeroed(layout) };
         assert!(!ptr.is_null(), "out of memory allocating {cap} bytes");
-        AlignedBuf { ptr, len, cap, arena: None }
+        AlignedBuf { ptr, len, cap, arena: None, owner: None }
     }
+    /// `len` bytes at `ptr` that `owner` allocated and frees when the buffer drops it: memory
+    /// of another library, such as a GPU driver's page-locked host buffers.
+    ///
+    /// # Safety
+    /// `ptr` is aligned to 4 KiB and points to at least `len` initialised bytes that stay
+    /// valid, and are used through nothing else, for as long as `owner` lives.
+    pub unsafe fn from_owner(ptr: *mut u8, len: usize, owner: Box<dyn std::any::Any + Send + Sync>) -> Self {
+        assert_eq!(ptr as usize % crate::PAGE, 0, "from_owner needs page-aligned memory");
+        AlignedBuf { ptr, len, cap: len, arena: None, owner: Some(owner) }
+    }
+
     /// `len` zeroed bytes from `arena` when it has room, else from the heap.
     pub fn new_in(arena: Option<&HugeArena>, len: usize) -> Self {
         arena.and_then(|a| a.alloc(len)).unwrap_or_else(|| AlignedBuf::new(len))
@@ -73,8 +86,8 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        if self.arena.is_some() {
-            return; // the mapping goes when its last buffer and the arena are gone
+        if self.arena.is_some() || self.owner.is_some() {
+            return; // the mapping goes when its last buffer and the arena are gone; an owner frees its own
         }
         // SAFETY: ptr was returned by alloc_zeroed in new() with this same layout (cap, PAGE), and
         // Drop runs once, so it is freed exactly once.
@@ -146,7 +159,7 @@ impl HugeArena {
         // each range is handed out once (the bump pointer only grows). Fresh hugetlb pages are
         // zeroed by the kernel and no range is reused, so the buffer starts zeroed.
         let ptr = unsafe { self.region.ptr.add(start) };
-        Some(AlignedBuf { ptr, len, cap, arena: Some(self.region.clone()) })
+        Some(AlignedBuf { ptr, len, cap, arena: Some(self.region.clone()), owner: None })
     }
 
     /// Bytes mapped.
