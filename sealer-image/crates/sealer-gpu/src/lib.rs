@@ -1,7 +1,7 @@
 //! PC2's Poseidon on an OpenCL device: tree-c's column hashes, the replica (key + data) and
 //! every level of the arity-8 trees that fits a range, computed on the device with no host
 //! round trip between levels. Bit-identical to neptune (the constants are neptune's own,
-//! flattened by [`constants`]; the field arithmetic is ec-gpu-gen's).
+//! flattened by [`constants`]; the field type is ec-gpu-gen's, the multiplication `mont.cl`'s).
 //!
 //! The OpenCL library is loaded at run time: a machine without `libOpenCL.so.1`, or without a
 //! device, gets [`GpuError::NoDevice`] from [`Gpu::open`], never a silent CPU fallback. Any

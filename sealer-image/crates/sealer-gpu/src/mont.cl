@@ -1,9 +1,11 @@
-// Montgomery arithmetic for the Poseidon kernels, written as carry chains: on NVIDIA each
-// primitive below is PTX (add.cc.u32, or a multiply-add pair mad.lo.cc.u32 + madc.hi.cc.u32);
-// everywhere else (pocl in CI, or any device with SEALER_PORTABLE defined) it is the same
-// arithmetic with the carry kept in *cf. Both run the same algorithms, so the tests on a CPU
-// OpenCL device check the code the GPU runs, bar the primitives themselves. FIELD (8 x 32-bit limbs), FIELD_P and
-// FIELD_INV come from ec-gpu-gen's field source.
+// Montgomery arithmetic for the Poseidon kernels, written as carry chains. On NVIDIA they are
+// PTX: a row of four multiply-add pairs (mad.lo.cc.u32 + madc.hi.cc.u32) is one asm statement
+// (mm_row), and the short add and subtract chains are one instruction per limb. Everywhere else
+// (pocl in CI, or any device with SEALER_PORTABLE defined) the same rows and chains run with
+// the carry in a variable. Both run the same algorithms, so the tests on a CPU OpenCL device
+// check the code the GPU runs, bar the primitives themselves (which each program's self-check
+// checks on the device). FIELD (8 x 32-bit limbs), FIELD_P and FIELD_INV come from
+// ec-gpu-gen's field source.
 //
 // Besides the single product (mm_mul), a sum of products is reduced once (mm_dot_*): Poseidon's
 // matrix rows are sums of WIDTH products, and a Montgomery reduction costs about as much as a

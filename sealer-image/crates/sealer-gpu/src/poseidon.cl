@@ -1,8 +1,9 @@
 // Poseidon over BLS12-381's scalar field, in neptune's optimised form (compressed round
 // constants, one dense pre-sparse matrix, sparse matrices in the partial rounds), which is
-// bit-identical to its reference permutation. The field arithmetic (`FIELD_*`, Montgomery
-// form) comes from ec-gpu-gen; `FIELD` is replaced by its name before compilation. The host
-// defines ARITY, WIDTH (= ARITY + 1), HALF (half the full rounds) and PARTIAL.
+// bit-identical to its reference permutation. The field type and additions (`FIELD_*`,
+// Montgomery form) come from ec-gpu-gen, the multiplications from mont.cl; `FIELD` is replaced
+// by its name before compilation. The host defines ARITY, WIDTH (= ARITY + 1), HALF (half the
+// full rounds) and PARTIAL.
 //
 // Constants buffer (Montgomery form, written by constants.rs):
 //   [0]                       domain tag
