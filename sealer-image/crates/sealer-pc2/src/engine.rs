@@ -5,7 +5,7 @@
 use crate::{fr, TreeBuilder};
 use sealer_config::Pc2Engine;
 use sealer_error::SealerError;
-use sealer_gpu::{Gpu, RangeInput, RangeOutput, NODE};
+use sealer_gpu::{DeviceInfo, Gpu, RangeInput, RangeOutput, NODE};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
@@ -60,6 +60,36 @@ pub fn device_index() -> Result<Option<usize>, SealerError> {
     }
 }
 
+/// The OpenCL devices the GPU engine would use here ([`device_indices`], else every GPU or
+/// accelerator), without opening them; none is an error that says what the machine has.
+pub fn chosen_devices() -> Result<Vec<DeviceInfo>, SealerError> {
+    let all = sealer_gpu::devices();
+    let indices = device_indices()?;
+    let chosen: Vec<DeviceInfo> = if indices.is_empty() {
+        all.iter().filter(|d| d.kind == "gpu" || d.kind == "accelerator").cloned().collect()
+    } else {
+        indices
+            .iter()
+            .map(|&i| {
+                // Not listed: opening it says why (no OpenCL library, or no such device).
+                all.get(i).cloned().ok_or_else(|| {
+                    Gpu::open(Some(i)).err().map_or_else(
+                        || SealerError::Device(format!("no usable OpenCL device: device {i} is not listed")),
+                        device_err,
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    if chosen.is_empty() {
+        // The first GPU's error says what the machine has.
+        return Err(Gpu::open(None)
+            .err()
+            .map_or_else(|| SealerError::Device("no usable OpenCL device: no OpenCL GPU here".into()), device_err));
+    }
+    Ok(chosen)
+}
+
 impl Engine {
     /// The engine a config asks for. `gpu` without a usable device is an error
     /// ([`SealerError::Device`], exit code 8), never the CPU engine.
@@ -67,18 +97,10 @@ impl Engine {
         match which {
             Pc2Engine::Cpu => Ok(Engine::Cpu),
             Pc2Engine::Gpu => {
-                let mut indices = device_indices()?;
-                if indices.is_empty() {
-                    let gpus = sealer_gpu::devices().into_iter().filter(|d| d.kind == "gpu" || d.kind == "accelerator");
-                    indices = gpus.map(|d| d.index).collect();
-                }
-                let gpus: Vec<Gpu> = match indices.is_empty() {
-                    // None there: the first GPU's error says what the machine has.
-                    true => vec![Gpu::open(None).map_err(device_err)?],
-                    false => {
-                        indices.iter().map(|&i| Gpu::open(Some(i)).map_err(device_err)).collect::<Result<_, _>>()?
-                    }
-                };
+                let gpus: Vec<Gpu> = chosen_devices()?
+                    .iter()
+                    .map(|d| Gpu::open(Some(d.index)).map_err(device_err))
+                    .collect::<Result<_, _>>()?;
                 for g in &gpus {
                     let i = g.info();
                     log::info!(
@@ -122,25 +144,57 @@ pub(crate) fn host_buffer(gpus: &[Gpu], bytes: usize) -> sealer_storage::Aligned
     }
 }
 
-/// Nodes per range for the GPU engine: as many as the devices and the host buffers hold (a
-/// device's part of a range takes about `layers + 5` nodes of device memory per sector-node;
-/// the host keeps two sets of layer pages), a power of two dividing `leaves`, at least a page.
-pub(crate) fn gpu_range(gpus: &[Gpu], leaves: u64, npp: u64, sectors: usize, layers: usize) -> u64 {
+/// What PC2 on the GPU engine takes for a batch: its range, and the memory a range needs.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct GpuBudget {
+    /// Nodes per range (a power of two dividing the base tree's leaves, at least a page).
+    pub range: u64,
+    /// Devices each range is split among.
+    pub parts: usize,
+    /// Device memory each of them needs for its part of a range, bytes: the layers, the data,
+    /// the column hashes, the replica nodes and the tree levels.
+    pub device_bytes: u64,
+    /// Page-locked host memory of the layer buffers (two sets: one read while the other is
+    /// hashed), bytes.
+    pub host_bytes: u64,
+}
+
+/// Page-locked host memory the layer buffers may take.
+const HOST_BUFFERS: u64 = 2 << 30;
+
+/// The range for `devices` and what it needs: as many nodes as half of each device's memory,
+/// its largest allocation and [`HOST_BUFFERS`] hold (a device's part takes at most `layers + 5`
+/// nodes of device memory per sector-node), a power of two dividing `leaves`, at least a page
+/// (`npp` rows). `sealer plan` shows it; PC2 runs with it.
+pub fn gpu_budget(devices: &[DeviceInfo], leaves: u64, npp: u64, sectors: usize, layers: usize) -> GpuBudget {
     let per_node = (sectors * NODE) as u64;
-    let device = gpus
+    let device = devices
         .iter()
-        .map(|g| {
-            let info = g.info();
+        .map(|info| {
             let memory = (info.memory_bytes / 2) / (per_node * (layers as u64 + 5));
             memory.min(info.max_alloc_bytes / (per_node * layers as u64))
         })
         .min()
         .unwrap_or(1);
-    let shared = 1u64 << (usize::BITS - 1 - gpus.len().max(1).leading_zeros()); // devices a range is split among
-    let host = (2u64 << 30) / (per_node * layers as u64 * 2);
+    let shared = 1u64 << (usize::BITS - 1 - devices.len().max(1).leading_zeros()); // devices a range is split among
+    let host = HOST_BUFFERS / (per_node * layers as u64 * 2);
     let fit = (device.saturating_mul(shared)).min(host).max(1);
     let pow2 = 1u64 << (63 - fit.leading_zeros());
-    pow2.min(leaves).max(npp.min(leaves))
+    let range = pow2.min(leaves).max(npp.min(leaves));
+    let parts = parts(range, devices.len());
+    let part = range / parts as u64 * per_node;
+    GpuBudget {
+        range,
+        parts,
+        device_bytes: part * (layers as u64 + 3) + 2 * part / 7,
+        host_bytes: 2 * layers as u64 * range.div_ceil(npp) * sealer_storage::PAGE as u64,
+    }
+}
+
+/// Nodes per range on `gpus` ([`gpu_budget`]).
+pub(crate) fn gpu_range(gpus: &[Gpu], leaves: u64, npp: u64, sectors: usize, layers: usize) -> u64 {
+    let infos: Vec<DeviceInfo> = gpus.iter().map(|g| g.info().clone()).collect();
+    gpu_budget(&infos, leaves, npp, sectors, layers).range
 }
 
 /// A range the devices have hashed and whose outputs are not written yet.
@@ -234,7 +288,43 @@ pub(crate) fn put_levels(b: &mut TreeBuilder, levels: &[Vec<u8>], s: usize, coun
 
 #[cfg(test)]
 mod tests {
-    use super::parts;
+    use super::{gpu_budget, parts};
+    use sealer_gpu::DeviceInfo;
+
+    fn device(memory_bytes: u64, max_alloc_bytes: u64) -> DeviceInfo {
+        DeviceInfo {
+            index: 0,
+            name: "test".into(),
+            vendor: String::new(),
+            kind: "gpu".into(),
+            memory_bytes,
+            max_alloc_bytes,
+            compute_units: 1,
+            driver: String::new(),
+            clock_mhz: 0,
+        }
+    }
+
+    #[test]
+    fn a_range_fits_half_the_device_and_the_host_buffers() {
+        const GIB: u64 = 1 << 30;
+        // 128 x 32 GiB sectors on an H200-sized card: the 2 GiB of host buffers bound it.
+        let b = gpu_budget(&[device(140 * GIB, 35 * GIB)], 1 << 27, 1, 128, 11);
+        assert_eq!((b.range, b.parts), (1 << 14, 1));
+        assert!(b.host_bytes <= 2 * GIB, "{b:?}");
+        // 8 sectors on a 1 GiB card: the card bounds it, and a part takes at most half of it.
+        let small = device(GIB, GIB / 4);
+        let b = gpu_budget(&[small.clone()], 1 << 27, 16, 8, 11);
+        assert!(b.device_bytes <= GIB / 2 && b.range >= 1 << 16, "{b:?}");
+        // Two such cards: each range is split in two, each card's part the same size.
+        let two = gpu_budget(&[small.clone(), small], 1 << 27, 16, 8, 11);
+        assert_eq!((two.range, two.parts, two.device_bytes), (2 * b.range, 2, b.device_bytes));
+        // A card too small for even one page of rows: the range stays a page, and its part
+        // needs more than the card has (sealer plan refuses it).
+        let tiny = gpu_budget(&[device(1 << 19, 1 << 19)], 1 << 27, 16, 128, 11);
+        assert_eq!(tiny.range, 16);
+        assert!(tiny.device_bytes > 1 << 19, "{tiny:?}");
+    }
 
     #[test]
     fn a_range_is_split_into_equal_power_of_two_parts_of_at_least_8_rows() {

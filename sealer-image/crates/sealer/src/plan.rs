@@ -95,6 +95,69 @@ pub struct Plan {
     pub checks: Vec<Check>,
     /// The batch's needs.
     pub resources: Resources,
+    /// PC2 on the GPU engine, for `pc2_engine: gpu` with a device here (None otherwise).
+    pub pc2_gpu: Option<GpuPlan>,
+}
+
+/// PC2 on the GPU engine: the devices it would use here and what a range takes on them
+/// (the same numbers PC2 runs with).
+#[derive(Clone, Debug, Serialize)]
+pub struct GpuPlan {
+    /// The devices, by name.
+    pub devices: Vec<String>,
+    /// The range and its memory.
+    #[serde(flatten)]
+    pub budget: sealer_pc2::engine::GpuBudget,
+}
+
+/// The "PC2 devices" check of a `pc2_engine: gpu` batch, and its plan when there is a device.
+fn gpu_check(cfg: &BatchConfig, tuning: Tuning, checks: &mut Vec<Check>) -> Option<GpuPlan> {
+    const WHAT: &str = "PC2 devices";
+    let devices = match sealer_pc2::engine::chosen_devices() {
+        Ok(d) => d,
+        Err(e) => {
+            checks.push(check(
+                WHAT,
+                false,
+                format!(
+                    "{}: pc2_engine gpu exits 8 here; run the batch where a GPU is granted, or use pc2_engine cpu",
+                    e.message()
+                ),
+            ));
+            return None;
+        }
+    };
+    let g = sealer_slot::geometry(cfg, tuning);
+    let leaves = g.nodes / sealer_pc2::base_tree_count(cfg.sector_size) as u64;
+    let b = sealer_pc2::engine::gpu_budget(&devices, leaves, g.npp, cfg.sectors.len(), cfg.num_layers());
+    let names: Vec<String> = devices.iter().map(|d| format!("{} ({})", d.name, gib(d.memory_bytes))).collect();
+    let short: Vec<&String> =
+        devices.iter().zip(&names).filter(|(d, _)| d.memory_bytes < b.device_bytes).map(|(_, n)| n).collect();
+    checks.push(if short.is_empty() {
+        check(
+            WHAT,
+            true,
+            format!(
+                "{}: ranges of {} nodes, each split among {}; {} of device memory each, {} of page-locked host memory",
+                names.join(", "),
+                b.range,
+                b.parts,
+                gib(b.device_bytes),
+                gib(b.host_bytes)
+            ),
+        )
+    } else {
+        check(
+            WHAT,
+            false,
+            format!(
+                "{}: a range part needs {} of device memory even at its smallest: a smaller batch, or a GPU with more memory",
+                short.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+                gib(b.device_bytes)
+            ),
+        )
+    });
+    Some(GpuPlan { devices: names, budget: b })
 }
 
 impl Plan {
@@ -432,7 +495,9 @@ pub fn plan(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool) -> 
             Err(e) => check(&what, false, format!("{}: {e}", d.path.display())),
         });
     }
-    Plan { checks, resources: r }
+    let pc2_gpu =
+        (cfg.pc2_engine == sealer_config::Pc2Engine::Gpu).then(|| gpu_check(cfg, tuning, &mut checks)).flatten();
+    Plan { checks, resources: r, pc2_gpu }
 }
 
 /// The plan as a text table.

@@ -558,6 +558,34 @@ fn snap_updates_sealed_cc_sectors_like_filecoin_proofs() {
     assert!(!work.path().join("update-two").join(other.sector_id.to_string()).join("sealed").exists());
 }
 
+/// `sealer plan` of a `pc2_engine: gpu` batch shows the range and memory PC2 will use on the
+/// devices here (pocl's CPU device, named by SEALER_GPU_DEVICE), and fails its check where no
+/// device would be chosen, as the batch would exit 8.
+#[test]
+fn plan_shows_what_pc2_takes_on_the_gpu() {
+    let work = tempfile::tempdir().unwrap();
+    let (_, mut json) = common::config(8 << 20, 5, 4, 17, work.path(), 2);
+    json["pc2_engine"] = "gpu".into();
+    let cfg = ConfigFile::write(work.path().join("plan.json"), &json);
+    let out = cfg.cmd("plan", &["--json"]).env("SEALER_GPU_DEVICE", "0").output().unwrap();
+    let p: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gpu = p["checks"].as_array().unwrap().iter().find(|c| c["what"] == "PC2 devices").expect("a GPU check");
+    assert_eq!(gpu["ok"], true, "{gpu}");
+    let g = &p["pc2_gpu"];
+    let range = g["range"].as_u64().unwrap();
+    assert!(range.is_power_of_two() && range <= (8 << 20) / 32, "{g}");
+    assert_eq!(g["parts"], 1);
+    assert_eq!(g["host_bytes"].as_u64().unwrap(), 2 * 2 * range.div_ceil(4096 / (4 * 32)) * 4096, "{g}");
+    assert!(gpu["detail"].as_str().unwrap().contains(&format!("ranges of {range} nodes")), "{gpu}");
+    // A device index that is not there: the check fails, naming the devices there are.
+    let out = cfg.cmd("plan", &["--json"]).env("SEALER_GPU_DEVICE", "7").output().unwrap();
+    let p: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gpu = p["checks"].as_array().unwrap().iter().find(|c| c["what"] == "PC2 devices").unwrap();
+    assert_eq!(gpu["ok"], false, "{gpu}");
+    assert!(gpu["detail"].as_str().unwrap().contains("no OpenCL device 7"), "{gpu}");
+    assert!(p["pc2_gpu"].is_null());
+}
+
 /// `sealer plan` reads the machine without touching it: ready (exit 0) with a built node
 /// parent cache and room for the slot and outputs, naming the fix (exit 2) without the cache;
 /// its resource estimate matches the batch's geometry.
