@@ -314,7 +314,7 @@ mod tests {
         assert!(b.host_bytes <= 2 * GIB, "{b:?}");
         // 8 sectors on a 1 GiB card: the card bounds it, and a part takes at most half of it.
         let small = device(GIB, GIB / 4);
-        let b = gpu_budget(&[small.clone()], 1 << 27, 16, 8, 11);
+        let b = gpu_budget(std::slice::from_ref(&small), 1 << 27, 16, 8, 11);
         assert!(b.device_bytes <= GIB / 2 && b.range >= 1 << 16, "{b:?}");
         // Two such cards: each range is split in two, each card's part the same size.
         let two = gpu_budget(&[small.clone(), small], 1 << 27, 16, 8, 11);
