@@ -378,6 +378,13 @@ impl Gpu {
         Ok(p)
     }
 
+    /// Build (and self-check) the programs for `arities` now rather than on first use. A cold
+    /// build is the driver compiling the kernels, about 10 s an arity on an H200 (the driver
+    /// keeps them in its cache, so a second process builds them in well under a second).
+    pub fn prepare(&self, arities: &[usize]) -> Result<(), GpuError> {
+        arities.iter().try_for_each(|&a| self.poseidon(a).map(|_| ()))
+    }
+
     /// `len` bytes of page-locked host memory on this device's context, zeroed.
     pub fn pinned(&self, len: usize) -> Result<Pinned, GpuError> {
         let len = len.max(1);
