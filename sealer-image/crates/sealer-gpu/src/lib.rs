@@ -592,9 +592,10 @@ impl Gpu {
 
     /// One range of PC2 for all sectors: column hashes and replica nodes, then tree-c's and
     /// tree-r-last's levels over the range, all on the device; one copy out per level. The
-    /// layers go in by chunks of rows on a queue of their own, and each chunk's columns are
-    /// hashed as soon as it has arrived, so the copies of one chunk overlap the kernels of the
-    /// one before.
+    /// layers go in by chunks of rows, each into a device buffer of its own, on a queue of
+    /// their own, and each chunk's columns are hashed as soon as it has arrived, so the copies
+    /// of one chunk can run beside the kernels of the one before (the copy queue never touches
+    /// a buffer the kernels use).
     pub fn pc2_range(&self, r: &RangeInput) -> Result<RangeOutput, GpuError> {
         let layers = r.layers.len();
         assert!(layers == 2 || layers == 11, "PC2 hashes columns of 2 or 11 layers");
@@ -603,29 +604,30 @@ impl Gpu {
         assert!((r.first_row + r.count) * r.row <= stride, "the range lies inside the pages");
         let p = self.poseidon(layers)?;
         let mut time = DeviceTime::default();
-        let mut lb = self.buffer(layers * stride)?;
         let nodes = r.count * r.sectors;
         let mut db = self.buffer(r.data.map_or(0, |d| d.len()))?;
-        let mut copies: Vec<Event> = Vec::new();
         if let Some(d) = r.data {
             assert_eq!(d.len(), nodes * NODE, "data is [sector][node] for the range");
-            let ev = unsafe { self.copy_queue.enqueue_write_buffer(&mut db, CL_NON_BLOCKING, 0, d, &[]) }
-                .map_err(|e| self.call("copying data to the device", e))?;
-            copies.push(ev);
+            // On the kernels' queue: the copy queue keeps to the layer chunks.
+            time.transfers += seconds(&self.write(&mut db, d)?);
         }
         let leaves = self.buffer(nodes * NODE)?;
         let replica = self.buffer(nodes * NODE)?;
         let k = self.kernel(&p, "columns")?;
         let mut kernels: Vec<Event> = Vec::new();
+        let mut copies: Vec<Event> = Vec::new();
+        let mut chunk_buffers = Vec::new();
         for (i0, cc) in chunks(r.count, COPY_CHUNKS) {
             let bytes = (r.first_row + i0) * r.row..(r.first_row + i0 + cc) * r.row;
+            let chunk_stride = bytes.len();
+            let mut cb = self.buffer(layers * chunk_stride)?;
             let mut arrived = Vec::with_capacity(layers);
             for (l, layer) in r.layers.iter().enumerate() {
                 let ev = unsafe {
                     self.copy_queue.enqueue_write_buffer(
-                        &mut lb,
+                        &mut cb,
                         CL_NON_BLOCKING,
-                        l * stride + bytes.start,
+                        l * chunk_stride,
                         &layer[bytes.clone()],
                         &[],
                     )
@@ -636,10 +638,10 @@ impl Gpu {
             self.copy_queue.flush().map_err(|e| self.call("starting the copies", e))?;
             let mut exec = ExecuteKernel::new(&k);
             unsafe {
-                exec.set_arg(&lb)
-                    .set_arg(&((stride / NODE) as cl_ulong))
+                exec.set_arg(&cb)
+                    .set_arg(&((chunk_stride / NODE) as cl_ulong))
                     .set_arg(&((r.row / NODE) as cl_uint))
-                    .set_arg(&(r.first_row as cl_uint))
+                    .set_arg(&0u32)
                     .set_arg(&(r.count as cl_uint))
                     .set_arg(&(i0 as cl_uint))
                     .set_arg(&(cc as cl_uint))
@@ -651,13 +653,14 @@ impl Gpu {
                     .set_arg(&p.constants)
                     .set_global_work_size(cc * r.sectors);
             }
-            for ev in arrived.iter().chain(&copies) {
+            for ev in &arrived {
                 exec.set_wait_event(ev);
             }
             let ev = unsafe { exec.enqueue_nd_range(&self.queue) }.map_err(|e| self.call("running columns", e))?;
             self.queue.flush().map_err(|e| self.call("starting columns", e))?;
             kernels.push(ev);
             copies.extend(arrived);
+            chunk_buffers.push(cb);
         }
         for ev in kernels {
             time.kernels += self.wait(ev, "running columns")?;
@@ -665,7 +668,7 @@ impl Gpu {
         for ev in copies {
             time.transfers += self.wait(ev, "copying to the device")?;
         }
-        drop((lb, db));
+        drop((chunk_buffers, db));
         let tree_c = self.tree_levels(leaves, r.count, r.sectors, &mut time)?;
         let tree_r = self.tree_levels(replica, r.count, r.sectors, &mut time)?;
         Ok(RangeOutput { tree_c, tree_r, time })

@@ -114,20 +114,20 @@ KERNEL void hash_groups(GLOBAL const FIELD *in, GLOBAL FIELD *out, uint n, GLOBA
 }
 
 // One range of PC2 for every sector of a batch, rows [i0, i0 + cc) of its cnt (the range is
-// hashed in chunks, each as soon as its rows are on the device). The layers' pages are
-// interleaved: node i of sector s in layer l is at layers[l*layer_stride + (first_row+i)*row + s]
-// (in nodes). For output index o = s*cnt + i: leaves[o] = H(column) (tree-c's leaf),
-// replica[o] = key + data[o] where the key is the last layer's label (tree-r-last's leaf; data
-// is 0 for CC, or absent: with_data 0).
+// hashed in chunks, each as soon as its rows are on the device). `layers` holds the chunk's
+// rows of every layer, interleaved: node i0 + j of sector s in layer l is at
+// layers[l*layer_stride + (first_row+j)*row + s] (in nodes). For output index o = s*cnt + i:
+// leaves[o] = H(column) (tree-c's leaf), replica[o] = key + data[o] where the key is the last
+// layer's label (tree-r-last's leaf; data is 0 for CC, or absent: with_data 0).
 KERNEL void columns(GLOBAL const FIELD *layers, ulong layer_stride, uint row, uint first_row, uint cnt,
                     uint i0, uint cc, uint sectors, GLOBAL const FIELD *data, uint with_data,
                     GLOBAL FIELD *leaves, GLOBAL FIELD *replica, GLOBAL const FIELD *c) {
   uint g = GET_GLOBAL_ID();
   if (g >= cc * sectors) return;
   uint s = g / cc;
-  uint i = i0 + (g - s * cc);
-  uint o = s * cnt + i;
-  ulong off = (ulong)(first_row + i) * row + s;
+  uint j = g - s * cc;
+  uint o = s * cnt + i0 + j;
+  ulong off = (ulong)(first_row + j) * row + s;
   FIELD st[WIDTH];
   for (uint l = 0; l < ARITY; l++) st[1 + l] = to_mont(layers[l * layer_stride + off]);
   leaves[o] = from_mont(permute(st, c));
