@@ -2,12 +2,14 @@
 # The prepared GPU measurement: the GPU engine's kernels and PC2 on a lent H100/H200, in one
 # command, its figures kept as one JSON file (sealer-image/bench/gpu/README.md says its keys).
 #
-#   hack/gpu-bench.sh pack          here, no GPU needed: build the sealer and pack .gpu-bench/
-#                                   (the binary, ocl-icd's libOpenCL.so.1, an ICD file naming
+#   hack/gpu-bench.sh pack          here, no GPU needed: build the sealer (with filecoin-proofs'
+#                                   GPU path, the fil-gpu feature) and pack .gpu-bench/ (the
+#                                   binary, ocl-icd's libOpenCL.so.1, an ICD file naming
 #                                   NVIDIA's OpenCL driver, the commit)
 #   hack/gpu-bench.sh run           there: device list, kernel rates per arity, `bench pc2` at
-#                                   8 MiB x 8 (against filecoin-proofs) and 512 MiB x 8
-#                                   (--random-layers); writes gpu-run.json and the raw outputs
+#                                   8 MiB x 8 (against filecoin-proofs on the CPU, and its GPU
+#                                   path as the peer) and 512 MiB x 8 (--random-layers; the
+#                                   peer's Poseidon rates); writes gpu-run.json and the raw outputs
 #                                   under $OUT (the device tool's), else _out/gpu-bench/
 #   hack/gpu-bench.sh run --quick   the same flow at test sizes on whatever OpenCL device is
 #                                   listed first (pocl's CPU device here): make test runs it
@@ -23,7 +25,8 @@ pack="$root/.gpu-bench"
 
 pack() {
   set -e
-  (cd "$root/sealer-image" && cargo build --release --locked -p sealer)
+  # fil-gpu: filecoin-proofs' own GPU path as `bench pc2`'s peer row (links libOpenCL).
+  (cd "$root/sealer-image" && cargo build --release --locked -p sealer --features fil-gpu)
   local loader
   loader=$(ldconfig -p | awk '$1 == "libOpenCL.so.1" { print $NF; exit }')
   [ -n "$loader" ] || { echo "no libOpenCL.so.1 here: run hack/host-deps.sh (ocl-icd)" >&2; exit 1; }
@@ -159,12 +162,25 @@ run = {
     "predicted_poseidon_seconds_per_32gib_sector":
         kernels["predicted_poseidon_seconds_per_32gib_sector"] if kernels else None,
 }
+# The filecoin-proofs GPU peer, per PC2 step: its speed-ups, or why it has no figures.
+def peer(step):
+    row = next((r for r in run[step]["rows"] if r.get("engine") == "filecoin-proofs-gpu"), None)
+    if row is None:
+        return None
+    if "error" in row:
+        return {"error": row["error"]}
+    return {k: row[k] for k in ("device", "sealfleet_gpu_speedup_per_sector", "sealfleet_gpu_speedup_32gib")}
+run["sealfleet_gpu_vs_filecoin_proofs_gpu"] = {step: peer(step) for step in ("pc2_small", "pc2_big_random_layers")}
+# Every PC2 step that ran has the peer's row (its figures or its error): the peer is built in.
+missing = [s for s, p in run["sealfleet_gpu_vs_filecoin_proofs_gpu"].items() if p is None and run[s]["exit"] == 0]
+if missing:
+    print("no filecoin-proofs GPU row in", missing, "(is the pack built with --features fil-gpu?)", file=sys.stderr)
 json.dump(run, open(os.path.join(out, "gpu-run.json"), "w"), indent=2)
-print(json.dumps({k: run[k] for k in ("date", "commit", "card", "driver", "predicted_poseidon_seconds_per_32gib_sector")}))
+print(json.dumps({k: run[k] for k in ("date", "commit", "card", "driver", "predicted_poseidon_seconds_per_32gib_sector", "sealfleet_gpu_vs_filecoin_proofs_gpu")}))
 for key in ("kernels", "pc2_small", "pc2_big_random_layers", "pc2_32gib_shape"):
     print(key, "exit", run[key]["exit"], "in", run[key]["seconds"], "s")
 failed = [k for k in ("kernels", "pc2_small", "pc2_big_random_layers", "pc2_32gib_shape") if run[k]["exit"] not in (0, None)]
-sys.exit(1 if failed else 0)
+sys.exit(1 if failed or missing else 0)
 EOF
   local rc=$?
   rm -rf "$work" "$work-meta"

@@ -1,7 +1,7 @@
 //! `sealer bench pc1`: the SHA bound, rust-fil-proofs PC1, and the sealer on N sectors, all
 //! on this machine in one invocation, reported as sector-labels/s per core.
 
-use crate::oracle;
+use crate::{bench_peer, oracle};
 use sealer_config::{porep_id_for, ApiVersion, BatchConfig, Layout, Pc2Engine};
 use sealer_hash::Kernel;
 use sealer_pc1::Pc1Options;
@@ -389,6 +389,18 @@ pub struct Pc2Bench<'a> {
     pub rate_hashes: usize,
 }
 
+/// The batch `bench pc2` seals in `dir` (the same for a given size and count, so that
+/// filecoin-proofs' CPU run and the GPU peer seal the same first sector), with filecoin-proofs'
+/// parent cache pointed into `dir`.
+pub fn pc2_bench_config(sector_size: u64, n: usize, dir: &Path) -> Result<BatchConfig, String> {
+    let size_idx =
+        sealer_config::SECTOR_SIZES.iter().position(|s| s.0 == sector_size).ok_or("unsupported sector size")?;
+    let proof_id = 5 + size_idx as u64;
+    oracle::set_cache_env(&dir.join("fil-cache"));
+    let out = dir.join(format!("pc2-sealer-n{n}"));
+    Ok(random_config(sector_size, proof_id, ApiVersion::V1_1_0, n, 77, &dir.join("pc2-sealer-layers"), &out))
+}
+
 /// `bench pc2`: filecoin-proofs' PC2 of one sector vs the sealer's engines on a batch. Every
 /// engine's comm_r of the batch's first sector must equal filecoin-proofs' (the same inputs), and
 /// the engines' comm_rs must equal each other's: a GPU that computes fast and wrong fails the run.
@@ -398,14 +410,10 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
         return Err("no engine to run: --skip-cpu needs --engine gpu".into());
     }
     let err = |e: &dyn std::fmt::Display| format!("{e:#}");
-    let size_idx =
-        sealer_config::SECTOR_SIZES.iter().position(|s| s.0 == sector_size).ok_or("unsupported sector size")?;
-    let proof_id = 5 + size_idx as u64;
     std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
-    oracle::set_cache_env(&dir.join("fil-cache"));
-    let out = dir.join(format!("pc2-sealer-n{n}"));
+    let cfg = pc2_bench_config(sector_size, n, dir)?;
+    let out = cfg.output_dir.clone();
     let _ = std::fs::remove_dir_all(&out);
-    let cfg = random_config(sector_size, proof_id, ApiVersion::V1_1_0, n, 77, &dir.join("pc2-sealer-layers"), &out);
     let cpus = sealer_config::allowed_cpus().len();
     let nodes = sector_size / 32;
     let mut table = format!(
@@ -452,6 +460,7 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
     let mut rows = Vec::new(); // the table's figures as data, with their units
     let mut mismatches = Vec::new();
     let mut first_comm_rs: Option<(Pc2Engine, Vec<String>)> = None;
+    let mut ours_gpu: Option<GpuFigures> = None;
     for engine in engines {
         let mut c = cfg.clone();
         c.pc2_engine = engine;
@@ -500,10 +509,10 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
             Pc2Engine::Cpu => "–".to_string(),
             Pc2Engine::Gpu => format!("{:.0} %", 100.0 * bd.device.kernels / bd.total.max(1e-9)),
         };
-        let ratio = match baseline {
-            Baseline::FilecoinProofs { pc2_seconds, .. } => pc2_seconds / per,
-            Baseline::CpuRates(cpu_big) => cpu_big / big,
-        };
+        let ratio = baseline.ratio(per, big);
+        if engine == Pc2Engine::Gpu {
+            ours_gpu = Some(GpuFigures { seconds_per_sector: per, predicted_32gib: big });
+        }
         table += &format!(
             "| sealfleet {} ({name}), N = {n} | {per:.2} | {:.0} | {tree_rate:.0} | {col11_rate:.0} | {busy} | {read:.0} | {big:.0} | {ratio:.2}× |\n",
             engine.as_str(),
@@ -529,8 +538,27 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
             bd.total
         );
     }
-    if gpu {
-        table += "| filecoin-proofs' GPU path (neptune via rust-gpu-tools) | not built: the filecoin crates are built without their cuda/opencl features, and rust-gpu-tools lists NVIDIA and AMD GPUs only | | | | | | | |\n";
+    if let Some(ours) = ours_gpu {
+        let a = bench_peer::PeerArgs { sector_size, batch: n, dir, rate_hashes, sector: !random_layers };
+        let peer = if bench_peer::BUILT {
+            log::info!("pc2: filecoin-proofs' GPU path (a child process)…");
+            bench_peer::spawn(&a)
+        } else {
+            Err(bench_peer::NOT_BUILT.to_string())
+        };
+        match peer {
+            Err(why) => {
+                table += &format!("| filecoin-proofs GPU (neptune via rust-gpu-tools) | {why} | | | | | | | |\n");
+                rows.push(serde_json::json!({"engine": "filecoin-proofs-gpu", "error": why}));
+            }
+            Ok(p) => {
+                let (row, json, note, mismatch) = peer_row(&p, ours, &baseline, nodes);
+                table += &row;
+                rows.push(json);
+                notes += &note;
+                mismatches.extend(mismatch);
+            }
+        }
     }
     let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_dir_all(dir.join("pc2-sealer-layers"));
@@ -552,6 +580,69 @@ enum Baseline {
     FilecoinProofs { pc2_seconds: f64, comm_r: String },
     /// The CPU engine's predicted seconds for a 32 GiB sector (random labels: no sector to compare).
     CpuRates(f64),
+}
+
+impl Baseline {
+    /// How many times faster than the baseline a row is that takes `per` seconds per sector and
+    /// predicts `big` seconds for a 32 GiB sector.
+    fn ratio(&self, per: f64, big: f64) -> f64 {
+        match self {
+            Baseline::FilecoinProofs { pc2_seconds, .. } => pc2_seconds / per,
+            Baseline::CpuRates(cpu_big) => cpu_big / big,
+        }
+    }
+}
+
+/// The sealer's GPU engine in `bench pc2`: what the filecoin-proofs GPU peer is set against.
+#[derive(Clone, Copy)]
+struct GpuFigures {
+    seconds_per_sector: f64,
+    predicted_32gib: f64,
+}
+
+/// The filecoin-proofs GPU peer's table row, JSON row and note, and its comm_r mismatch (its
+/// sector must seal to filecoin-proofs' CPU comm_r).
+fn peer_row(
+    p: &bench_peer::PeerReport,
+    ours: GpuFigures,
+    baseline: &Baseline,
+    nodes: u64,
+) -> (String, serde_json::Value, String, Option<String>) {
+    let big = big_sector_seconds(p.tree_hashes_per_s_arity8, p.hashes_per_s_arity11);
+    let per = p.pc2.as_ref().map(|c| c.seconds);
+    let mismatch = match (baseline, &p.pc2) {
+        (Baseline::FilecoinProofs { comm_r, .. }, Some(c)) if c.comm_r != *comm_r => {
+            Some(format!("filecoin-proofs gpu: comm_r {} != filecoin-proofs' CPU {comm_r}", c.comm_r))
+        }
+        _ => None,
+    };
+    // The peer seals a sector exactly where filecoin-proofs' CPU run did (not with random labels).
+    let ratio = match (baseline, per) {
+        (Baseline::FilecoinProofs { .. }, None) => f64::NAN,
+        (_, per) => baseline.ratio(per.unwrap_or(f64::NAN), big),
+    };
+    let speedup_sector = per.map(|s| s / ours.seconds_per_sector);
+    let speedup_big = big / ours.predicted_32gib;
+    let device = p.devices.first().map_or("?", |d| d.as_str());
+    let row = format!(
+        "| filecoin-proofs GPU (neptune via rust-gpu-tools, {device}), 1 sector | {} | {} | {:.0} | {:.0} | – | – | {big:.0} | {ratio:.2}× |\n",
+        per.map_or("–".into(), |s| format!("{s:.2}")),
+        per.map_or("–".into(), |s| format!("{:.0}", nodes as f64 / s)),
+        p.tree_hashes_per_s_arity8,
+        p.hashes_per_s_arity11,
+    );
+    let note = format!(
+        "sealfleet gpu vs filecoin-proofs gpu: {}{speedup_big:.2}× on a 32 GiB sector's predicted Poseidon seconds (the goal is ≥ 3×).\n",
+        speedup_sector.map_or(String::new(), |x| format!("{x:.2}× per sector of PC2 (its comm_r equal to filecoin-proofs' CPU run), "))
+    );
+    let json = serde_json::json!({
+        "engine": "filecoin-proofs-gpu", "device": device, "devices": p.devices,
+        "seconds_per_sector": per, "column_hashes_per_s": per.map(|s| nodes as f64 / s),
+        "tree_hashes_per_s_arity8": p.tree_hashes_per_s_arity8, "hashes_per_s_arity11": p.hashes_per_s_arity11,
+        "predicted_seconds_per_32gib_sector": big, "ratio_vs_baseline": ratio,
+        "sealfleet_gpu_speedup_per_sector": speedup_sector, "sealfleet_gpu_speedup_32gib": speedup_big,
+    });
+    (row, json, note, mismatch)
 }
 
 /// Seconds for a 32 GiB sector's PC2 hashing at these rates: 2^30 arity-11 column hashes, and
@@ -721,4 +812,41 @@ pub fn shape_table(r: &sealer_pc2::shaped::ShapeReport) -> String {
         },
         serde_json::to_string(r).expect("report serialises")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(pc2: Option<(f64, &str)>) -> bench_peer::PeerReport {
+        bench_peer::PeerReport {
+            devices: vec!["GPU A".into()],
+            tree_hashes_per_s_arity8: 9e6,
+            hashes_per_s_arity11: 6e6,
+            pc2: pc2.map(|(seconds, c)| bench_peer::PeerPc2 { seconds, comm_r: c.into() }),
+        }
+    }
+
+    #[test]
+    fn the_peer_row_sets_filecoin_proofs_gpu_against_the_sealers_gpu() {
+        let ours = GpuFigures { seconds_per_sector: 0.5, predicted_32gib: 60.0 };
+        let base = Baseline::FilecoinProofs { pc2_seconds: 4.0, comm_r: "aa".into() };
+        let (row, json, note, mismatch) = peer_row(&peer(Some((2.0, "aa"))), ours, &base, 1 << 18);
+        assert_eq!(mismatch, None);
+        let big = big_sector_seconds(9e6, 6e6);
+        assert!((json["sealfleet_gpu_speedup_32gib"].as_f64().unwrap() - big / 60.0).abs() < 1e-9);
+        assert_eq!(json["sealfleet_gpu_speedup_per_sector"].as_f64(), Some(4.0));
+        assert_eq!(json["ratio_vs_baseline"].as_f64(), Some(2.0)); // 4 s on the CPU, 2 s on the GPU
+        assert!(row.contains("GPU A") && note.contains("4.00× per sector"), "{row}{note}");
+
+        // A peer that seals to another comm_r than filecoin-proofs' CPU run is a wrong output.
+        let (_, _, _, mismatch) = peer_row(&peer(Some((2.0, "bb"))), ours, &base, 1 << 18);
+        assert!(mismatch.unwrap().contains("bb != filecoin-proofs' CPU aa"));
+
+        // Random labels: rates only, set against the CPU engine's 32 GiB prediction.
+        let (row, json, note, mismatch) = peer_row(&peer(None), ours, &Baseline::CpuRates(2.0 * big), 1 << 18);
+        assert_eq!((mismatch, json["seconds_per_sector"].as_f64()), (None, None));
+        assert_eq!(json["ratio_vs_baseline"].as_f64(), Some(2.0));
+        assert!(row.contains("| – | – |") && !note.contains("per sector"), "{row}{note}");
+    }
 }

@@ -307,6 +307,27 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 1 << 16)]
         rate_hashes: usize,
     },
+    /// `bench pc2 --engine gpu`'s peer, in the child process it starts: filecoin-proofs' own GPU
+    /// path (neptune through rust-gpu-tools) on the bench's first sector, and neptune's GPU
+    /// batcher rates; one JSON line. Needs a binary built with the fil-gpu feature.
+    #[command(hide = true)]
+    FilGpuPeer {
+        /// As `bench pc2`.
+        #[arg(long, value_parser = parse_test_sector_size)]
+        sector_size: u64,
+        /// As `bench pc2`.
+        #[arg(long, value_parser = parse_batch_size)]
+        batch: usize,
+        /// As `bench pc2`.
+        #[arg(long)]
+        dir: PathBuf,
+        /// As `bench pc2`.
+        #[arg(long, default_value_t = 1 << 16)]
+        rate_hashes: usize,
+        /// The rates alone, no sector (`bench pc2 --random-layers`).
+        #[arg(long)]
+        rates_only: bool,
+    },
     /// The GPU engine's Poseidon kernels alone (arity 2, 8, 11) on OpenCL device
     /// `SEALER_GPU_DEVICE` (else the first GPU): hashes/s, the share of the device's integer
     /// multiply peak, and the Poseidon seconds of a 32 GiB sector; one JSON document.

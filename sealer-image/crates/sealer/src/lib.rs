@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod bench_gpu;
+pub mod bench_peer;
 pub mod bench_synth;
 pub mod oracle;
 pub mod plan;

@@ -713,6 +713,15 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
             };
             println!("{}", sealer::bench::run_pc2(&b).map_err(failed)?);
         }
+        BenchCmd::FilGpuPeer { sector_size, batch, dir, rate_hashes, rates_only } => {
+            let a = sealer::bench_peer::PeerArgs { sector_size, batch, dir: &dir, rate_hashes, sector: !rates_only };
+            let report = sealer::bench_peer::measure(&a).map_err(SealerError::Device)?;
+            println!(
+                "{}{}",
+                sealer::bench_peer::JSON_PREFIX,
+                serde_json::to_string(&report).expect("a report serialises")
+            );
+        }
         BenchCmd::GpuKernels { groups, runs, variants, binaries, local_sizes } => {
             let b = sealer::bench_gpu::KernelBench {
                 device: sealer_pc2::engine::device_index()?,
