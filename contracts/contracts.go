@@ -185,3 +185,44 @@ func SynthCostOf(sectorBytes uint64) (SynthCost, bool) {
 	c, ok := synthCosts[sectorBytes]
 	return c, ok
 }
+
+//go:embed pc2-gpu-budget.json
+var pc2GPUBudgetJSON []byte
+
+// PC2GPUDevice is one GPU in a PC2 GPU budget example: its memory and largest allocation.
+type PC2GPUDevice struct {
+	MemoryBytes   uint64 `json:"memory_bytes"`
+	MaxAllocBytes uint64 `json:"max_alloc_bytes"`
+}
+
+// PC2GPUBudgetExample is one batch on some GPUs and the budget the sealer computes for it.
+type PC2GPUBudgetExample struct {
+	What        string         `json:"what"`
+	Devices     []PC2GPUDevice `json:"devices"`
+	Leaves      uint64         `json:"leaves"`
+	NPP         uint64         `json:"npp"`
+	Sectors     int            `json:"sectors"`
+	Layers      int            `json:"layers"`
+	Range       uint64         `json:"range"`
+	Parts       int            `json:"parts"`
+	DeviceBytes uint64         `json:"device_bytes"`
+	HostBytes   uint64         `json:"host_bytes"`
+}
+
+// PC2GPUBudget is contracts/pc2-gpu-budget.json: the page-locked host memory the sealer's layer
+// buffers may take, and examples of the GPU engine's budget (sealer_pc2::engine::gpu_budget).
+type PC2GPUBudget struct {
+	HostBufferBytes uint64                `json:"host_buffer_bytes"`
+	Examples        []PC2GPUBudgetExample `json:"examples"`
+}
+
+var pc2GPUBudget = func() PC2GPUBudget {
+	var doc PC2GPUBudget
+	if err := json.Unmarshal(pc2GPUBudgetJSON, &doc); err != nil {
+		panic(fmt.Sprintf("contracts/pc2-gpu-budget.json: %v", err))
+	}
+	return doc
+}()
+
+// PC2GPUBudgetDoc returns contracts/pc2-gpu-budget.json.
+func PC2GPUBudgetDoc() PC2GPUBudget { return pc2GPUBudget }

@@ -660,6 +660,14 @@ type Capabilities struct {
 	// gpuEngine names the device the GPU engine uses on this node, or why it has none.
 	// +optional
 	GPUEngine string `json:"gpuEngine,omitempty"`
+	// gpuMemoryBytes is the memory of the GPU engine's device as the image reported it (0:
+	// none reported). Placement keeps a pc2Engine gpu batch off a node whose GPU cannot hold
+	// one page of the batch's rows (the sealer sizes its ranges to the rest).
+	// +optional
+	GPUMemoryBytes int64 `json:"gpuMemoryBytes,omitempty"`
+	// gpuMaxAllocBytes is the largest single allocation that device allows.
+	// +optional
+	GPUMaxAllocBytes int64 `json:"gpuMaxAllocBytes,omitempty"`
 	// layerDeviceModes are the spec.deviceMode values the node's sealer image can read layer
 	// devices in, as it reported them (kernel: io_uring on block devices and files; vfio only
 	// for an image with an SPDK backend). Placement keeps batches off a node whose deviceMode

@@ -17,16 +17,17 @@ const (
 
 // sectorSizeInfo is what the proofs fix per sector size.
 type sectorSizeInfo struct {
-	bytes  uint64
-	layers int
+	bytes     uint64
+	layers    int
+	baseTrees int
 }
 
 var sectorSizes = map[SectorSize]sectorSizeInfo{
-	SectorSize2KiB:   {2 << 10, 2},
-	SectorSize8MiB:   {8 << 20, 2},
-	SectorSize512MiB: {512 << 20, 2},
-	SectorSize32GiB:  {32 << 30, 11},
-	SectorSize64GiB:  {64 << 30, 11},
+	SectorSize2KiB:   {2 << 10, 2, 1},
+	SectorSize8MiB:   {8 << 20, 2, 1},
+	SectorSize512MiB: {512 << 20, 2, 1},
+	SectorSize32GiB:  {32 << 30, 11, 8},
+	SectorSize64GiB:  {64 << 30, 11, 16},
 }
 
 // Bytes is the sector size in bytes, or 0 for an unknown size.
@@ -34,6 +35,10 @@ func (s SectorSize) Bytes() uint64 { return sectorSizes[s].bytes }
 
 // Layers is the number of SDR layers rust-fil-proofs uses for this size.
 func (s SectorSize) Layers() int { return sectorSizes[s].layers }
+
+// BaseTrees is how many base trees tree-c and tree-r-last have (one per 4 GiB of a 32 or
+// 64 GiB sector, else one), or 0 for an unknown size.
+func (s SectorSize) BaseTrees() int { return sectorSizes[s].baseTrees }
 
 // Valid reports whether s is a supported size.
 func (s SectorSize) Valid() bool { _, ok := sectorSizes[s]; return ok }

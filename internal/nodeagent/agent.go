@@ -258,6 +258,7 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, node *corev1.Node, topo *topo
 	}
 	img := readSealerCapabilities(a.SealerCapabilities)
 	caps.PC2Engines, caps.GPUEngine, caps.LayerDeviceModes = img.PC2Engines, img.GPUEngine, img.LayerDeviceModes
+	caps.GPUMemoryBytes, caps.GPUMaxAllocBytes = img.GPUMemoryBytes, img.GPUMaxAllocBytes
 	if oerr == nil || len(caps.PC2Engines) > 0 {
 		st.Capabilities = caps
 	}

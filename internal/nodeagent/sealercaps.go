@@ -13,10 +13,11 @@ import (
 type sealerCapabilities struct {
 	PC2Engines []string `json:"pc2_engines"`
 	GPUDevice  *struct {
-		Index       int    `json:"index"`
-		Name        string `json:"name"`
-		Kind        string `json:"kind"`
-		MemoryBytes int64  `json:"memory_bytes"`
+		Index         int    `json:"index"`
+		Name          string `json:"name"`
+		Kind          string `json:"kind"`
+		MemoryBytes   int64  `json:"memory_bytes"`
+		MaxAllocBytes int64  `json:"max_alloc_bytes"`
 	} `json:"gpu_device"`
 	GPUUnavailable   string   `json:"gpu_unavailable"`
 	LayerDeviceModes []string `json:"layer_device_modes"`
@@ -27,6 +28,8 @@ type imageCapabilities struct {
 	PC2Engines       []sealv1.PC2Engine
 	GPUEngine        string
 	LayerDeviceModes []sealv1.DeviceMode
+	// GPUMemoryBytes and GPUMaxAllocBytes are the GPU engine's device's (0: no device).
+	GPUMemoryBytes, GPUMaxAllocBytes int64
 }
 
 // readSealerCapabilities reads the engines and layer device modes the node's sealer image
@@ -58,9 +61,10 @@ func readSealerCapabilities(path string) imageCapabilities {
 			engines = append(engines, e)
 		}
 	}
-	gpu := "unavailable: " + c.GPUUnavailable
+	caps := imageCapabilities{PC2Engines: engines, GPUEngine: "unavailable: " + c.GPUUnavailable, LayerDeviceModes: modes}
 	if d := c.GPUDevice; d != nil {
-		gpu = fmt.Sprintf("OpenCL device %d: %s (%s, %d MiB)", d.Index, d.Name, d.Kind, d.MemoryBytes>>20)
+		caps.GPUEngine = fmt.Sprintf("OpenCL device %d: %s (%s, %d MiB)", d.Index, d.Name, d.Kind, d.MemoryBytes>>20)
+		caps.GPUMemoryBytes, caps.GPUMaxAllocBytes = d.MemoryBytes, d.MaxAllocBytes
 	}
-	return imageCapabilities{PC2Engines: engines, GPUEngine: gpu, LayerDeviceModes: modes}
+	return caps
 }

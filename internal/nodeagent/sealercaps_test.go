@@ -68,6 +68,14 @@ func TestSealerCapabilitiesContract(t *testing.T) {
 		if !reflect.DeepEqual(img.PC2Engines, wantEngines) || !strings.HasPrefix(img.GPUEngine, wantGPU) {
 			t.Errorf("example %d: %+v", i, img)
 		}
+		// The GPU's memory, which placement sizes the batch's ranges against.
+		wantMem, wantAlloc := int64(85520809984), int64(21380202496)
+		if i == 1 {
+			wantMem, wantAlloc = 0, 0
+		}
+		if img.GPUMemoryBytes != wantMem || img.GPUMaxAllocBytes != wantAlloc {
+			t.Errorf("example %d: GPU memory %d, largest allocation %d; want %d, %d", i, img.GPUMemoryBytes, img.GPUMaxAllocBytes, wantMem, wantAlloc)
+		}
 	}
 	for _, key := range contracts.UnknownKeys(ex, sealerCapabilities{}) {
 		t.Errorf("the agent reads %q, which contracts/sealer-capabilities.json does not have", key)

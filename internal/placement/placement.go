@@ -20,6 +20,7 @@ import (
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/internal/cpuset"
+	"github.com/sealfleet/sealfleet/internal/gpubudget"
 	"github.com/sealfleet/sealfleet/internal/layout"
 	"github.com/sealfleet/sealfleet/internal/ledger"
 	"github.com/sealfleet/sealfleet/internal/predict"
@@ -274,13 +275,7 @@ func UpdateOutputBytesPerSector(size sealv1.SectorSize) int64 {
 func treeBytes(size sealv1.SectorSize) (treeD, treeC, treeRLast int64) {
 	s := int64(size.Bytes())
 	nodes := s / 32
-	trees := int64(1)
-	switch size.Bytes() {
-	case 32 << 30:
-		trees = 8
-	case 64 << 30:
-		trees = 16
-	}
+	trees := int64(size.BaseTrees())
 	leaves := nodes / trees
 	var levels []int64 // arity-8 tree levels, leaves first
 	for n := leaves; ; n /= 8 {
@@ -505,6 +500,9 @@ func checkLayers(n *Node, need *Need) (reason string, transient bool) {
 	if need.GPUs > n.GPUs {
 		return fmt.Sprintf("spec.gpus %d: the node has %d %s allocatable", need.GPUs, n.GPUs, sealv1.GPUResource), false
 	}
+	if reason := gpuMemoryReason(n, need); reason != "" {
+		return reason, false
+	}
 	if !n.IgnoreCaches {
 		if reason, transient := n.cacheReason(need.Proof); reason != "" {
 			return reason, transient
@@ -529,6 +527,27 @@ func checkLayers(n *Node, need *Need) (reason string, transient bool) {
 		return fmt.Sprintf("no free slot (%d/%d held)", u.Slots(), g.Count), true
 	}
 	return "", false
+}
+
+// gpuMemoryReason says why the node's GPU cannot hold one page of the batch's rows (the least
+// range the sealer hashes), where its sealer image reported the GPU's memory; "" otherwise. The
+// sealer sizes its ranges to the rest of the memory (gpubudget), and each GPU is the batch's
+// alone (the device plugin grants it whole), so nothing else is booked on it.
+func gpuMemoryReason(n *Node, need *Need) string {
+	c := n.Sealer.Status.Capabilities
+	if need.GPUs == 0 || c == nil || c.GPUMemoryBytes <= 0 {
+		return ""
+	}
+	dev := gpubudget.Device{MemoryBytes: uint64(c.GPUMemoryBytes), MaxAllocBytes: uint64(c.GPUMaxAllocBytes)}
+	if dev.MaxAllocBytes == 0 {
+		dev.MaxAllocBytes = dev.MemoryBytes
+	}
+	b := gpubudget.ForBatch(need.SectorSize, need.BatchSize, int(need.GPUs), dev)
+	if b.DeviceBytes <= dev.MemoryBytes {
+		return ""
+	}
+	return fmt.Sprintf("spec.sectors: PC2 of %d %s sectors on the GPU needs %s of GPU memory per GPU even at its smallest range, and the node's GPU has %s: seal fewer sectors per batch, or use a node with larger GPUs",
+		need.BatchSize, need.SectorSize, Human(int64(b.DeviceBytes)), Human(c.GPUMemoryBytes))
 }
 
 // pc2Engines are the engines the node's sealer image reported it runs here (status.

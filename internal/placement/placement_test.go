@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/gpubudget"
 	"github.com/sealfleet/sealfleet/internal/ledger"
 	"github.com/sealfleet/sealfleet/internal/testutil"
 )
@@ -220,6 +221,39 @@ func TestGPUEngineNeedsAGPUBuildAndAGPU(t *testing.T) {
 		if want := *d.Batch.Spec.GPUs; d.Claim().GPUs != want {
 			t.Errorf("%s books %d GPUs, want %d", d.Batch.Name, d.Claim().GPUs, want)
 		}
+	}
+}
+
+// A GPU that cannot hold one page of the batch's rows (the least range the sealer hashes) is
+// refused with the sizes, where the image reported the GPU's memory; a GPU that holds a page
+// takes the batch (the sealer sizes its ranges to the rest), and one whose memory is not
+// reported is not second-guessed.
+func TestGPUMemoryMustHoldAPageOfTheBatchsRows(t *testing.T) {
+	g := batch("gpu", sealv1.SectorSize8MiB, 128, 0, func(b *sealv1.SealBatch) { b.Spec.PC2Engine = sealv1.PC2EngineGPU })
+	need := gpubudget.ForBatch(sealv1.SectorSize8MiB, 128, 1, gpubudget.Device{MemoryBytes: 1, MaxAllocBytes: 1}).DeviceBytes
+	memory := func(bytes int64) func(*Node) {
+		return func(n *Node) {
+			n.Sealer.Status.Capabilities.GPUMemoryBytes, n.Sealer.Status.Capabilities.GPUMaxAllocBytes = bytes, bytes
+		}
+	}
+	dec, failed := Schedule([]*Node{node("a", 1, 100, gpu, gpuBuild, memory(int64(need)-1))}, []*sealv1.SealBatch{g})
+	want := fmt.Sprintf("spec.sectors: PC2 of 128 8MiB sectors on the GPU needs %s of GPU memory per GPU even at its smallest range, and the node's GPU has %s",
+		Human(int64(need)), Human(int64(need)-1))
+	if len(dec) != 0 || failed[g] == nil || !strings.Contains(failed[g].Error(), want) {
+		t.Errorf("GPU one byte short: %+v %v\nwant %s", dec, failed[g], want)
+	}
+	for name, n := range map[string]*Node{
+		"a page fits":  node("a", 1, 100, gpu, gpuBuild, memory(int64(need))),
+		"not reported": node("a", 1, 100, gpu, gpuBuild, memory(0)),
+	} {
+		if dec, failed := Schedule([]*Node{n}, []*sealv1.SealBatch{g}); len(dec) != 1 {
+			t.Errorf("%s: %v", name, failed[g])
+		}
+	}
+	// A CPU batch does not look at the GPU.
+	cpu := batch("cpu", sealv1.SectorSize8MiB, 128, 0)
+	if dec, failed := Schedule([]*Node{node("a", 1, 100, gpu, gpuBuild, memory(1))}, []*sealv1.SealBatch{cpu}); len(dec) != 1 {
+		t.Errorf("cpu batch: %v", failed[cpu])
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/gpubudget"
 	"github.com/sealfleet/sealfleet/internal/predict"
 )
 
@@ -248,6 +249,15 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 		// a time (under 256 MiB at every size).
 		mem.Add(*resource.NewQuantity(predict.SynthProofsMemoryBytes(b.Spec.SectorSize), resource.BinarySI))
 	}
+	// PC2 on the GPU engine: the page-locked layer buffers count against the pod's memory. C1
+	// runs on the CPU and takes no GPU.
+	gpus := b.Spec.GPUCount()
+	if in.Step == StepC1 {
+		gpus = 0
+	}
+	if gpus > 0 {
+		mem.Add(*resource.NewQuantity(int64(gpubudget.HostBytes(b.Spec.SectorSize, len(b.Spec.Sectors))), resource.BinarySI))
+	}
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(int64(cpu), resource.DecimalSI),
 		corev1.ResourceMemory: mem,
@@ -255,8 +265,8 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 	if in.Hugepages > 0 {
 		res[corev1.ResourceName("hugepages-1Gi")] = *resource.NewQuantity(int64(in.Hugepages)<<30, resource.BinarySI)
 	}
-	if n := b.Spec.GPUCount(); n > 0 {
-		res[sealv1.GPUResource] = *resource.NewQuantity(int64(n), resource.DecimalSI)
+	if gpus > 0 {
+		res[sealv1.GPUResource] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
 	}
 
 	volumes := []corev1.Volume{{

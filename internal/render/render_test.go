@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/gpubudget"
 	"github.com/sealfleet/sealfleet/internal/layout"
 	"github.com/sealfleet/sealfleet/internal/predict"
 	"github.com/sealfleet/sealfleet/internal/testutil"
@@ -220,6 +221,7 @@ func TestPodMemoryBaseBySectorSize(t *testing.T) {
 	} {
 		b := testBatch()
 		b.Spec.SectorSize, b.Spec.ProofType = c.size, sealv1.ProofTypeV1_1
+		b.Spec.PC2Engine = sealv1.PC2EngineCPU // no page-locked GPU buffers
 		o := podOpts()
 		o.MemoryBase = resource.MustParse(c.base)
 		got := Pod(PodInput{Batch: b, Node: "n1", Attempt: 1, CPUs: 2, Hugepages: 1}, o).Spec.Containers[0].Resources.Requests[corev1.ResourceMemory]
@@ -242,11 +244,19 @@ func TestPodPrivilegeFollowsDeviceMode(t *testing.T) {
 	if len(c.SecurityContext.Capabilities.Add) != 1 || c.SecurityContext.Capabilities.Add[0] != "IPC_LOCK" {
 		t.Errorf("capabilities %+v", c.SecurityContext.Capabilities)
 	}
-	// 2 GiB + 256 MiB per sector, and one sector's synthetic proofs (a SyntheticPoRep batch).
+	// 2 GiB + 256 MiB per sector, one sector's synthetic proofs (a SyntheticPoRep batch), and
+	// the GPU engine's page-locked layer buffers (pc2Engine gpu).
 	mem, want := c.Resources.Limits[corev1.ResourceMemory], resource.MustParse("2560Mi")
 	want.Add(*resource.NewQuantity(predict.SynthProofsMemoryBytes(sealv1.SectorSize32GiB), resource.BinarySI))
-	if mem.Cmp(want) != 0 || want.Value() > 2560<<20+256<<20 {
+	host := gpubudget.HostBytes(sealv1.SectorSize32GiB, len(b.Spec.Sectors))
+	want.Add(*resource.NewQuantity(int64(host), resource.BinarySI))
+	if mem.Cmp(want) != 0 || host == 0 || want.Value() > 2560<<20+256<<20+2<<30 {
 		t.Errorf("memory %s, want %s", mem.String(), want.String())
+	}
+	// The C1 pod runs on the CPU: no GPU, no page-locked buffers, no synthetic proofs.
+	c1 := Pod(PodInput{Batch: b, Node: "n1", Attempt: 1, CPUs: 1, Step: StepC1}, podOpts()).Spec.Containers[0].Resources.Limits
+	if _, ok := c1[sealv1.GPUResource]; ok || c1.Memory().Cmp(resource.MustParse("2560Mi")) != 0 {
+		t.Errorf("C1 pod resources %v", c1)
 	}
 	gpu := c.Resources.Limits["nvidia.com/gpu"]
 	if gpu.Value() != 1 || c.Resources.Limits.Cpu().Value() != 16 {

@@ -165,7 +165,9 @@ const HOST_BUFFERS: u64 = 2 << 30;
 /// The range for `devices` and what it needs: as many nodes as half of each device's memory,
 /// its largest allocation and [`HOST_BUFFERS`] hold (a device's part takes at most `layers + 5`
 /// nodes of device memory per sector-node), a power of two dividing `leaves`, at least a page
-/// (`npp` rows). `sealer plan` shows it; PC2 runs with it.
+/// (`npp` rows). `sealer plan` shows it; PC2 runs with it. The operator recomputes it
+/// (internal/gpubudget: placement and the pod's memory request); both sides' tests check the
+/// examples of contracts/pc2-gpu-budget.json.
 pub fn gpu_budget(devices: &[DeviceInfo], leaves: u64, npp: u64, sectors: usize, layers: usize) -> GpuBudget {
     let per_node = (sectors * NODE) as u64;
     let device = devices
@@ -288,7 +290,7 @@ pub(crate) fn put_levels(b: &mut TreeBuilder, levels: &[Vec<u8>], s: usize, coun
 
 #[cfg(test)]
 mod tests {
-    use super::{gpu_budget, parts};
+    use super::{gpu_budget, parts, GpuBudget, HOST_BUFFERS};
     use sealer_gpu::DeviceInfo;
 
     fn device(memory_bytes: u64, max_alloc_bytes: u64) -> DeviceInfo {
@@ -324,6 +326,38 @@ mod tests {
         let tiny = gpu_budget(&[device(1 << 19, 1 << 19)], 1 << 27, 16, 128, 11);
         assert_eq!(tiny.range, 16);
         assert!(tiny.device_bytes > 1 << 19, "{tiny:?}");
+    }
+
+    /// The operator recomputes the budget (internal/gpubudget) to book a GPU batch's memory:
+    /// both sides check the examples of contracts/pc2-gpu-budget.json.
+    #[test]
+    fn the_budget_is_the_contracts() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../contracts/pc2-gpu-budget.json");
+        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(doc["host_buffer_bytes"].as_u64(), Some(HOST_BUFFERS));
+        let n = |v: &serde_json::Value| v.as_u64().unwrap();
+        for e in doc["examples"].as_array().unwrap() {
+            let devices: Vec<DeviceInfo> = e["devices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| device(n(&d["memory_bytes"]), n(&d["max_alloc_bytes"])))
+                .collect();
+            let b = gpu_budget(
+                &devices,
+                n(&e["leaves"]),
+                n(&e["npp"]),
+                n(&e["sectors"]) as usize,
+                n(&e["layers"]) as usize,
+            );
+            let want = GpuBudget {
+                range: n(&e["range"]),
+                parts: n(&e["parts"]) as usize,
+                device_bytes: n(&e["device_bytes"]),
+                host_bytes: n(&e["host_bytes"]),
+            };
+            assert_eq!(b, want, "{}: computed {}", e["what"], serde_json::to_string(&b).unwrap());
+        }
     }
 
     #[test]
