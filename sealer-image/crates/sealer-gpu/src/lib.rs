@@ -36,6 +36,9 @@ pub enum GpuError {
     /// No OpenCL library, no device, or not the device asked for.
     #[error("no usable OpenCL device: {0}")]
     NoDevice(String),
+    /// The device does not take a build option a bench asked for (a register cap off NVIDIA).
+    #[error("{0}")]
+    Unsupported(String),
     /// The kernels did not compile for the device (the build log follows).
     #[error("building the Poseidon kernels for {device} failed: {log}")]
     Build {
@@ -295,6 +298,10 @@ pub struct Gpu {
     /// Host-to-device copies that overlap the kernels on `queue`.
     copy_queue: CommandQueue,
     kernels: Kernels,
+    /// Whether the compiler takes NVIDIA's `-cl-nv-*` options (`cl_nv_compiler_options`).
+    nv_compiler_options: bool,
+    /// The register cap the programs are built with (NVIDIA only; None: the compiler's choice).
+    max_registers: Option<u32>,
     programs: Mutex<HashMap<usize, Arc<Poseidon>>>,
 }
 
@@ -337,7 +344,33 @@ impl Gpu {
             .map_err(|e| call("creating a queue", e))?;
         let copy_queue = CommandQueue::create_default(&context, CL_QUEUE_PROFILING_ENABLE)
             .map_err(|e| call("creating a copy queue", e))?;
-        Ok(Gpu { info, context, queue, copy_queue, kernels, programs: Mutex::new(HashMap::new()) })
+        let nv_compiler_options =
+            device.extensions().is_ok_and(|e| e.split_whitespace().any(|x| x == "cl_nv_compiler_options"));
+        Ok(Gpu {
+            info,
+            context,
+            queue,
+            copy_queue,
+            kernels,
+            nv_compiler_options,
+            max_registers: None,
+            programs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// This device with its programs built to use at most `registers` registers per work-item
+    /// (`-cl-nv-maxrregcount`; the compiler rounds up to a multiple of 4): more work-groups per
+    /// compute unit, at the cost of spills. Benches measure it; only NVIDIA's compiler takes it.
+    pub fn with_max_registers(mut self, registers: u32) -> Result<Gpu, GpuError> {
+        if !self.nv_compiler_options {
+            return Err(GpuError::Unsupported(format!(
+                "{} does not take a register cap (no cl_nv_compiler_options: not NVIDIA's OpenCL)",
+                self.info.name
+            )));
+        }
+        self.max_registers = Some(registers.max(1));
+        self.programs = Mutex::new(HashMap::new());
+        Ok(self)
     }
 
     /// The device this engine runs on.
@@ -363,7 +396,11 @@ impl Gpu {
             a => panic!("no Poseidon program for arity {a}"),
         };
         let src = source(&flat);
-        let program = Program::create_and_build_from_source(&self.context, &src, self.kernels.build_options())
+        let options = match self.max_registers {
+            Some(n) => format!("{} -cl-nv-maxrregcount={n}", self.kernels.build_options()),
+            None => self.kernels.build_options().to_string(),
+        };
+        let program = Program::create_and_build_from_source(&self.context, &src, &options)
             .map_err(|log| GpuError::Build { device: self.info.name.clone(), log })?;
         let mut bytes = flat.bytes.clone();
         if std::env::var_os("SEALER_TEST_GPU_BAD_CONSTANT").is_some() {
@@ -550,6 +587,7 @@ impl Gpu {
         let hashes = (groups * runs) as u64;
         Ok(KernelRate {
             kernels: self.kernels,
+            max_registers: self.max_registers,
             local_size: local,
             arity,
             hashes,
@@ -691,6 +729,8 @@ impl Gpu {
 pub struct KernelRate {
     /// The kernel variant measured.
     pub kernels: Kernels,
+    /// The register cap it was built with (None: the compiler's choice).
+    pub max_registers: Option<u32>,
     /// Work-items per work-group (None: the driver's choice).
     pub local_size: Option<usize>,
     /// 2, 8 or 11.

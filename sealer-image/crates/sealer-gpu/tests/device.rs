@@ -80,6 +80,22 @@ fn every_kernel_variant_hashes_as_neptune() {
     }
 }
 
+/// A register cap is NVIDIA's build option: a device whose compiler lacks
+/// cl_nv_compiler_options refuses it by name rather than building without it.
+#[test]
+fn a_register_cap_is_refused_off_nvidia() {
+    let g = open(Kernels::Default);
+    if g.info().vendor.to_ascii_lowercase().contains("nvidia") {
+        let capped = g.with_max_registers(64).unwrap();
+        let input: Vec<Fr> = (0..8 * 5).map(|i| Fr::from(i as u64)).collect();
+        let (out, _) = capped.hash_groups(8, &bytes_of(&input)).unwrap();
+        assert_eq!(frs_of(&out), input.chunks(8).map(neptune_hash).collect::<Vec<_>>());
+        return;
+    }
+    let err = g.with_max_registers(64).err().expect("a cap off NVIDIA").to_string();
+    assert!(err.contains("does not take a register cap (no cl_nv_compiler_options"), "{err}");
+}
+
 #[test]
 fn pc2_range_equals_the_cpu_for_cc_and_data_sectors() {
     let mut rng = ChaCha8Rng::seed_from_u64(rand::random());

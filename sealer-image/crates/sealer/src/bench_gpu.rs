@@ -53,8 +53,23 @@ pub struct Report {
     /// The default variant at arities 8 and 11 in work-groups of several sizes: hashes/s by
     /// size (a launch shape worth tuning shows here).
     local_sizes: Vec<sealer_gpu::KernelRate>,
+    /// The default variant at arities 8 and 11 built under register caps (NVIDIA only): fewer
+    /// registers let more work-groups share a compute unit, at the cost of spills.
+    max_registers: Vec<RegisterCap>,
     /// The default variant's prediction (what PC2 runs).
     predicted_poseidon_seconds_per_32gib_sector: Option<f64>,
+}
+
+/// The default variant under one register cap.
+#[derive(Serialize)]
+pub struct RegisterCap {
+    max_registers: u32,
+    /// Why it was not measured (no cap on this device, or the build failed): None when it ran.
+    error: Option<String>,
+    /// Arities 8 and 11.
+    rates: Vec<sealer_gpu::KernelRate>,
+    /// Each arity's rate over the uncapped default variant's in the same run.
+    vs_uncapped: Vec<Option<f64>>,
 }
 
 /// What to measure.
@@ -71,6 +86,8 @@ pub struct KernelBench<'a> {
     pub binaries: Option<&'a Path>,
     /// Work-group sizes to time the default variant in (besides the driver's choice).
     pub local_sizes: &'a [usize],
+    /// Register caps to time the default variant under (NVIDIA only).
+    pub max_registers: &'a [u32],
 }
 
 fn measure(gpu: &Gpu, b: &KernelBench, peak: Option<f64>) -> Result<Vec<ArityRate>, String> {
@@ -142,6 +159,44 @@ pub fn run(b: &KernelBench) -> Result<Report, sealer_gpu::GpuError> {
             }
         }
     }
+    let uncapped = |arity: usize| {
+        variants
+            .iter()
+            .filter(|v| v.kernels == Kernels::Default)
+            .flat_map(|v| &v.arities)
+            .find(|a| a.rate.arity == arity)
+            .map(|a| a.rate.hashes_per_s)
+    };
+    let max_registers = b
+        .max_registers
+        .iter()
+        .map(|&cap| {
+            let rates =
+                Gpu::open_with(b.device, Kernels::Default).and_then(|g| g.with_max_registers(cap)).and_then(|g| {
+                    [8usize, 11]
+                        .into_iter()
+                        .map(|arity| g.kernel_rate(arity, b.groups, b.runs))
+                        .collect::<Result<Vec<_>, _>>()
+                });
+            match rates {
+                Ok(rates) => RegisterCap {
+                    max_registers: cap,
+                    error: None,
+                    vs_uncapped: rates
+                        .iter()
+                        .map(|r| uncapped(r.arity).filter(|u| *u > 0.0).map(|u| r.hashes_per_s / u))
+                        .collect(),
+                    rates,
+                },
+                Err(e) => RegisterCap {
+                    max_registers: cap,
+                    error: Some(e.to_string()),
+                    rates: Vec::new(),
+                    vs_uncapped: Vec::new(),
+                },
+            }
+        })
+        .collect();
     let predicted = variants
         .iter()
         .find(|v| v.kernels == Kernels::Default)
@@ -151,6 +206,7 @@ pub fn run(b: &KernelBench) -> Result<Report, sealer_gpu::GpuError> {
         estimated_peak_madds_per_s: peak,
         variants,
         local_sizes,
+        max_registers,
         predicted_poseidon_seconds_per_32gib_sector: predicted,
     })
 }

@@ -349,6 +349,11 @@ pub enum BenchCmd {
         /// Work-group sizes to also time the default kernels in, comma-separated (none: skip).
         #[arg(long, value_delimiter = ',')]
         local_sizes: Vec<usize>,
+        /// Register caps to also time the default kernels under at arities 8 and 11,
+        /// comma-separated (NVIDIA's `-cl-nv-maxrregcount`; elsewhere each is reported as not
+        /// measured).
+        #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(16..=255))]
+        max_registers: Vec<u32>,
     },
     /// PC2 of a 32 GiB sector's shape on the GPU engine without a slot: one of its 8 base
     /// trees (2^27 leaves, 11 layers) from generated labels, through the batch pipeline, checked

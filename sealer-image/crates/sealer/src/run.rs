@@ -722,7 +722,7 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
                 serde_json::to_string(&report).expect("a report serialises")
             );
         }
-        BenchCmd::GpuKernels { groups, runs, variants, binaries, local_sizes } => {
+        BenchCmd::GpuKernels { groups, runs, variants, binaries, local_sizes, max_registers } => {
             let b = sealer::bench_gpu::KernelBench {
                 device: sealer_pc2::engine::device_index()?,
                 groups,
@@ -730,6 +730,7 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
                 variants: &variants,
                 binaries: binaries.as_deref(),
                 local_sizes: &local_sizes,
+                max_registers: &max_registers,
             };
             let report = sealer::bench_gpu::run(&b).map_err(|e| SealerError::Device(e.to_string()))?;
             println!("{}", pretty(&report));
