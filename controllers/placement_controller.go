@@ -214,6 +214,7 @@ func (r *PlacementReconciler) commit(ctx context.Context, d *placement.Decision)
 			b.Status.SlotRange = &d.Range
 		}
 		b.Status.Hugepages1Gi = d.Hugepages
+		b.Status.GPUs = d.GPUs
 		b.Status.OutputBytes = d.OutputBytes
 		b.Status.Layout = lay.Record()
 		b.Status.CoreLayout = lay.Summary()

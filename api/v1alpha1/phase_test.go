@@ -1,6 +1,10 @@
 package v1alpha1
 
-import "testing"
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
 
 func TestPhaseMachine(t *testing.T) {
 	for _, c := range []struct {
@@ -40,5 +44,30 @@ func TestPhaseMachine(t *testing.T) {
 	}
 	if !PhaseCompleted.Final() || !PhaseFailed.Final() || PhasePC2.Final() || SealBatchPhase("").Final() {
 		t.Error("only Completed and Failed are final")
+	}
+}
+
+// A placed batch holds the GPUs placement booked (status.gpus, the node's count for All); one
+// placed before that field existed, its spec's count.
+func TestGPUsHeld(t *testing.T) {
+	all, two := intstr.FromString(GPUsAll), intstr.FromInt32(2)
+	for _, c := range []struct {
+		name   string
+		engine PC2Engine
+		gpus   *intstr.IntOrString
+		status int32
+		want   int32
+	}{
+		{"cpu", PC2EngineCPU, nil, 0, 0},
+		{"default", PC2EngineGPU, nil, 0, 1},
+		{"two, older status", PC2EngineGPU, &two, 0, 2},
+		{"two", PC2EngineGPU, &two, 2, 2},
+		{"all, placed on four", PC2EngineGPU, &all, 4, 4},
+		{"all, not placed", PC2EngineGPU, &all, 0, 0},
+	} {
+		b := &SealBatch{Spec: SealBatchSpec{PC2Engine: c.engine, GPUs: c.gpus}, Status: SealBatchStatus{GPUs: c.status}}
+		if got := b.GPUsHeld(); got != c.want {
+			t.Errorf("%s: %d GPUs held, want %d", c.name, got, c.want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // SealBatchSpec is what the user asks for: N sectors of one size and proof type (committed
@@ -75,13 +76,16 @@ type SealBatchSpec struct {
 	// +optional
 	PC2Engine PC2Engine `json:"pc2Engine,omitempty"`
 
-	// gpus is how many GPUs the batch's PC2 uses with pc2Engine gpu (default 1): its pod asks
-	// for that many nvidia.com/gpu, placement books them, and the sealer splits each range's
-	// rows among them (a power of two of them share a range: with 3, two work and one idles).
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=16
+	// gpus is how many GPUs the batch's PC2 uses with pc2Engine gpu: a count from 1 to 16
+	// (default 1), or All: every GPU of the node it is placed on (the largest power of two of
+	// its allocatable nvidia.com/gpu, at most 16; it waits until they are all free). Its pod asks
+	// for that many nvidia.com/gpu, placement books them (status.gpus), and the sealer splits
+	// each range's rows among them (a power of two of them share a range: with 3, two work and
+	// one idles).
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == string ? self == 'All' : (self >= 1 && self <= 16)",message="spec.gpus: a count from 1 to 16, or All (every GPU of the node)"
 	// +optional
-	GPUs *int32 `json:"gpus,omitempty"`
+	GPUs *intstr.IntOrString `json:"gpus,omitempty"`
 
 	// dataSource is the volume the data sectors' staged files are read from, mounted
 	// read-only in the sealer pod; needed when a sector has data.
@@ -401,15 +405,37 @@ func (s *SealBatchSpec) ProofTypeOrDefault() ProofType {
 	return s.ProofType
 }
 
-// GPUCount is how many GPUs the batch uses: spec.gpus (default 1) with pc2Engine gpu, else 0.
-func (s *SealBatchSpec) GPUCount() int32 {
+// GPUsAll is spec.gpus' word for every GPU of the node.
+const GPUsAll = "All"
+
+// GPURequest is what the batch asks of GPUs: a count (spec.gpus, default 1, with pc2Engine
+// gpu; else 0), or all of the node's (all true, count 0).
+func (s *SealBatchSpec) GPURequest() (count int32, all bool) {
 	switch {
 	case s.PC2Engine != PC2EngineGPU:
-		return 0
+		return 0, false
 	case s.GPUs == nil:
-		return 1
+		return 1, false
+	case s.GPUs.Type == intstr.String:
+		return 0, s.GPUs.StrVal == GPUsAll
 	}
-	return *s.GPUs
+	return s.GPUs.IntVal, false
+}
+
+// UsesGPUs reports whether the batch's PC2 runs on GPUs.
+func (s *SealBatchSpec) UsesGPUs() bool { return s.PC2Engine == PC2EngineGPU }
+
+// GPUsHeld is how many GPUs the placed batch holds: status.gpus, fixed at placement; for a
+// batch placed before that field existed, its spec's count.
+func (b *SealBatch) GPUsHeld() int32 {
+	if !b.Spec.UsesGPUs() {
+		return 0
+	}
+	if b.Status.GPUs > 0 {
+		return b.Status.GPUs
+	}
+	n, _ := b.Spec.GPURequest()
+	return n
 }
 
 // PC2EngineOrDefault is spec.pc2Engine, cpu when unset.
@@ -633,6 +659,11 @@ type SealBatchStatus struct {
 	// hugepages1Gi is the number of 1 GiB hugepages the sealer pod holds while it runs.
 	// +optional
 	Hugepages1Gi int32 `json:"hugepages1Gi,omitempty"`
+
+	// gpus is the number of GPUs (nvidia.com/gpu) the sealer pod holds while it runs, fixed at
+	// placement (spec.gpus, or the node's count for All).
+	// +optional
+	GPUs int32 `json:"gpus,omitempty"`
 
 	// coreLayout summarises the CPUs the sealer was given.
 	// +optional

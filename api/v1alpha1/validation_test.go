@@ -182,7 +182,13 @@ func TestSealBatchValidation(t *testing.T) {
 		{"gpus-on-the-cpu", okBase + "gpus: 2\n" + sectorsYAML(1),
 			[]string{"spec.gpus", "only pc2Engine gpu"}},
 		{"gpus-zero", okBase + "pc2Engine: gpu\ngpus: 0\n" + sectorsYAML(1),
-			[]string{"spec.gpus"}},
+			[]string{"spec.gpus", "a count from 1 to 16, or All"}},
+		{"gpus-17", okBase + "pc2Engine: gpu\ngpus: 17\n" + sectorsYAML(1),
+			[]string{"spec.gpus", "a count from 1 to 16, or All"}},
+		{"gpus-some", okBase + "pc2Engine: gpu\ngpus: some\n" + sectorsYAML(1),
+			[]string{"spec.gpus", "a count from 1 to 16, or All"}},
+		{"gpus-all-on-the-cpu", okBase + "gpus: All\n" + sectorsYAML(1),
+			[]string{"spec.gpus", "only pc2Engine gpu"}},
 		{"commr-in-a-seal", okBase + "sectors:\n- {number: 1, ticket: \"" + ticketA + "\", commR: " + ticketA + "}\n",
 			[]string{"spec.sectors[].commR", "only an update"}},
 		{"update-commr-piece-cid", okBase + updateKeys + pinned + dataSrc +
@@ -294,6 +300,7 @@ func TestSealBatchValidation(t *testing.T) {
 			"data-128-sectors-full": "sectorSize: 64GiB\nminerID: f01\n" + dataSrc + dataSectors(128, 64),
 			"update-pinned":         okBase + updateKeys + pinned + dataSrc + updateSector,
 			"four-gpus":             okBase + "pc2Engine: gpu\ngpus: 4\n" + sectorsYAML(2),
+			"all-gpus":              okBase + "pc2Engine: gpu\ngpus: All\n" + sectorsYAML(2),
 			"update-commr": okBase + updateKeys + pinned + dataSrc + "sectors:\n" +
 				"- {number: 1, commR: bagboea4b5abcaaahbykryizkge4d6rsnkrnwe2lqo57ildettkq2rl5wxxcmxuwz, data: {file: s1, pieces: [{cid: " + pieceCID + ", size: 8388608}]}}\n" +
 				"- {number: 2, commR: " + ticketA + ", data: {file: s2, pieces: [{cid: " + pieceCID + ", size: 8388608}]}}\n",

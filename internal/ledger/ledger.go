@@ -148,7 +148,7 @@ func ClaimOf(b *sealv1.SealBatch, geometry func(node string) Geometry) (Claim, b
 	}
 	if c.Running {
 		c.Hugepages = st.Hugepages1Gi
-		c.GPUs = b.Spec.GPUCount()
+		c.GPUs = b.GPUsHeld()
 		if cpus, err := cpuset.Parse(st.CPUs); err == nil {
 			c.CPUs = cpus
 		}

@@ -6,6 +6,7 @@ package placement
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"path"
 	"slices"
 	"sort"
@@ -94,7 +95,9 @@ type Decision struct {
 	Slot      int32
 	Range     sealv1.SlotRange
 	Hugepages int32
-	Layout    *layout.Layout
+	// GPUs is how many GPUs it books there (spec.gpus, or the node's count for All).
+	GPUs   int32
+	Layout *layout.Layout
 	// OutputBytes is the output space booked on the node's volume for the batch's host path.
 	OutputBytes int64
 	// Prediction is the batch's expected run there.
@@ -106,7 +109,7 @@ func (d *Decision) Claim() ledger.Claim {
 	return ledger.Claim{
 		UID: d.Batch.UID, Batch: ledger.BatchKey(d.Batch), Node: d.Node, Slot: d.Slot, Range: d.Range,
 		Running: true, PC1: !d.Batch.Spec.IsUpdate(), Hugepages: d.Hugepages, CPUs: d.Layout.CoreCPUs(),
-		GPUs:       d.Batch.Spec.GPUCount(),
+		GPUs:       d.GPUs,
 		OutputPath: d.Batch.Spec.OutputHostPath(), OutputBytes: d.OutputBytes,
 	}
 }
@@ -153,8 +156,10 @@ type Need struct {
 	SlotBytes int64
 	Hugepages int32
 	PC2Engine sealv1.PC2Engine
-	// GPUs is how many GPUs it books (spec.gpus with pc2Engine gpu, else 0).
+	// GPUs is how many GPUs it books (spec.gpus with pc2Engine gpu, else 0); AllGPUs: every GPU
+	// of the node it is placed on (spec.gpus All), counted per node by gpusOn.
 	GPUs       int64
+	AllGPUs    bool
 	Selector   labels.Selector
 	NodeName   string
 	Tolerate   []corev1.Toleration
@@ -177,6 +182,25 @@ type Need struct {
 	MinRatePercent int32
 }
 
+// maxGPUs is the most GPUs a batch uses (spec.gpus' bound).
+const maxGPUs = 16
+
+// usesGPUs reports whether the batch's PC2 runs on GPUs.
+func (need *Need) usesGPUs() bool { return need.GPUs > 0 || need.AllGPUs }
+
+// gpusOn is how many GPUs the batch books on n: its count, or for All the largest power of two
+// of the node's allocatable GPUs (at most maxGPUs), since a power of two of them share each
+// range and a third of three would idle.
+func (need *Need) gpusOn(n *Node) int64 {
+	if !need.AllGPUs {
+		return need.GPUs
+	}
+	if n.GPUs <= 0 {
+		return 0
+	}
+	return 1 << (bits.Len64(uint64(min(n.GPUs, maxGPUs))) - 1)
+}
+
 // NeedOf derives what a batch needs.
 func NeedOf(b *sealv1.SealBatch) Need {
 	n := Need{
@@ -184,13 +208,14 @@ func NeedOf(b *sealv1.SealBatch) Need {
 		SlotBytes:  SlotBytesFor(b.Spec.SectorSize, len(b.Spec.Sectors)),
 		Hugepages:  HugepagesFor(b.Spec.SectorSize, len(b.Spec.Sectors)) + ResidentPages(b),
 		PC2Engine:  b.Spec.PC2Engine,
-		GPUs:       int64(b.Spec.GPUCount()),
 		Selector:   labels.Everything(),
 		SectorSize: b.Spec.SectorSize,
 		OutputPath: b.Spec.OutputHostPath(),
 		Proof:      sealv1.RegisteredProof(b.Spec.SectorSize, b.Spec.ProofTypeOrDefault()),
 		Predict:    predict.BatchOf(b),
 	}
+	gpus, all := b.Spec.GPURequest()
+	n.GPUs, n.AllGPUs = int64(gpus), all
 	n.MinRatePercent = b.Spec.Placement.MinRate()
 	if b.Spec.IsUpdate() {
 		n.Update, n.SlotBytes, n.Hugepages, n.Proof = true, 0, 0, ""
@@ -423,8 +448,8 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 	if reason, transient := checkLayers(n, need); reason != "" {
 		return reason, transient
 	}
-	if need.GPUs > 0 && int64(u.GPUs())+need.GPUs > n.GPUs {
-		return fmt.Sprintf("GPUs busy (%d/%d %s held, the batch needs %d)", u.GPUs(), n.GPUs, sealv1.GPUResource, need.GPUs), true
+	if k := need.gpusOn(n); k > 0 && int64(u.GPUs())+k > n.GPUs {
+		return fmt.Sprintf("GPUs busy (%d/%d %s held, the batch needs %d)", u.GPUs(), n.GPUs, sealv1.GPUResource, k), true
 	}
 	if need.OutputPath != "" {
 		v := outputVolume(sn, need.OutputPath)
@@ -494,7 +519,7 @@ func checkLayers(n *Node, need *Need) (reason string, transient bool) {
 	if !n.hasPC2Engine(need.PC2Engine) {
 		return n.noEngineReason(need.PC2Engine), false
 	}
-	if need.GPUs > 0 && n.GPUs == 0 {
+	if need.usesGPUs() && n.GPUs == 0 {
 		return "no " + string(sealv1.GPUResource) + " allocatable for pc2Engine gpu (no GPU, or its device plugin is not running)", false
 	}
 	if need.GPUs > n.GPUs {
@@ -535,14 +560,14 @@ func checkLayers(n *Node, need *Need) (reason string, transient bool) {
 // alone (the device plugin grants it whole), so nothing else is booked on it.
 func gpuMemoryReason(n *Node, need *Need) string {
 	c := n.Sealer.Status.Capabilities
-	if need.GPUs == 0 || c == nil || c.GPUMemoryBytes <= 0 {
+	if !need.usesGPUs() || c == nil || c.GPUMemoryBytes <= 0 {
 		return ""
 	}
 	dev := gpubudget.Device{MemoryBytes: uint64(c.GPUMemoryBytes), MaxAllocBytes: uint64(c.GPUMaxAllocBytes)}
 	if dev.MaxAllocBytes == 0 {
 		dev.MaxAllocBytes = dev.MemoryBytes
 	}
-	b := gpubudget.ForBatch(need.SectorSize, need.BatchSize, int(need.GPUs), dev)
+	b := gpubudget.ForBatch(need.SectorSize, need.BatchSize, int(need.gpusOn(n)), dev)
 	if b.DeviceBytes <= dev.MemoryBytes {
 		return ""
 	}
@@ -625,7 +650,7 @@ func batchSizeSupported(sn *sealv1.SealerNode, n int) bool {
 func score(n *Node, need *Need) int64 {
 	free := int64(n.Geometry.Count) - int64(n.usage().Slots())
 	s := -finishBucket(n.Predict(need).Total())*1_000_000_000_000 - free*1_000_000
-	if numaLocal(n.Sealer, need.GPUs > 0) {
+	if numaLocal(n.Sealer, need.usesGPUs()) {
 		s += 1000
 	}
 	s -= int64(n.usage().PC1())
@@ -720,7 +745,7 @@ func Schedule(nodes []*Node, pending []*sealv1.SealBatch) ([]Decision, map[*seal
 			continue
 		}
 		lay, _ := best.Layout(need.BatchSize) // check() proved it exists
-		d := Decision{Batch: b, Node: best.Sealer.Name, Slot: ledger.NoSlot, Hugepages: need.Hugepages, Layout: lay, OutputBytes: need.OutputBytes, Prediction: best.Predict(&need)}
+		d := Decision{Batch: b, Node: best.Sealer.Name, Slot: ledger.NoSlot, Hugepages: need.Hugepages, GPUs: int32(need.gpusOn(best)), Layout: lay, OutputBytes: need.OutputBytes, Prediction: best.Predict(&need)}
 		if !need.Update {
 			d.Slot = best.usage().FreeSlot(best.Geometry)
 			d.Range = best.Geometry.Range(d.Slot)

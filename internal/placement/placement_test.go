@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/internal/gpubudget"
@@ -202,7 +203,7 @@ func TestGPUEngineNeedsAGPUBuildAndAGPU(t *testing.T) {
 	// spec.gpus: a batch asking for more GPUs than a node has fits nowhere, with the count; on a
 	// node of four, a batch of two and one of one run side by side, a third of two waits.
 	gpus := func(k int32) func(*sealv1.SealBatch) {
-		return func(b *sealv1.SealBatch) { b.Spec.PC2Engine, b.Spec.GPUs = sealv1.PC2EngineGPU, &k }
+		return func(b *sealv1.SealBatch) { v := intstr.FromInt32(k); b.Spec.PC2Engine, b.Spec.GPUs = sealv1.PC2EngineGPU, &v }
 	}
 	four := func(n *Node) { n.GPUs = 4 }
 	big := batch("big", sealv1.SectorSize8MiB, 4, 0, gpus(8))
@@ -218,9 +219,37 @@ func TestGPUEngineNeedsAGPUBuildAndAGPU(t *testing.T) {
 		t.Errorf("2 + 1 + 2 GPUs on a node of four: %+v %v", dec, failed[again])
 	}
 	for _, d := range dec {
-		if want := *d.Batch.Spec.GPUs; d.Claim().GPUs != want {
+		if want := d.Batch.Spec.GPUs.IntVal; d.Claim().GPUs != want || d.GPUs != want {
 			t.Errorf("%s books %d GPUs, want %d", d.Batch.Name, d.Claim().GPUs, want)
 		}
+	}
+
+	// spec.gpus All: every GPU of the node, as the largest power of two the sealer splits a
+	// range among; it waits while any of them is held, and a node without GPUs is no node for it.
+	all := func(b *sealv1.SealBatch) {
+		v := intstr.FromString(sealv1.GPUsAll)
+		b.Spec.PC2Engine, b.Spec.GPUs = sealv1.PC2EngineGPU, &v
+	}
+	three := func(n *Node) { n.GPUs = 3 }
+	for name, c := range map[string]struct {
+		n    *Node
+		want int32
+	}{"four": {node("a", 1, 100, gpu, gpuBuild, four), 4}, "three": {node("a", 1, 100, gpu, gpuBuild, three), 2}, "one": {node("a", 1, 100, gpu, gpuBuild), 1}} {
+		b := batch("all", sealv1.SectorSize8MiB, 4, 0, all)
+		dec, failed := Schedule([]*Node{c.n}, []*sealv1.SealBatch{b})
+		if len(dec) != 1 || dec[0].GPUs != c.want || dec[0].Claim().GPUs != c.want {
+			t.Errorf("All on %s GPUs: %+v %v, want %d booked", name, dec, failed[b], c.want)
+		}
+	}
+	first, everything := batch("first", sealv1.SectorSize8MiB, 4, 0, gpus(1)), batch("everything", sealv1.SectorSize8MiB, 4, time.Second, all)
+	dec, failed = Schedule([]*Node{node("a", 2, 100, gpu, gpuBuild, four, twoPipelines)}, []*sealv1.SealBatch{first, everything})
+	if len(dec) != 1 || failed[everything] == nil || !strings.Contains(failed[everything].Error(), "GPUs busy (1/4 nvidia.com/gpu held, the batch needs 4)") {
+		t.Errorf("All beside a batch holding one GPU: %+v %v", dec, failed[everything])
+	}
+	noGPU := batch("nogpu", sealv1.SectorSize8MiB, 4, 0, all)
+	if dec, failed := Schedule([]*Node{node("a", 1, 100, gpu, gpuBuild, noPlugin)}, []*sealv1.SealBatch{noGPU}); len(dec) != 0 ||
+		!strings.Contains(failed[noGPU].Error(), "no nvidia.com/gpu allocatable for pc2Engine gpu") {
+		t.Errorf("All on a node without GPUs: %+v %v", dec, failed[noGPU])
 	}
 }
 

@@ -251,7 +251,7 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 	}
 	// PC2 on the GPU engine: the page-locked layer buffers count against the pod's memory. C1
 	// runs on the CPU and takes no GPU.
-	gpus := b.Spec.GPUCount()
+	gpus := b.GPUsHeld()
 	if in.Step == StepC1 {
 		gpus = 0
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
 	"github.com/sealfleet/sealfleet/internal/gpubudget"
@@ -262,11 +263,17 @@ func TestPodPrivilegeFollowsDeviceMode(t *testing.T) {
 	if gpu.Value() != 1 || c.Resources.Limits.Cpu().Value() != 16 {
 		t.Errorf("gpu/cpu %v", c.Resources.Limits)
 	}
-	four := int32(4) // spec.gpus: the pod asks for that many
+	four := intstr.FromInt32(4) // spec.gpus: the pod asks for that many
 	b4 := testBatch()
 	b4.Spec.GPUs = &four
 	if q := Pod(PodInput{Batch: b4, Node: "n1", Attempt: 1, CPUs: 16, Hugepages: 36}, podOpts()).Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]; q.Value() != 4 {
 		t.Errorf("spec.gpus 4: the pod asks for %v", q.String())
+	}
+	// spec.gpus All: what placement booked on the node (status.gpus).
+	all := intstr.FromString(sealv1.GPUsAll)
+	b4.Spec.GPUs, b4.Status.GPUs = &all, 8
+	if q := Pod(PodInput{Batch: b4, Node: "n1", Attempt: 1, CPUs: 16, Hugepages: 36}, podOpts()).Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]; q.Value() != 8 {
+		t.Errorf("spec.gpus All, 8 booked: the pod asks for %v", q.String())
 	}
 	mounted := 0
 	for _, v := range files.Spec.Volumes {
