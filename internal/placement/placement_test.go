@@ -203,7 +203,10 @@ func TestGPUEngineNeedsAGPUBuildAndAGPU(t *testing.T) {
 	// spec.gpus: a batch asking for more GPUs than a node has fits nowhere, with the count; on a
 	// node of four, a batch of two and one of one run side by side, a third of two waits.
 	gpus := func(k int32) func(*sealv1.SealBatch) {
-		return func(b *sealv1.SealBatch) { v := intstr.FromInt32(k); b.Spec.PC2Engine, b.Spec.GPUs = sealv1.PC2EngineGPU, &v }
+		return func(b *sealv1.SealBatch) {
+			v := intstr.FromInt32(k)
+			b.Spec.PC2Engine, b.Spec.GPUs = sealv1.PC2EngineGPU, &v
+		}
 	}
 	four := func(n *Node) { n.GPUs = 4 }
 	big := batch("big", sealv1.SectorSize8MiB, 4, 0, gpus(8))
