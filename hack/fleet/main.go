@@ -71,6 +71,9 @@ type MachineType struct {
 	Hugepages1Gi int64  `json:"hugepages1Gi"`
 	GPUs         int    `json:"gpus,omitempty"`
 	GPUModel     string `json:"gpuModel,omitempty"`
+	// GPUMemory is each GPU's memory, as the image's `sealer capabilities` would report it
+	// (default: none reported, so placement does not check it).
+	GPUMemory *resource.Quantity `json:"gpuMemory,omitempty"`
 	// LayerDevices NVMe drives of DeviceCapacity each are dedicated to layers.
 	LayerDevices   int               `json:"layerDevices"`
 	DeviceCapacity resource.Quantity `json:"deviceCapacity"`
@@ -370,6 +373,10 @@ func SealerNode(f *Fleet, m machine, now time.Time) *sealv1.SealerNode {
 	if t.GPUs > 0 {
 		st.Capabilities.PC2Engines = append(st.Capabilities.PC2Engines, sealv1.PC2EngineGPU)
 		st.Capabilities.GPUEngine = fmt.Sprintf("OpenCL device 0: %s (gpu, simulated)", st.GPUs[0].Model)
+		if t.GPUMemory != nil {
+			// OpenCL's usual largest allocation: a quarter of the memory.
+			st.Capabilities.GPUMemoryBytes, st.Capabilities.GPUMaxAllocBytes = t.GPUMemory.Value(), t.GPUMemory.Value()/4
+		}
 	}
 	st.FreeCores = int32(m.topo.Cores)
 	ts := metav1.NewTime(now.Truncate(time.Second))
