@@ -197,13 +197,46 @@ pub struct DeviceTime {
     pub kernels: f64,
     /// Seconds in host↔device copies.
     pub transfers: f64,
+    /// Seconds, by the device's own clock, in which a layer copy and a column kernel of the
+    /// same range ran at once (0: the copies and the kernels ran one after the other).
+    pub overlapped: f64,
 }
 
 impl std::ops::AddAssign for DeviceTime {
     fn add_assign(&mut self, o: Self) {
         self.kernels += o.kernels;
         self.transfers += o.transfers;
+        self.overlapped += o.overlapped;
     }
+}
+
+/// Nanoseconds covered by both `a` and `b`, each a set of `[start, end)` intervals in any
+/// order, possibly overlapping among themselves.
+pub fn overlap_ns(a: &[(u64, u64)], b: &[(u64, u64)]) -> u64 {
+    fn merged(v: &[(u64, u64)]) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = v.iter().copied().filter(|(s, e)| e > s).collect();
+        v.sort_unstable();
+        let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+        for (s, e) in v {
+            match out.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => out.push((s, e)),
+            }
+        }
+        out
+    }
+    let (a, b) = (merged(a), merged(b));
+    let (mut i, mut j, mut total) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        let (s, e) = (a[i].0.max(b[j].0), a[i].1.min(b[j].1));
+        total += e.saturating_sub(s);
+        if a[i].1 < b[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    total
 }
 
 /// Page-locked host memory from the device's driver ([`Gpu::pinned`]): copies from it to the
@@ -509,9 +542,9 @@ impl Gpu {
         Kernel::create(&p.program, name).map_err(|e| self.call(&format!("creating kernel {name}"), e))
     }
 
-    fn wait(&self, ev: Event, what: &str) -> Result<f64, GpuError> {
+    fn wait(&self, ev: &Event, what: &str) -> Result<f64, GpuError> {
         ev.wait().map_err(|e| self.call(what, e))?;
-        Ok(seconds(&ev))
+        Ok(seconds(ev))
     }
 
     /// `out[g] = H(in[arity*g .. arity*g + arity])` for every group of `input` (a batch of
@@ -557,7 +590,7 @@ impl Gpu {
             None => exec.set_global_work_size(n),
         };
         let ev = unsafe { exec.enqueue_nd_range(&self.queue) }.map_err(|e| self.call("running hash_groups", e))?;
-        self.wait(ev, "running hash_groups")
+        self.wait(&ev, "running hash_groups")
     }
 
     /// The kernels' speed for `arity` alone: `groups` hashes of fixed inputs already on the
@@ -700,12 +733,16 @@ impl Gpu {
             copies.extend(arrived);
             chunk_buffers.push(cb);
         }
+        let (mut ran, mut copied) = (Vec::with_capacity(kernels.len()), Vec::with_capacity(copies.len()));
         for ev in kernels {
-            time.kernels += self.wait(ev, "running columns")?;
+            time.kernels += self.wait(&ev, "running columns")?;
+            ran.extend(interval(&ev));
         }
         for ev in copies {
-            time.transfers += self.wait(ev, "copying to the device")?;
+            time.transfers += self.wait(&ev, "copying to the device")?;
+            copied.extend(interval(&ev));
         }
+        time.overlapped = overlap_ns(&ran, &copied) as f64 * 1e-9;
         drop((chunk_buffers, db));
         let tree_c = self.tree_levels(leaves, r.count, r.sectors, &mut time)?;
         let tree_r = self.tree_levels(replica, r.count, r.sectors, &mut time)?;
@@ -827,6 +864,14 @@ fn hex_of(b: &[u8]) -> String {
 }
 
 /// Device time of a finished command, from its profiling counters (0 when not available).
+/// An event's `[start, end)` on the device's clock, in nanoseconds (None without profiling).
+fn interval(ev: &Event) -> Option<(u64, u64)> {
+    match (ev.profiling_command_start(), ev.profiling_command_end()) {
+        (Ok(a), Ok(b)) if b >= a => Some((a, b)),
+        _ => None,
+    }
+}
+
 fn seconds(ev: &Event) -> f64 {
     match (ev.profiling_command_start(), ev.profiling_command_end()) {
         (Ok(a), Ok(b)) if b >= a => (b - a) as f64 * 1e-9,
@@ -853,7 +898,20 @@ fn source(flat: &constants::Flat) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::chunks;
+    use super::{chunks, overlap_ns};
+
+    #[test]
+    fn overlap_counts_the_time_both_sets_cover() {
+        // Serial: kernels after copies.
+        assert_eq!(overlap_ns(&[(10, 20)], &[(0, 10)]), 0);
+        // A copy under a kernel, and a copy half under the next one.
+        assert_eq!(overlap_ns(&[(0, 10), (20, 30)], &[(2, 5), (25, 40)]), 3 + 5);
+        // Overlaps within a set are counted once, in any order.
+        assert_eq!(overlap_ns(&[(5, 15), (0, 10)], &[(0, 100), (8, 9)]), 15);
+        // Empty and backwards intervals count nothing.
+        assert_eq!(overlap_ns(&[], &[(0, 10)]), 0);
+        assert_eq!(overlap_ns(&[(10, 5)], &[(0, 10)]), 0);
+    }
 
     #[test]
     fn a_range_is_copied_in_chunks_that_cover_every_row_once() {

@@ -959,12 +959,13 @@ pub fn run_pc2_measured(
         bd.device_name = gpus.iter().map(|g| g.info().name.clone()).collect::<Vec<_>>().join(" + ");
     }
     log::info!(
-        "PC2 took {:.2} s: waiting for layer reads {:.2} s, columns and trees {:.2} s (device kernels {:.2} s, copies {:.2} s), tree-d {:.2} s",
+        "PC2 took {:.2} s: waiting for layer reads {:.2} s, columns and trees {:.2} s (device kernels {:.2} s, copies {:.2} s, of which {:.2} s beside the column kernels), tree-d {:.2} s",
         bd.total,
         bd.read_wait,
         bd.columns_and_trees,
         bd.device.kernels,
         bd.device.transfers,
+        bd.device.overlapped,
         bd.tree_d
     );
     Ok(Pc2Outcome { results, failed, breakdown: bd })

@@ -528,12 +528,13 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
             "ratio_vs_baseline": ratio, "breakdown_seconds": bd,
         }));
         notes += &format!(
-            "sealfleet {}: waiting for layer reads {:.2} s, columns and trees {:.2} s (device kernels {:.2} s, copies {:.2} s), tree-d {:.2} s, of {:.2} s.\n",
+            "sealfleet {}: waiting for layer reads {:.2} s, columns and trees {:.2} s (device kernels {:.2} s, copies {:.2} s, of which {:.2} s beside the column kernels), tree-d {:.2} s, of {:.2} s.\n",
             engine.as_str(),
             bd.read_wait,
             bd.columns_and_trees,
             bd.device.kernels,
             bd.device.transfers,
+            bd.device.overlapped,
             bd.tree_d,
             bd.total
         );
@@ -775,6 +776,7 @@ pub fn shape_table(r: &sealer_pc2::shaped::ShapeReport) -> String {
          | hashing ranges (copies in, kernels, copies out) | {:.2} |\n\
          | of which device kernels | {:.2} |\n\
          | of which device copies | {:.2} |\n\
+         | layer copies beside column kernels (device clock) | {:.2} |\n\
          | checking samples and building upper levels (beside hashing) | {:.2} |\n\
          | waiting for that | {:.2} |\n\
          | base tree, in all | {:.2} |\n\
@@ -793,6 +795,7 @@ pub fn shape_table(r: &sealer_pc2::shaped::ShapeReport) -> String {
         st.hash,
         st.device.kernels,
         st.device.transfers,
+        st.device.overlapped,
         st.check_and_build,
         st.check_wait,
         st.total,
