@@ -46,8 +46,8 @@ type Backend struct {
 	// reported not ready (412; 0: not held).
 	Wait time.Duration
 	// Fresh reads from the API server (nil: Client) where the manager's cache, seconds behind
-	// under load, would answer wrongly: a held call's batch at the end of its hold, and a
-	// batch the cache does not have yet (it must not read as deleted).
+	// under load, would answer wrongly: a held call's batch at the end of its hold, and an
+	// order or batch the cache does not have yet (it must not read as deleted).
 	Fresh client.Reader
 	Now   func() time.Time
 }
@@ -226,7 +226,13 @@ func sameOrder(o *sealv1.SealOrder, partner string, size sealv1.SectorSize, proo
 // order reads the partner's order for s; nil when there is none (or another partner's).
 func (b *Backend) order(ctx context.Context, vp v0.Partner, s v0.SectorID) (*sealv1.SealOrder, error) {
 	var o sealv1.SealOrder
-	err := b.Client.Get(ctx, client.ObjectKey{Namespace: b.OrderNamespace, Name: orders.Name(b.minerID(s.SpID), s.Number)}, &o)
+	key := client.ObjectKey{Namespace: b.OrderNamespace, Name: orders.Name(b.minerID(s.SpID), s.Number)}
+	err := b.Client.Get(ctx, key, &o)
+	if apierrors.IsNotFound(err) && b.Fresh != nil {
+		// An order created a moment ago may not be in the cache yet: a partner asking for its
+		// status right after delegating must not read it as gone.
+		err = b.Fresh.Get(ctx, key, &o)
+	}
 	if apierrors.IsNotFound(err) || err == nil && o.Spec.Partner != vp.ID {
 		return nil, nil
 	}

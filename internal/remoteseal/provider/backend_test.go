@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,6 +26,16 @@ const (
 	tokenA = "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"
 	tokenB = "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2"
 )
+
+// orderlessCache is a cache that has not seen any SealOrder yet.
+type orderlessCache struct{ client.Client }
+
+func (c orderlessCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*sealv1.SealOrder); ok {
+		return apierrors.NewNotFound(sealv1.GroupVersion.WithResource("sealorders").GroupResource(), key.Name)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
 
 func partnerSecret(name, token, maxSectors, proofs string) *corev1.Secret {
 	return &corev1.Secret{
@@ -162,6 +173,14 @@ func TestProviderOnAPIServer(t *testing.T) {
 
 	if s := cl.status(tokenA, 7); s.State != v0.StatePending {
 		t.Errorf("queued order: %+v", s)
+	}
+	// A cache that has not seen the order yet (the manager's, a moment after the delegate
+	// call): the status reads it from the API server, never as gone.
+	lagging := &provider.Backend{Client: orderlessCache{c}, Fresh: c, Namespace: "sealfleet-system", OrderNamespace: "sealfleet-batches", MinerPrefix: "f0"}
+	lts := httptest.NewServer((&v0.Server{Backend: lagging}).Handler())
+	defer lts.Close()
+	if s := (client0{t: t, url: lts.URL}).status(tokenA, 7); s.State != v0.StatePending {
+		t.Errorf("queued order behind a lagging cache: %+v", s)
 	}
 	if s := cl.status(tokenB, 7); s.State != v0.StateGone {
 		t.Errorf("another partner's sector: %+v", s)
