@@ -14,7 +14,7 @@ pub use geometry::{Geometry, Tuning};
 use sealer_config::{ApiVersion, BatchConfig};
 use sealer_error::SealerError;
 use sealer_graph::{GraphApi, Parents};
-use sealer_storage::{AlignedBuf, Devices, PageBackend, PageIo, Stripe, UringBackend, PAGE};
+use sealer_storage::{AlignedBuf, Devices, Extent, PageBackend, PageIo, Stripe, UringBackend, PAGE};
 use std::path::{Path, PathBuf};
 
 /// comm_d and replica_id of every sector.
@@ -154,7 +154,7 @@ fn matching_prefix(cfg: &BatchConfig, want: &[String]) -> (Vec<String>, Option<S
     };
     let mut ok = Vec::new();
     for (i, w) in want.iter().enumerate() {
-        match layer_digest(&rd.g, rd.stripe, &mut rd.be, i as u32 + 1) {
+        match layer_digest(&rd.g, rd.stripe, &mut rd.rings[0], i as u32 + 1) {
             Ok(d) if &d == w => ok.push(d),
             Ok(_) => {
                 return (
@@ -172,11 +172,21 @@ fn matching_prefix(cfg: &BatchConfig, want: &[String]) -> (Vec<String>, Option<S
 }
 
 /// Reads interleaved pages of a finished (or partly finished) batch.
+///
+/// Pages that lie next to each other on a device are read by one request of up to
+/// [`LayerReader::request_bytes`] (vectored when the stripe spreads them over memory), and each
+/// device has its own ring, driven by its own thread when a read spans several devices.
 pub struct LayerReader {
     g: Geometry,
     stripe: Stripe,
-    be: UringBackend,
+    /// One ring per layer device; ring `d` runs device `d`'s requests.
+    rings: Vec<UringBackend>,
+    request_bytes: usize,
 }
+
+/// Requests in flight on each device's ring. With 1 MiB requests, 16 keep a device busy where
+/// fio's sequential read peaks (depth 8-16).
+pub const READ_DEPTH: u32 = 16;
 
 impl LayerReader {
     /// Open the batch's storage for reading.
@@ -185,8 +195,11 @@ impl LayerReader {
         let stripe = stripe(cfg, &g);
         let devs =
             Devices::open_existing(&cfg.layers.paths).map_err(|e| SealerError::io("opening layer storage", e))?;
-        let be = UringBackend::new(devs, 64).map_err(|e| SealerError::io("creating io_uring", e))?;
-        Ok(LayerReader { g, stripe, be })
+        let rings = (0..devs.len())
+            .map(|_| UringBackend::new(devs.clone(), READ_DEPTH))
+            .collect::<Result<_, _>>()
+            .map_err(|e| SealerError::io("creating io_uring", e))?;
+        Ok(LayerReader { g, stripe, rings, request_bytes: sealer_storage::DEFAULT_REQUEST_BYTES })
     }
 
     /// Geometry of the batch.
@@ -194,18 +207,85 @@ impl LayerReader {
         &self.g
     }
 
+    /// The largest request, bytes.
+    pub fn request_bytes(&self) -> usize {
+        self.request_bytes
+    }
+
+    /// Cap requests at `bytes` (at least [`sealer_storage::MIN_REQUEST_BYTES`], whole pages):
+    /// what `sealer bench pc2-io --request-kib` sweeps.
+    pub fn set_request_bytes(&mut self, bytes: usize) -> Result<(), SealerError> {
+        if bytes < sealer_storage::MIN_REQUEST_BYTES || !bytes.is_multiple_of(PAGE) {
+            return Err(SealerError::Input(format!(
+                "a read request of {bytes} bytes: give a multiple of 4 KiB of at least {} KiB",
+                sealer_storage::MIN_REQUEST_BYTES >> 10
+            )));
+        }
+        self.request_bytes = bytes;
+        Ok(())
+    }
+
+    /// Register long-lived buffers (PC2's range buffers) with every ring, for reads without a
+    /// per-request page pinning; true when the rings took them (RLIMIT_MEMLOCK allowing).
+    ///
+    /// # Safety
+    /// Every buffer must stay allocated and unmoved until this reader is dropped.
+    pub unsafe fn register_buffers(&mut self, bufs: &[&AlignedBuf]) -> bool {
+        let regions: Vec<(*mut u8, usize)> = bufs.iter().map(|b| (b.as_mut_ptr(), b.len())).collect();
+        // Every ring is offered them, whether or not an earlier one took them.
+        let mut all = true;
+        for r in &mut self.rings {
+            // SAFETY: forwarded: the caller keeps the buffers alive and in place as long as self.
+            all &= unsafe { r.register_buffers(&regions) };
+        }
+        all
+    }
+
+    /// Run `ext` (already planned), each device's requests on its ring, the devices at once.
+    fn run(&mut self, ext: Vec<Extent>) -> Result<(), SealerError> {
+        let err = |e| SealerError::io("reading layer pages", e);
+        let mut by_dev: Vec<Vec<Extent>> = vec![Vec::new(); self.rings.len()];
+        for e in ext {
+            by_dev[e.dev].push(e);
+        }
+        let busy: Vec<(&mut UringBackend, Vec<Extent>)> =
+            self.rings.iter_mut().zip(by_dev).filter(|(_, e)| !e.is_empty()).collect();
+        if busy.len() <= 1 {
+            return busy.into_iter().try_for_each(|(r, e)| r.read_extents(&e)).map_err(err);
+        }
+        std::thread::scope(|sc| {
+            let reads: Vec<_> = busy.into_iter().map(|(r, e)| sc.spawn(move || r.read_extents(&e))).collect();
+            reads.into_iter().try_for_each(|h| h.join().expect("layer reader thread panicked"))
+        })
+        .map_err(err)
+    }
+
     /// Read pages `[p0, p0 + count)` of `layer` into `buf` (count × 4096 bytes, aligned).
     pub fn read_pages(&mut self, layer: u32, p0: u64, count: usize, buf: &mut AlignedBuf) -> Result<(), SealerError> {
-        assert!(buf.len() >= count * PAGE);
-        let base = buf.as_mut_ptr();
-        let ios: Vec<PageIo> = (0..count)
-            .map(|i| {
-                let (dev, offset) = self.stripe.locate(layer, p0 + i as u64);
-                // SAFETY: i < count and buf.len() >= count * PAGE (asserted above): inside `buf`.
-                PageIo { dev, offset, buf: unsafe { base.add(i * PAGE) }, len: PAGE }
-            })
-            .collect();
-        self.be.read(&ios).map_err(|e| SealerError::io("reading layer pages", e))
+        self.read_layers(&mut [(layer, buf)], p0, count)
+    }
+
+    /// Read pages `[p0, p0 + count)` of each `(layer, buffer)` into its buffer, every layer's
+    /// requests in flight together: how PC2 and the layer export read a range.
+    pub fn read_layers(
+        &mut self,
+        bufs: &mut [(u32, &mut AlignedBuf)],
+        p0: u64,
+        count: usize,
+    ) -> Result<(), SealerError> {
+        let mut ext = Vec::new();
+        for (layer, buf) in bufs.iter_mut() {
+            assert!(buf.len() >= count * PAGE);
+            ext.extend(sealer_storage::plan_range(
+                &self.stripe,
+                *layer,
+                p0,
+                count,
+                buf.as_mut_ptr(),
+                self.request_bytes,
+            ));
+        }
+        self.run(ext)
     }
 
     /// Read the pages `pages` of `layer` (any order, any gaps) into `buf`, page `pages[i]` at
@@ -213,16 +293,10 @@ impl LayerReader {
     pub fn read_page_list(&mut self, layer: u32, pages: &[u64], buf: &mut AlignedBuf) -> Result<(), SealerError> {
         assert!(buf.len() >= pages.len() * PAGE);
         let base = buf.as_mut_ptr();
-        let ios: Vec<PageIo> = pages
-            .iter()
-            .enumerate()
-            .map(|(i, &p)| {
-                let (dev, offset) = self.stripe.locate(layer, p);
-                // SAFETY: i < pages.len() and buf.len() >= pages.len() * PAGE (asserted above).
-                PageIo { dev, offset, buf: unsafe { base.add(i * PAGE) }, len: PAGE }
-            })
-            .collect();
-        self.be.read(&ios).map_err(|e| SealerError::io("reading layer pages", e))
+        // wrapping_add: addresses only; i < pages.len() pages, which `buf` holds (asserted above).
+        let list = pages.iter().enumerate().map(|(i, &p)| (p, base.wrapping_add(i * PAGE)));
+        let ext = sealer_storage::plan(&self.stripe, layer, list, self.request_bytes);
+        self.run(ext)
     }
 
     /// Read the row (node `v` of all sectors) of `layer`.
@@ -249,7 +323,8 @@ pub fn export_layers(cfg: &BatchConfig, out: &Path) -> Result<usize, SealerError
     let mut rd = LayerReader::open(cfg)?;
     let g = *rd.geometry();
     let n = cfg.sectors.len();
-    let batch_pages = 256usize;
+    // 16 MiB per read: large requests, all of them in flight.
+    let batch_pages = 4096usize;
     let mut buf = AlignedBuf::new(batch_pages * PAGE);
     for layer in 1..=done {
         let mut files = Vec::new();

@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod aligned;
+mod extent;
 pub use aligned::{AlignedBuf, HugeArena, HUGEPAGE};
+pub use extent::{plan, plan_range, Extent, DEFAULT_REQUEST_BYTES, MAX_SEGMENTS, MIN_REQUEST_BYTES};
 
 /// The I/O unit: one 4 KiB page.
 pub const PAGE: usize = 4096;
@@ -54,6 +56,17 @@ pub trait PageBackend: Send {
     fn read(&mut self, ios: &[PageIo]) -> io::Result<()>;
     /// Write every transfer in `ios`; returns when all are complete.
     fn write(&mut self, ios: &[PageIo]) -> io::Result<()>;
+    /// Read every request in `ext` (large, possibly vectored: [`plan`]); returns when all
+    /// are complete. The default runs them as page transfers.
+    fn read_extents(&mut self, ext: &[Extent]) -> io::Result<()> {
+        let ios: Vec<PageIo> = ext.iter().flat_map(|e| e.pages()).collect();
+        self.read(&ios)
+    }
+    /// Write every request in `ext`; returns when all are complete.
+    fn write_extents(&mut self, ext: &[Extent]) -> io::Result<()> {
+        let ios: Vec<PageIo> = ext.iter().flat_map(|e| e.pages()).collect();
+        self.write(&ios)
+    }
     /// Make completed writes durable (fdatasync / flush).
     fn flush(&mut self) -> io::Result<()>;
     /// Offer long-lived buffers for zero-copy registration. Returns true when the backend
@@ -203,6 +216,155 @@ impl Devices {
     }
 }
 
+/// Where a request goes: the ring's registered file table, or a plain descriptor.
+#[derive(Clone, Copy)]
+enum Target {
+    Fixed(u32),
+    Fd(i32),
+}
+
+/// A batch of requests a ring runs: page transfers or (vectored) extents.
+trait Requests {
+    fn count(&self) -> usize;
+    /// The submission entry of request `i`; `registered` are the fixed buffers.
+    fn entry(
+        &self,
+        i: usize,
+        target: &dyn Fn(usize) -> Target,
+        registered: &[(usize, usize)],
+        write: bool,
+    ) -> io_uring::squeue::Entry;
+    fn len(&self, i: usize) -> usize;
+    /// (device, byte offset) of request `i`.
+    fn place(&self, i: usize) -> (usize, u64);
+    /// What is left of request `i` after its first `done` bytes, as page transfers.
+    fn rest(&self, i: usize, done: usize) -> Vec<PageIo>;
+}
+
+fn fixed_index(registered: &[(usize, usize)], buf: *mut u8, len: usize) -> Option<u16> {
+    let a = buf as usize;
+    registered.iter().position(|&(s, l)| a >= s && a + len <= s + l).map(|i| i as u16)
+}
+
+/// One contiguous transfer's entry: from a registered buffer when `buf` lies in one.
+fn single_entry(
+    t: Target,
+    buf: *mut u8,
+    len: usize,
+    offset: u64,
+    registered: &[(usize, usize)],
+    write: bool,
+) -> io_uring::squeue::Entry {
+    use io_uring::{opcode, types};
+    let fixed = fixed_index(registered, buf, len);
+    macro_rules! entry {
+        ($fd:expr) => {
+            match (write, fixed) {
+                (false, Some(ix)) => opcode::ReadFixed::new($fd, buf, len as u32, ix).offset(offset).build(),
+                (false, None) => opcode::Read::new($fd, buf, len as u32).offset(offset).build(),
+                (true, Some(ix)) => {
+                    opcode::WriteFixed::new($fd, buf as *const u8, len as u32, ix).offset(offset).build()
+                }
+                (true, None) => opcode::Write::new($fd, buf as *const u8, len as u32).offset(offset).build(),
+            }
+        };
+    }
+    match t {
+        Target::Fixed(i) => entry!(types::Fixed(i)),
+        Target::Fd(fd) => entry!(types::Fd(fd)),
+    }
+}
+
+impl Requests for &[PageIo] {
+    fn count(&self) -> usize {
+        <[PageIo]>::len(self)
+    }
+    fn entry(
+        &self,
+        i: usize,
+        target: &dyn Fn(usize) -> Target,
+        registered: &[(usize, usize)],
+        write: bool,
+    ) -> io_uring::squeue::Entry {
+        let io = &self[i];
+        single_entry(target(io.dev), io.buf, io.len, io.offset, registered, write)
+    }
+    fn len(&self, i: usize) -> usize {
+        self[i].len
+    }
+    fn place(&self, i: usize) -> (usize, u64) {
+        (self[i].dev, self[i].offset)
+    }
+    fn rest(&self, i: usize, done: usize) -> Vec<PageIo> {
+        let io = self[i];
+        // SAFETY: 0 <= done < io.len, and io.buf is valid for io.len bytes (PageIo's contract),
+        // so buf + done stays inside that memory.
+        vec![PageIo {
+            dev: io.dev,
+            offset: io.offset + done as u64,
+            buf: unsafe { io.buf.add(done) },
+            len: io.len - done,
+        }]
+    }
+}
+
+impl Requests for &[Extent] {
+    fn count(&self) -> usize {
+        <[Extent]>::len(self)
+    }
+    fn entry(
+        &self,
+        i: usize,
+        target: &dyn Fn(usize) -> Target,
+        registered: &[(usize, usize)],
+        write: bool,
+    ) -> io_uring::squeue::Entry {
+        use io_uring::{opcode, types};
+        let e = &self[i];
+        if let [s] = e.segs.as_slice() {
+            return single_entry(target(e.dev), s.iov_base as *mut u8, s.iov_len, e.offset, registered, write);
+        }
+        let (iov, n) = (e.segs.as_ptr(), e.segs.len() as u32);
+        macro_rules! entry {
+            ($fd:expr) => {
+                if write {
+                    opcode::Writev::new($fd, iov, n).offset(e.offset).build()
+                } else {
+                    opcode::Readv::new($fd, iov, n).offset(e.offset).build()
+                }
+            };
+        }
+        match target(e.dev) {
+            Target::Fixed(f) => entry!(types::Fixed(f)),
+            Target::Fd(fd) => entry!(types::Fd(fd)),
+        }
+    }
+    fn len(&self, i: usize) -> usize {
+        self[i].len()
+    }
+    fn place(&self, i: usize) -> (usize, u64) {
+        (self[i].dev, self[i].offset)
+    }
+    fn rest(&self, i: usize, mut done: usize) -> Vec<PageIo> {
+        let mut out = Vec::new();
+        for io in self[i].pages() {
+            if done >= io.len {
+                done -= io.len;
+                continue;
+            }
+            // SAFETY: done < io.len and the segment is valid for io.len bytes (Extent's contract).
+            out.push(PageIo {
+                offset: io.offset + done as u64,
+                buf: unsafe { io.buf.add(done) },
+                len: io.len - done,
+                ..io
+            });
+            done = 0;
+        }
+        out
+    }
+}
+
 /// io_uring backend with `O_DIRECT`.
 pub struct UringBackend {
     ring: io_uring::IoUring,
@@ -224,55 +386,30 @@ impl UringBackend {
         Ok(UringBackend { ring, devs, depth: depth as usize, registered: Vec::new(), fixed_files })
     }
 
-    fn fixed_index(registered: &[(usize, usize)], buf: *mut u8, len: usize) -> Option<u16> {
-        let a = buf as usize;
-        registered.iter().position(|&(s, l)| a >= s && a + len <= s + l).map(|i| i as u16)
-    }
-
-    fn run(&mut self, ios: &[PageIo], write: bool) -> io::Result<()> {
-        use io_uring::{opcode, types};
+    fn run(&mut self, reqs: &dyn Requests, write: bool) -> io::Result<()> {
         let mut next = 0usize;
         let mut inflight = 0usize;
-        while next < ios.len() || inflight > 0 {
+        let count = reqs.count();
+        while next < count || inflight > 0 {
             // fill the queue
             {
                 let registered = &self.registered;
-                let devs = &self.devs;
-                let mut sq = self.ring.submission();
-                while next < ios.len() && inflight < self.depth {
-                    let io = &ios[next];
-                    let fixed = Self::fixed_index(registered, io.buf, io.len);
-                    macro_rules! entry {
-                        ($fd:expr) => {
-                            match (write, fixed) {
-                                (false, Some(ix)) => {
-                                    opcode::ReadFixed::new($fd, io.buf, io.len as u32, ix).offset(io.offset).build()
-                                }
-                                (false, None) => {
-                                    opcode::Read::new($fd, io.buf, io.len as u32).offset(io.offset).build()
-                                }
-                                (true, Some(ix)) => {
-                                    opcode::WriteFixed::new($fd, io.buf as *const u8, io.len as u32, ix)
-                                        .offset(io.offset)
-                                        .build()
-                                }
-                                (true, None) => opcode::Write::new($fd, io.buf as *const u8, io.len as u32)
-                                    .offset(io.offset)
-                                    .build(),
-                            }
-                        };
-                    }
-                    let e = if self.fixed_files {
-                        entry!(types::Fixed(io.dev as u32))
+                let target = |dev: usize| {
+                    if self.fixed_files {
+                        Target::Fixed(dev as u32)
                     } else {
-                        entry!(types::Fd(devs.fd(io.dev)))
-                    };
-                    let e = e.user_data(next as u64);
-                    // SAFETY: the fd belongs to `self.devs`, kept open by the Arc in self; `io.buf` is
-                    // valid for `io.len` bytes by PageIo's contract (not checkable here: read/write are
-                    // safe fns taking raw pointers), and `ios` is borrowed for the whole call. run()
-                    // waits for every submitted entry before returning Ok or the `failure` error, but
-                    // NOT when submit_and_wait, drain or sync_io fails with entries still in flight.
+                        Target::Fd(self.devs.fd(dev))
+                    }
+                };
+                let mut sq = self.ring.submission();
+                while next < count && inflight < self.depth {
+                    let e = reqs.entry(next, &target, registered, write).user_data(next as u64);
+                    // SAFETY: the fd belongs to `self.devs`, kept open by the Arc in self; the memory
+                    // of request `next` is valid for its length by PageIo's / Extent's contract (not
+                    // checkable here), and `reqs` (with any iovec array an entry points to) is
+                    // borrowed for the whole call. run() waits for every submitted entry before
+                    // returning Ok or the `failure` error, but NOT when submit_and_wait, drain or
+                    // sync_io fails with entries still in flight.
                     if unsafe { sq.push(&e) }.is_err() {
                         break;
                     }
@@ -281,7 +418,7 @@ impl UringBackend {
                 }
             }
             self.ring.submit_and_wait(1)?;
-            let mut short: Option<(usize, usize)> = None;
+            let mut short: Vec<(usize, usize)> = Vec::new();
             let mut failure: Option<io::Error> = None;
             for cqe in self.ring.completion() {
                 inflight -= 1;
@@ -289,35 +426,28 @@ impl UringBackend {
                 let r = cqe.result();
                 if r < 0 {
                     let e = io::Error::from_raw_os_error(-r);
+                    let (dev, offset) = reqs.place(i);
                     failure.get_or_insert(io::Error::new(
                         e.kind(),
                         format!(
-                            "{} {} at offset {}: {e}",
+                            "{} {} at offset {offset}: {e}",
                             if write { "write to" } else { "read from" },
-                            self.devs.paths[ios[i].dev].display(),
-                            ios[i].offset
+                            self.devs.paths[dev].display(),
                         ),
                     ));
-                } else if (r as usize) < ios[i].len {
-                    short.get_or_insert((i, r as usize));
+                } else if (r as usize) < reqs.len(i) {
+                    short.push((i, r as usize));
                 }
             }
             if let Some(e) = failure {
                 self.drain(inflight)?;
                 return Err(e);
             }
-            if let Some((i, done)) = short {
-                // Finish a short transfer synchronously (rare: end of a file, signals).
-                let io = ios[i];
-                // SAFETY: 0 <= done < io.len, and io.buf is valid for io.len bytes (PageIo's contract),
-                // so buf + done stays inside that memory.
-                let rest = PageIo {
-                    dev: io.dev,
-                    offset: io.offset + done as u64,
-                    buf: unsafe { io.buf.add(done) },
-                    len: io.len - done,
-                };
-                self.sync_io(&rest, write)?;
+            // Finish a short transfer synchronously (rare: end of a file, signals).
+            for (i, done) in short {
+                for rest in reqs.rest(i, done) {
+                    self.sync_io(&rest, write)?;
+                }
             }
         }
         Ok(())
@@ -384,10 +514,16 @@ impl PageBackend for UringBackend {
         }
     }
     fn read(&mut self, ios: &[PageIo]) -> io::Result<()> {
-        self.run(ios, false)
+        self.run(&ios, false)
     }
     fn write(&mut self, ios: &[PageIo]) -> io::Result<()> {
-        self.run(ios, true)
+        self.run(&ios, true)
+    }
+    fn read_extents(&mut self, ext: &[Extent]) -> io::Result<()> {
+        self.run(&ext, false)
+    }
+    fn write_extents(&mut self, ext: &[Extent]) -> io::Result<()> {
+        self.run(&ext, true)
     }
     fn flush(&mut self) -> io::Result<()> {
         for f in &self.devs.files {
@@ -497,6 +633,33 @@ mod tests {
             .collect();
         be.read(&rios).unwrap();
         assert_eq!(src.as_slice(), dst.as_slice());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn extents_write_and_read_what_pages_do_across_devices() {
+        let dir = std::env::temp_dir().join(format!("sealer-storage-ext-{}", std::process::id()));
+        for devices in 1..=3 {
+            let paths: Vec<PathBuf> = (0..devices).map(|d| dir.join(format!("{devices}-{d}.img"))).collect();
+            let stripe = Stripe::new(devices, 3, 40);
+            let devs = Devices::open(&paths, stripe.bytes_per_device(2)).unwrap();
+            let mut be = UringBackend::new(devs, 4).unwrap();
+            let mut src = AlignedBuf::new(37 * PAGE);
+            for (i, b) in src.as_mut_slice().iter_mut().enumerate() {
+                *b = (i * 7 / PAGE + i) as u8;
+            }
+            // Pages 2..39 of layer 2 in requests of 3 pages (vectored across the stripe).
+            be.write_extents(&plan_range(&stripe, 2, 2, 37, src.as_mut_ptr(), 3 * PAGE)).unwrap();
+            let whole = AlignedBuf::new(37 * PAGE);
+            be.read_extents(&plan_range(&stripe, 2, 2, 37, whole.as_mut_ptr(), 1 << 20)).unwrap();
+            assert_eq!(src.as_slice(), whole.as_slice(), "{devices} devices: one large read");
+            let one = AlignedBuf::new(PAGE);
+            for i in [0usize, 17, 36] {
+                let (dev, offset) = stripe.locate(2, 2 + i as u64);
+                be.read(&[PageIo { dev, offset, buf: one.as_mut_ptr(), len: PAGE }]).unwrap();
+                assert_eq!(one.as_slice(), &src.as_slice()[i * PAGE..(i + 1) * PAGE], "{devices} devices: page {i}");
+            }
+        }
         std::fs::remove_dir_all(&dir).ok();
     }
 }
