@@ -5,8 +5,9 @@
 #   prometheus          promtool for the alert-rule unit tests
 #   containerd runc containernetworking-plugins   the real node of the local cluster
 #   pocl-opencl-icd ocl-icd-opencl-dev clinfo     a CPU OpenCL device: the GPU engine's tests run on it
+#   fio                 the storage peer of `sealer bench pc2-io` (sequential read and write, io_uring, O_DIRECT)
 set -euo pipefail
-pkgs=(libhwloc-dev prometheus containerd runc containernetworking-plugins pocl-opencl-icd ocl-icd-opencl-dev clinfo)
+pkgs=(libhwloc-dev prometheus containerd runc containernetworking-plugins pocl-opencl-icd ocl-icd-opencl-dev clinfo fio)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,12 +2,11 @@
 //! Both write the same bytes to the same files; the GPU engine hashes a whole range of every
 //! sector (columns, replica, every tree level the range holds) in one device pass.
 
+use crate::writer::OutputFile;
 use crate::{fr, TreeBuilder};
 use sealer_config::Pc2Engine;
 use sealer_error::SealerError;
 use sealer_gpu::{DeviceInfo, Gpu, RangeInput, RangeOutput, NODE};
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 
 /// PC2's hashing engine for one run.
 pub enum Engine {
@@ -246,7 +245,7 @@ pub(crate) fn gpu_range_hash(
 /// sectors whose writes failed instead of giving them up itself.
 pub(crate) fn gpu_range_write(
     h: Hashed,
-    (tc, tr, replicas): (&mut [TreeBuilder], &mut [TreeBuilder], &[Option<File>]),
+    (tc, tr, replicas): (&mut [TreeBuilder], &mut [TreeBuilder], &[Option<OutputFile>]),
     lost: &[bool],
 ) -> Vec<(usize, std::io::Error)> {
     let mut failed: Vec<(usize, std::io::Error)> = Vec::new();
@@ -258,7 +257,7 @@ pub(crate) fn gpu_range_write(
                 continue;
             };
             let written = rep
-                .write_all_at(&out.tree_r[0][s * per..(s + 1) * per], first * NODE as u64)
+                .write_at(&out.tree_r[0][s * per..(s + 1) * per], first * NODE as u64)
                 .and_then(|()| put_levels(&mut tc[s], &out.tree_c, s, *count))
                 .and_then(|()| put_levels(&mut tr[s], &out.tree_r, s, *count));
             if let Err(e) = written {

@@ -24,8 +24,10 @@
 mod checkpoint;
 pub mod engine;
 mod losses;
+pub mod outputs;
 pub mod shaped;
 pub mod snap;
+pub mod writer;
 
 use blstrs::Scalar as Fr;
 use engine::Engine;
@@ -41,10 +43,10 @@ use sealer_slot::{Geometry, LayerReader};
 use sealer_storage::{AlignedBuf, PAGE};
 use serde::Serialize;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Instant;
+use writer::OutputFile;
 
 fn c2() -> &'static PoseidonConstants<Fr, U2> {
     static C: OnceLock<PoseidonConstants<Fr, U2>> = OnceLock::new();
@@ -104,6 +106,12 @@ pub fn rows_to_discard(leaves: u64) -> usize {
     }
 }
 
+/// The CPU engine's range, nodes: 2^16, or a base tree's leaves when fewer, and at least a
+/// page's rows (a power of two dividing `leaves`).
+pub fn cpu_range(leaves: u64, nodes_per_page: u64) -> u64 {
+    leaves.min(1 << 16).max(nodes_per_page.min(leaves))
+}
+
 /// Nodes of a full arity-8 tree over `leaves` leaves.
 pub fn tree_len(leaves: u64) -> u64 {
     (8 * leaves - 1) / 7
@@ -113,13 +121,17 @@ pub fn tree_len(leaves: u64) -> u64 {
 /// `first_stored` are written to the file at their final offsets.
 pub(crate) struct TreeBuilder {
     /// None: the place of a sector PC2 gave up (it is never fed and writes nothing).
-    file: Option<File>,
+    file: Option<OutputFile>,
     first_stored: usize,
     /// Bytes of the file: the stored rows.
     file_len: u64,
     offsets: Vec<u64>,
     written: Vec<u64>,
-    wbuf: Vec<Vec<u8>>,
+    /// Each stored level's chunk being filled, handed to the writer threads when full.
+    wbuf: Vec<Option<AlignedBuf>>,
+    wlen: Vec<usize>,
+    /// Nodes of each level.
+    sizes: Vec<u64>,
     pending: Vec<Vec<Fr>>,
     root: Option<Fr>,
 }
@@ -135,12 +147,10 @@ impl TreeBuilder {
         let mut b = Self::detached(leaves, first_stored);
         let off = b.file_len;
         let file = if create {
-            let f = File::create(path)?;
-            f.set_len(off)?;
-            f
+            OutputFile::create(path, off)?
         } else {
-            let f = std::fs::OpenOptions::new().write(true).open(path)?;
-            if f.metadata()?.len() != off {
+            let f = OutputFile::open(path)?;
+            if f.len()? != off {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
                     format!("{} is not the size its checkpoint says", path.display()),
@@ -172,18 +182,17 @@ impl TreeBuilder {
             file_len: off,
             offsets,
             written: vec![0; sizes.len()],
-            wbuf: vec![Vec::new(); sizes.len()],
+            wbuf: (0..sizes.len()).map(|_| None).collect(),
+            wlen: vec![0; sizes.len()],
             pending: vec![Vec::with_capacity(8); sizes.len()],
+            sizes,
             root: None,
         }
     }
 
     pub(crate) fn push(&mut self, level: usize, x: Fr) -> std::io::Result<()> {
         if level >= self.first_stored {
-            self.wbuf[level].extend_from_slice(&fr_bytes(&x));
-            if self.wbuf[level].len() >= 1 << 20 {
-                self.flush_level(level)?;
-            }
+            self.append(level, &fr_bytes(&x))?;
         }
         if level + 1 == self.offsets.len() {
             self.root = Some(x);
@@ -203,8 +212,26 @@ impl TreeBuilder {
     pub(crate) fn put_level(&mut self, level: usize, nodes: &[u8]) -> std::io::Result<()> {
         assert!(self.pending[level].is_empty(), "level {level} takes whole groups of 8");
         if level >= self.first_stored {
-            self.wbuf[level].extend_from_slice(nodes);
-            if self.wbuf[level].len() >= 1 << 20 {
+            self.append(level, nodes)?;
+        }
+        Ok(())
+    }
+
+    /// Stored bytes of `level` into its chunk; each full chunk goes to the writers. A chunk
+    /// holds at most what is left of its level, so the small top levels take little memory.
+    fn append(&mut self, level: usize, mut bytes: &[u8]) -> std::io::Result<()> {
+        while !bytes.is_empty() {
+            if self.wbuf[level].is_none() {
+                let left = self.sizes[level] * 32 - self.written[level];
+                self.wbuf[level] = Some(writer::chunk((left as usize).clamp(1, writer::CHUNK)));
+            }
+            let buf = self.wbuf[level].as_mut().expect("a chunk");
+            let at = self.wlen[level];
+            let n = (buf.len() - at).min(bytes.len());
+            buf.as_mut_slice()[at..at + n].copy_from_slice(&bytes[..n]);
+            self.wlen[level] += n;
+            bytes = &bytes[n..];
+            if self.wlen[level] == buf.len() {
                 self.flush_level(level)?;
             }
         }
@@ -212,14 +239,14 @@ impl TreeBuilder {
     }
 
     fn flush_level(&mut self, level: usize) -> std::io::Result<()> {
-        if self.wbuf[level].is_empty() {
+        let len = std::mem::take(&mut self.wlen[level]);
+        let Some(buf) = self.wbuf[level].take().filter(|_| len > 0) else {
             return Ok(());
-        }
+        };
         if let Some(f) = &self.file {
-            f.write_all_at(&self.wbuf[level], self.offsets[level] + self.written[level])?;
+            f.write_buf(buf, len, self.offsets[level] + self.written[level])?;
         }
-        self.written[level] += self.wbuf[level].len() as u64;
-        self.wbuf[level].clear();
+        self.written[level] += len as u64;
         Ok(())
     }
 
@@ -426,6 +453,10 @@ pub fn run_pc2_with(
     run_pc2_measured(cfg, export_layers, sink)
 }
 
+/// How much PC2 work a restart may redo at most: a checkpoint (every output file synced, then
+/// `pc2-checkpoint.json`) follows the first range to end this long after the last one.
+pub const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Where PC2's wall time went, seconds.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Pc2Breakdown {
@@ -493,8 +524,7 @@ pub fn run_pc2_measured(
         }
         missing.is_empty()
     });
-    let mut rd = LayerReader::open(cfg)?;
-    let g = *rd.geometry();
+    let g = sealer_slot::geometry(cfg, sealer_slot::Tuning::default());
     let n = cfg.sectors.len();
     let leaves = g.nodes / t as u64;
     let rtd = rows_to_discard(leaves);
@@ -508,7 +538,7 @@ pub fn run_pc2_measured(
         losses.restore(&c.lost);
     }
     let mut caches = Vec::new();
-    let mut replicas: Vec<Option<File>> = Vec::new();
+    let mut replicas: Vec<Option<OutputFile>> = Vec::new();
     // Per sector: whether its replica and cache are this batch's (opened by this run, or by the
     // run the checkpoint comes from); only those are deleted when the sector is given up.
     let mut ours = Vec::new();
@@ -536,7 +566,7 @@ pub fn run_pc2_measured(
             }
             .map_err(|e| format!("opening its replica {}: {e}", tmp.display()))?;
             f.set_len(g.nodes * 32).map_err(|e| format!("sizing its replica {}: {e}", tmp.display()))?;
-            Ok::<_, String>(f)
+            OutputFile::from_file(&tmp, f).map_err(|e| format!("opening its replica {}: {e}", tmp.display()))
         })();
         ours.push(opened.is_ok());
         replicas.push(match opened {
@@ -570,7 +600,7 @@ pub fn run_pc2_measured(
     // Range size: enough nodes to amortise, a power of two dividing `leaves`; on a device, as
     // much as its memory holds.
     let mut range = match &engine {
-        Engine::Cpu => leaves.min(1 << 16).max(g.npp.min(leaves)),
+        Engine::Cpu => cpu_range(leaves, g.npp),
         Engine::Gpu(gpus) => engine::gpu_range(gpus, leaves, g.npp, n, layers),
     };
     // A resumed run's ranges start where the checkpoint's did: both are powers of two, so the
@@ -607,6 +637,7 @@ pub fn run_pc2_measured(
     let stop_after: Option<usize> =
         std::env::var("SEALER_TEST_PC2_STOP_AFTER_RANGES").ok().and_then(|s| s.parse().ok());
     let mut ranges_done = 0usize;
+    let mut last_checkpoint = Instant::now();
     let pages_per_range = range.div_ceil(g.npp) as usize;
     // Two sets of layer buffers: the next range is read while the current one is hashed.
     let mut sets: [Vec<AlignedBuf>; 2] = std::array::from_fn(|_| {
@@ -617,6 +648,13 @@ pub fn run_pc2_measured(
             })
             .collect()
     });
+    // Declared after the buffers, so dropped before them: the rings may hold them registered.
+    let mut rd = LayerReader::open(cfg)?;
+    let all: Vec<&AlignedBuf> = sets.iter().flatten().collect();
+    // SAFETY: `sets` is declared before `rd` (dropped after it) and its buffers never move.
+    if !unsafe { rd.register_buffers(&all) } {
+        log::info!("PC2 reads into unregistered buffers (RLIMIT_MEMLOCK too small to register them with io_uring)");
+    }
     let mut bd = Pc2Breakdown { resumed_at_node: next0, ..Default::default() };
     let started = Instant::now();
     let mut prog = Progress::for_pc2(cfg, t, leaves);
@@ -736,7 +774,7 @@ pub fn run_pc2_measured(
                             rep_bytes.extend_from_slice(&fr_bytes(&replica));
                             br.push(0, replica).map_err(written)?;
                         }
-                        rep.write_all_at(&rep_bytes, v * 32).map_err(written)?;
+                        rep.write_at(&rep_bytes, v * 32).map_err(written)?;
                         Ok(())
                     })
                     .collect();
@@ -758,7 +796,11 @@ pub fn run_pc2_measured(
             }
             // What is in the files: on the GPU engine, this range is written with the next.
             let written = if pending.is_some() { v } else { v + cnt };
-            if v + cnt < (k as u64 + 1) * leaves {
+            // A checkpoint syncs every output file: every CHECKPOINT_EVERY, not every range, so
+            // that the files are synced a few times in all (every range under the test hook).
+            let due = stop_after.is_some() || last_checkpoint.elapsed() >= CHECKPOINT_EVERY;
+            if v + cnt < (k as u64 + 1) * leaves && due {
+                last_checkpoint = Instant::now();
                 // Mid-tree: the files so far, synced, then where the trees stand.
                 let mut cp = checkpoint::Checkpoint {
                     batch: batch_id.clone(),
@@ -1038,7 +1080,8 @@ fn gpu_range(
     engine::gpu_range_hash(gpus, &inputs, v)
 }
 
-/// Read the pages of range `(v, count)` (nodes) of every layer into `bufs`, one per layer.
+/// Read the pages of range `(v, count)` (nodes) of every layer into `bufs`, one per layer, all
+/// layers' requests in flight at once.
 fn read_range(
     rd: &mut LayerReader,
     bufs: &mut [AlignedBuf],
@@ -1047,10 +1090,8 @@ fn read_range(
 ) -> Result<(), SealerError> {
     let p0 = v / g.npp;
     let pages = (v + count).div_ceil(g.npp) - p0;
-    for (l, b) in bufs.iter_mut().enumerate() {
-        rd.read_pages(l as u32 + 1, p0, pages as usize, b)?;
-    }
-    Ok(())
+    let mut layers: Vec<(u32, &mut AlignedBuf)> = bufs.iter_mut().enumerate().map(|(l, b)| (l as u32 + 1, b)).collect();
+    rd.read_layers(&mut layers, p0, pages as usize)
 }
 
 fn export_into_caches(cfg: &BatchConfig, caches: &[PathBuf], lost: impl Fn(usize) -> bool) -> Result<(), SealerError> {

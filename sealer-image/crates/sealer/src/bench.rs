@@ -2,7 +2,7 @@
 //! on this machine in one invocation, reported as sector-labels/s per core.
 
 use crate::{bench_peer, oracle};
-use sealer_config::{porep_id_for, ApiVersion, BatchConfig, Layout, Pc2Engine};
+use sealer_config::{ApiVersion, BatchConfig, Layout, Pc2Engine};
 use sealer_hash::Kernel;
 use sealer_pc1::Pc1Options;
 use sealer_slot::Tuning;
@@ -87,17 +87,7 @@ impl Row {
     }
 }
 
-/// CPU seconds (user + system) of this process so far.
-pub fn cpu_now() -> f64 {
-    // SAFETY: libc::rusage is plain integers, so all-zero is a valid value; getrusage only writes
-    // into the local `ru` through a pointer that is valid for the call (on failure `ru` stays zero).
-    unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-        t(ru.ru_utime) + t(ru.ru_stime)
-    }
-}
+pub use sealer_bench::cpu_now;
 
 fn cpu_timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
     let c0 = cpu_now();
@@ -129,47 +119,8 @@ fn cores_of(l: &Layout) -> f64 {
     cpus.len() as f64
 }
 
-fn rand32(seed: &mut u64) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    for b in out.iter_mut() {
-        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        *b = (*seed >> 33) as u8;
-    }
-    out
-}
-
-/// A random CC batch config for the bench and tests.
-pub fn random_config(
-    sector_size: u64,
-    proof_id: u64,
-    api: ApiVersion,
-    n: usize,
-    seed: u64,
-    layer_dir: &Path,
-    out: &Path,
-) -> BatchConfig {
-    let mut s = seed;
-    let sectors: Vec<serde_json::Value> = (0..n)
-        .map(|i| {
-            serde_json::json!({
-                "prover_id": hex::encode(rand32(&mut s)),
-                "sector_id": 1000 + i as u64 + (seed % 1000) * 1000,
-                "ticket": hex::encode(rand32(&mut s)),
-            })
-        })
-        .collect();
-    let features: Vec<&str> = if proof_id >= 10 { vec!["SyntheticPoRep"] } else { vec![] };
-    let v = serde_json::json!({
-        "sector_size": sector_size,
-        "porep_id": hex::encode(porep_id_for(proof_id)),
-        "api_version": api.as_str(),
-        "features": features,
-        "sectors": sectors,
-        "layers": {"paths": [layer_dir.join("layers-a.img").display().to_string(), layer_dir.join("layers-b.img").display().to_string()], "slot_offset": 0},
-        "output_dir": out.display().to_string(),
-    });
-    BatchConfig::from_json(&v.to_string()).expect("valid bench config")
-}
+pub use sealer_bench::slot::random_config;
+use sealer_bench::slot::{fill_random_layers, rand32};
 
 /// Run the benchmark and return the table rows.
 pub fn run(o: &BenchOptions) -> Result<Vec<Row>, String> {
@@ -652,58 +603,6 @@ fn peer_row(
 fn big_sector_seconds(tree_rate: f64, col11_rate: f64) -> f64 {
     let big_nodes = ((32u64 << 30) / 32) as f64;
     big_nodes / col11_rate + 2.0 * (big_nodes - 1.0) / 7.0 / tree_rate
-}
-
-/// Random labels (each node below the field modulus) in every layer of `cfg`'s slot, and the
-/// state file PC1 writes after its last layer, so PC2 runs as after PC1.
-fn fill_random_layers(cfg: &BatchConfig) -> Result<(), String> {
-    use rayon::prelude::*;
-    use sealer_storage::{AlignedBuf, Devices, PageBackend, PageIo, UringBackend, PAGE};
-    let io = |e: std::io::Error| format!("random layers: {e}");
-    let layers = cfg.num_layers();
-    let g = sealer_slot::geometry(cfg, Tuning::default());
-    let stripe = sealer_slot::stripe(cfg, &g);
-    let devs = Devices::open(&cfg.layers.paths, stripe.bytes_per_device(layers)).map_err(io)?;
-    let mut be = UringBackend::new(devs, 64).map_err(io)?;
-    const CHUNK_PAGES: u64 = 4096; // 16 MiB per write
-    let mut buf = AlignedBuf::new(CHUNK_PAGES as usize * PAGE);
-    let mut digests = Vec::new();
-    for layer in 1..=layers as u32 {
-        for p0 in (0..g.ppl).step_by(CHUNK_PAGES as usize) {
-            let count = CHUNK_PAGES.min(g.ppl - p0);
-            buf.as_mut_slice().par_chunks_mut(PAGE).enumerate().for_each(|(i, page)| {
-                // splitmix64 from the page's number: distinct, repeatable pseudo-random labels.
-                let mut x = (layer as u64) << 40 | (p0 + i as u64);
-                for w in page.chunks_mut(8) {
-                    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-                    let mut z = x;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-                    w.copy_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-                }
-                page.chunks_mut(32).for_each(|node| node[31] &= 0x3f);
-            });
-            let base = buf.as_mut_ptr();
-            let ios: Vec<PageIo> = (0..count)
-                .map(|i| {
-                    let (dev, offset) = stripe.locate(layer, p0 + i);
-                    // SAFETY: i < count ≤ CHUNK_PAGES, the pages `buf` holds.
-                    PageIo { dev, offset, buf: unsafe { base.add(i as usize * PAGE) }, len: PAGE }
-                })
-                .collect();
-            be.write(&ios).map_err(io)?;
-        }
-        be.flush().map_err(io)?;
-        digests.push(sealer_slot::layer_digest(&g, stripe, &mut be, layer).map_err(|e| e.to_string())?);
-    }
-    let (rids, _) = sealer_slot::sector_ids(cfg);
-    let st = sealer_slot::state::State {
-        batch_key: sealer_slot::state::batch_key(cfg, &rids),
-        layers,
-        layers_done: layers,
-        layer_digests: digests,
-    };
-    sealer_slot::state::store(&sealer_slot::state_path(cfg), &st).map_err(io)
 }
 
 /// An engine's arity-8 and arity-11 Poseidon rates (hashes/s) on `count` random preimages, and

@@ -307,6 +307,40 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 1 << 16)]
         rate_hashes: usize,
     },
+    /// PC2's data path against fio on the same files: a slot laid out as PC1 lays it out (random
+    /// labels) read as PC2 reads it, the outputs written as PC2 writes them, fio's sequential
+    /// read and write beside them; GB/s, CPU-seconds per GB and the ratios, and a JSON document.
+    Pc2Io {
+        /// Sector size (any Filecoin size: the slot is sectors × size × layers bytes).
+        #[arg(long, default_value = "8MiB", value_parser = parse_sector_size_arg)]
+        sector_size: u64,
+        /// Sectors in the batch (power of two, 1..=128).
+        #[arg(long, default_value_t = 8, value_parser = parse_batch_size)]
+        batch: usize,
+        /// Layer files the slot stripes over (one ring and reader thread each).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        layer_files: u32,
+        /// The slot's start in each layer file, MiB.
+        #[arg(long, default_value_t = 0)]
+        slot_offset_mib: u64,
+        /// Request caps to read with, KiB, comma-separated (multiples of 4, at least 256).
+        #[arg(long, value_delimiter = ',', default_value = "256,1024,4096")]
+        request_kib: Vec<usize>,
+        /// Work directory: the layer files and the outputs (tmpfs measures the sealer; a disk
+        /// measures the disk).
+        #[arg(long, default_value = "/dev/shm/sealer-bench")]
+        dir: PathBuf,
+        /// Also run PC2 itself on the slot on this engine, for its read waits beside hashing
+        /// (`none` skips it: at 512 MiB × 8 the CPU engine takes most of an hour on 2 CPUs).
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu", "none"])]
+        hashing: String,
+        /// Times every row runs (the sealer's and fio's in turn); each row keeps its best.
+        #[arg(long, default_value_t = 2)]
+        rounds: usize,
+        /// Where to write the JSON document (default: <dir>/pc2-io.json).
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// `bench pc2 --engine gpu`'s peer, in the child process it starts: filecoin-proofs' own GPU
     /// path (neptune through rust-gpu-tools) on the bench's first sector, and neptune's GPU
     /// batcher rates; one JSON line. Needs a binary built with the fil-gpu feature.
@@ -448,6 +482,11 @@ fn parse_test_sector_size(s: &str) -> Result<u64, String> {
         .ok()
         .filter(|b| *b <= 512 << 20)
         .ok_or_else(|| format!("{s:?}: the benchmarks take 2KiB, 8MiB or 512MiB"))
+}
+
+/// Any Filecoin sector size, e.g. 512MiB or 32GiB.
+fn parse_sector_size_arg(s: &str) -> Result<u64, String> {
+    sealer_config::parse_sector_size(s).map_err(|e| format!("{s:?}: {e}"))
 }
 
 /// A registered proof name, e.g. StackedDrg32GiBV1_1.

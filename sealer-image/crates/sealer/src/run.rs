@@ -751,6 +751,38 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
                 )));
             }
         }
+        BenchCmd::Pc2Io {
+            sector_size,
+            batch,
+            layer_files,
+            slot_offset_mib,
+            request_kib,
+            dir,
+            hashing,
+            rounds,
+            json,
+        } => {
+            let o = sealer_bench::pc2_io::Options {
+                sector_size,
+                sectors: batch,
+                place: sealer_bench::slot::SlotPlace {
+                    files: layer_files as usize,
+                    offset_pages: slot_offset_mib * 256,
+                },
+                dir: dir.clone(),
+                request_bytes: request_kib.iter().map(|k| k << 10).collect(),
+                hashing: match hashing.as_str() {
+                    "cpu" => Some(sealer_config::Pc2Engine::Cpu),
+                    "gpu" => Some(sealer_config::Pc2Engine::Gpu),
+                    _ => None,
+                },
+                rounds,
+            };
+            let r = sealer_bench::pc2_io::run(&o).map_err(failed)?;
+            let path = json.unwrap_or_else(|| dir.join("pc2-io.json"));
+            sealer_bench::pc2_io::write_json(&r, &path).map_err(failed)?;
+            println!("{}\nJSON: {}", sealer_bench::pc2_io::render(&r), path.display());
+        }
         BenchCmd::Synth { sector_size, batch, baseline_sectors, dir } => {
             let b = sealer::bench_synth::SynthBench { sector_size, batch, baseline_sectors, dir: &dir };
             println!("{}", sealer::bench_synth::run(&b).map_err(failed)?);

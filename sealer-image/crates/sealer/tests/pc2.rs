@@ -11,7 +11,7 @@ use sealer_pc1::Pc1Options;
 use sealer_slot::Tuning;
 
 fn pc2_case(sector_size: u64, proof_id: u64, n: usize, seed: u64, oracle_sectors: usize, c1: bool) {
-    pc2_case_with(sector_size, proof_id, n, seed, oracle_sectors, c1, false, &[], Pc2Engine::Cpu)
+    pc2_case_with(sector_size, proof_id, n, seed, oracle_sectors, c1, false, &[], Pc2Engine::Cpu, 2)
 }
 
 /// With `lotus`, the batch is one miner's and writes a lotus/Curio storage path. `data[i]`
@@ -28,10 +28,11 @@ fn pc2_case_with(
     lotus: bool,
     data: &[&[usize]],
     engine: Pc2Engine,
+    devices: usize,
 ) {
     common::init();
     let work = tempfile::tempdir().unwrap();
-    let (mut cfg, mut json) = common::config(sector_size, proof_id, n, seed, work.path(), 2);
+    let (mut cfg, mut json) = common::config(sector_size, proof_id, n, seed, work.path(), devices);
     if lotus {
         for s in json["sectors"].as_array_mut().unwrap() {
             s["prover_id"] = hex::encode(sealer_config::prover_id_of(1000)).into();
@@ -310,7 +311,7 @@ fn pc2_kib2_v1_1_n1_with_c1() {
 
 #[test]
 fn pc2_kib2_v1_1_n4_lotus_storage_path_with_c1() {
-    pc2_case_with(2048, 5, 4, 605, 4, true, true, &[], Pc2Engine::Cpu);
+    pc2_case_with(2048, 5, 4, 605, 4, true, true, &[], Pc2Engine::Cpu, 2);
 }
 
 #[test]
@@ -455,6 +456,21 @@ fn collect_challenges(v: &serde_json::Value) -> Vec<u64> {
     }
 }
 
+/// The slot striped over three layer files (at an offset): a range's pages are read in one
+/// large request per file, and ranges end at every file in turn (1024 pages a range).
+#[test]
+fn pc2_mib8_three_layer_files() {
+    let seed = common::random_seed("pc2_mib8_three_layer_files");
+    pc2_case_with(8 << 20, 6, 2, seed, 1, false, false, &[], Pc2Engine::Cpu, 3);
+}
+
+/// The GPU engine over three layer files, a data sector beside a CC one.
+#[test]
+fn pc2_kib2_gpu_engine_three_layer_files() {
+    let seed = common::random_seed("pc2_kib2_gpu_engine_three_layer_files");
+    pc2_case_with(2048, 5, 8, seed, 2, false, false, &[&[], &[100, 500, 200]], Pc2Engine::Gpu, 3);
+}
+
 #[test]
 fn pc2_kib2_v1_1_n16_with_c1() {
     pc2_case(2048, 5, 16, 603, 16, true);
@@ -470,32 +486,32 @@ fn pc2_mib8_v1_1_n4_with_c1() {
 /// tree-d and every other file equal filecoin-proofs' with the same pieces, and its C1 accepts them.
 #[test]
 fn pc2_kib2_data_sectors_beside_cc_with_c1() {
-    pc2_case_with(2048, 5, 4, 608, 4, true, false, &[&[2032], &[], &[100, 500, 200], &[127]], Pc2Engine::Cpu);
+    pc2_case_with(2048, 5, 4, 608, 4, true, false, &[&[2032], &[], &[100, 500, 200], &[127]], Pc2Engine::Cpu, 2);
 }
 
 /// The same at 8 MiB: a sector of three pieces with padding between them beside a CC sector.
 #[test]
 fn pc2_mib8_data_and_cc_sectors() {
-    pc2_case_with(8 << 20, 6, 2, 609, 1, true, false, &[&[1000, 300_000, 5000]], Pc2Engine::Cpu);
+    pc2_case_with(8 << 20, 6, 2, 609, 1, true, false, &[&[1000, 300_000, 5000]], Pc2Engine::Cpu, 2);
 }
 
 /// SyntheticPoRep with a data sector beside a CC one: the synthetic proofs (made with the
 /// sector's pieces) equal filecoin-proofs' own, and its C1 accepts the outputs.
 #[test]
 fn pc2_kib2_synth_data_sector_proofs_and_c1() {
-    pc2_case_with(2048, 10, 2, 610, 2, true, false, &[&[100, 500, 200]], Pc2Engine::Cpu);
+    pc2_case_with(2048, 10, 2, 610, 2, true, false, &[&[100, 500, 200]], Pc2Engine::Cpu, 2);
 }
 
 /// NI-PoRep: each sector's C1 output right after PC2 (no seed), a data sector beside a CC one.
 #[test]
 fn pc2_kib2_ni_porep_c1_after_pc2() {
-    pc2_case_with(2048, 15, 2, 611, 2, true, false, &[&[], &[100, 500, 200]], Pc2Engine::Cpu);
+    pc2_case_with(2048, 15, 2, 611, 2, true, false, &[&[], &[100, 500, 200]], Pc2Engine::Cpu, 2);
 }
 
 /// NI-PoRep at 8 MiB: a CC sector's C1 output equals filecoin-proofs-api's on its own files.
 #[test]
 fn pc2_mib8_ni_porep_c1_after_pc2() {
-    pc2_case_with(8 << 20, 16, 1, 612, 1, true, false, &[], Pc2Engine::Cpu);
+    pc2_case_with(8 << 20, 16, 1, 612, 1, true, false, &[], Pc2Engine::Cpu, 2);
 }
 
 /// The GPU engine (OpenCL device 0), random inputs: CC and data sectors side by side, every
@@ -503,12 +519,12 @@ fn pc2_mib8_ni_porep_c1_after_pc2() {
 #[test]
 fn pc2_kib2_gpu_engine_cc_and_data_with_c1() {
     let seed = common::random_seed("pc2_kib2_gpu_engine_cc_and_data_with_c1");
-    pc2_case_with(2048, 5, 4, seed, 4, true, false, &[&[2032], &[], &[100, 500, 200], &[]], Pc2Engine::Gpu);
+    pc2_case_with(2048, 5, 4, seed, 4, true, false, &[&[2032], &[], &[100, 500, 200], &[]], Pc2Engine::Gpu, 2);
 }
 
 /// The GPU engine at 8 MiB, random inputs: a data sector beside a CC one.
 #[test]
 fn pc2_mib8_gpu_engine_cc_and_data() {
     let seed = common::random_seed("pc2_mib8_gpu_engine_cc_and_data");
-    pc2_case_with(8 << 20, 6, 2, seed, 2, false, false, &[&[], &[1000, 300_000, 5000]], Pc2Engine::Gpu);
+    pc2_case_with(8 << 20, 6, 2, seed, 2, false, false, &[&[], &[1000, 300_000, 5000]], Pc2Engine::Gpu, 2);
 }

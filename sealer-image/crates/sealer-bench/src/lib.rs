@@ -1,0 +1,31 @@
+//! The sealer's storage benchmarks, one module per job: [`slot`] lays out a batch's slot as PC1
+//! leaves it (random labels), [`fio`] runs the storage peer, [`pc2_io`] reads and writes as PC2
+//! does and sets each figure against fio's on the same files.
+
+#![warn(missing_docs)]
+
+pub mod fio;
+pub mod pc2_io;
+pub mod slot;
+
+/// CPU seconds (user + system) of this process so far, every thread included (io_uring's
+/// workers too).
+pub fn cpu_now() -> f64 {
+    rusage_seconds(libc::RUSAGE_SELF)
+}
+
+/// CPU seconds (user + system) of this process' waited-for children so far.
+pub fn children_cpu_now() -> f64 {
+    rusage_seconds(libc::RUSAGE_CHILDREN)
+}
+
+fn rusage_seconds(who: libc::c_int) -> f64 {
+    // SAFETY: libc::rusage is plain integers, so all-zero is a valid value; getrusage only writes
+    // into the local `ru` through a pointer that is valid for the call (on failure `ru` stays zero).
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(who, &mut ru);
+        let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        t(ru.ru_utime) + t(ru.ru_stime)
+    }
+}
