@@ -226,3 +226,51 @@ var pc2GPUBudget = func() PC2GPUBudget {
 
 // PC2GPUBudgetDoc returns contracts/pc2-gpu-budget.json.
 func PC2GPUBudgetDoc() PC2GPUBudget { return pc2GPUBudget }
+
+//go:embed pc2-bounds.json
+var pc2BoundsJSON []byte
+
+// PC2Model is the model of PC2's four bounds (contracts/pc2-bounds.json; sealer-pc2's
+// bounds.rs holds the same constants): the engines' hashing rates and the GPU copy rate.
+type PC2Model struct {
+	CPUSectorBytesPerCPUSecond float64 `json:"cpu_sector_bytes_per_cpu_second"`
+	GPUArity11HashesPerSecond  float64 `json:"gpu_arity11_hashes_per_second"`
+	GPUArity8HashesPerSecond   float64 `json:"gpu_arity8_hashes_per_second"`
+	GPUCopyBytesPerSecond      float64 `json:"gpu_copy_bytes_per_second"`
+}
+
+// PC2BoundsExample is one worked example of the model: a batch, a machine, and its bounds.
+type PC2BoundsExample struct {
+	Name                string  `json:"name"`
+	SectorSize          uint64  `json:"sector_size"`
+	Sectors             int     `json:"sectors"`
+	Engine              string  `json:"engine"`
+	CPUs                int     `json:"cpus"`
+	GPUs                int     `json:"gpus"`
+	ReadBytesPerSecond  float64 `json:"read_bytes_per_second"`
+	WriteBytesPerSecond float64 `json:"write_bytes_per_second"`
+	ReadBytes           int64   `json:"read_bytes"`
+	WriteBytes          int64   `json:"write_bytes"`
+	KernelSeconds       float64 `json:"kernel_seconds"`
+	CopySeconds         float64 `json:"copy_seconds"`
+	ReadSeconds         float64 `json:"read_seconds"`
+	WriteSeconds        float64 `json:"write_seconds"`
+	Seconds             float64 `json:"seconds"`
+	Bound               string  `json:"bound"`
+}
+
+var pc2Bounds = func() (doc struct {
+	Model    PC2Model           `json:"model"`
+	Examples []PC2BoundsExample `json:"examples"`
+}) {
+	if err := json.Unmarshal(pc2BoundsJSON, &doc); err != nil {
+		panic(fmt.Sprintf("contracts/pc2-bounds.json: %v", err))
+	}
+	return doc
+}()
+
+// PC2 is the model of PC2's bounds.
+func PC2() PC2Model { return pc2Bounds.Model }
+
+// PC2BoundsExamples are the contract's worked examples (both sides' tests check them).
+func PC2BoundsExamples() []PC2BoundsExample { return pc2Bounds.Examples }

@@ -759,6 +759,12 @@ type Prediction struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Bottleneck string `json:"bottleneck,omitempty"`
+	// pc2Bound is what bounds pc2Seconds: kernels (the hashing, on the CPUs or GPUs), copies
+	// (layers to the GPUs and trees back), reads (the slot from the layer devices, at their
+	// measured sequential bandwidth) or writes (the replica and trees).
+	// +kubebuilder:validation:Enum=kernels;copies;reads;writes
+	// +optional
+	PC2Bound string `json:"pc2Bound,omitempty"`
 	// basis says what the prediction rests on (the node's qualification, or the model's
 	// defaults where the node was not qualified).
 	// +kubebuilder:validation:MaxLength=1024

@@ -268,7 +268,7 @@ func OutputBytesFor(size sealv1.SectorSize, sectors int) int64 {
 // for p_aux and t_aux. The sealer's tests compare it with the files it writes.
 func OutputBytesPerSector(size sealv1.SectorSize) int64 {
 	s := int64(size.Bytes())
-	treeD, treeC, treeRLast := treeBytes(size)
+	treeD, treeC, treeRLast := predict.TreeBytes(size)
 	return s + treeD + treeC + treeRLast + int64(size.Layers())*s + 4096
 }
 
@@ -292,31 +292,8 @@ func C1OutputBytes(size sealv1.SectorSize) int64 {
 // UpdateOutputBytesPerSector is what a SnapDeals update writes for one sector: the updated
 // replica, its tree-d and tree-r-last, and 4 KiB for p_aux and t_aux.
 func UpdateOutputBytesPerSector(size sealv1.SectorSize) int64 {
-	treeD, _, treeRLast := treeBytes(size)
+	treeD, _, treeRLast := predict.TreeBytes(size)
 	return int64(size.Bytes()) + treeD + treeRLast + 4096
-}
-
-// treeBytes is the size of a sector's tree-d, tree-c and tree-r-last files.
-func treeBytes(size sealv1.SectorSize) (treeD, treeC, treeRLast int64) {
-	s := int64(size.Bytes())
-	nodes := s / 32
-	trees := int64(size.BaseTrees())
-	leaves := nodes / trees
-	var levels []int64 // arity-8 tree levels, leaves first
-	for n := leaves; ; n /= 8 {
-		levels = append(levels, n)
-		if n <= 1 {
-			break
-		}
-	}
-	sum := func(from int) int64 {
-		var t int64
-		for _, n := range levels[min(from, len(levels)):] {
-			t += n
-		}
-		return t * 32
-	}
-	return (2*nodes - 1) * 32, trees * sum(0), trees * sum(rowsToDiscard(len(levels))+1)
 }
 
 // cacheReason is why the node's parent cache for proof is not usable yet ("" when it is
@@ -357,18 +334,6 @@ func outputVolume(sn *sealv1.SealerNode, p string) *sealv1.OutputVolume {
 		}
 	}
 	return nil
-}
-
-// rowsToDiscard is rust-fil-proofs' default for tree-r-last (FIL_PROOFS_ROWS_TO_DISCARD 2),
-// for a tree with the given number of rows.
-func rowsToDiscard(rows int) int {
-	switch {
-	case rows <= 2:
-		return 0
-	case rows == 3:
-		return 1
-	}
-	return min(rows-2, 2)
 }
 
 // HugepagesFor is the number of 1 GiB hugepages a sealer pod asks for: the 36 SupraSeal-class
@@ -481,7 +446,7 @@ func check(n *Node, need *Need) (reason string, transient bool) {
 
 // Predict is the batch's expected run on this node with the layout it would get now.
 func (n *Node) Predict(need *Need) predict.Prediction {
-	pn := predict.Node{Name: n.Sealer.Name, Qual: n.Sealer.Status.Qualification}
+	pn := predict.Node{Name: n.Sealer.Name, Qual: n.Sealer.Status.Qualification, GPUs: int(need.gpusOn(n))}
 	if l, err := n.Layout(need.BatchSize); err == nil && l != nil {
 		// The pod gets the layout's cores: hasher threads beyond its CPUs share them.
 		pn.CPUs = len(l.CoreCPUs())

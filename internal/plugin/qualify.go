@@ -143,6 +143,9 @@ func predictionText(p *sealv1.Prediction) string {
 	}
 	if p.PC2Seconds != "" {
 		s += ", PC2 " + p.PC2Seconds + " s"
+		if p.PC2Bound != "" {
+			s += " (bound by " + p.PC2Bound + ")"
+		}
 	}
 	if p.ProofsSeconds != "" {
 		s += ", synthetic proofs " + p.ProofsSeconds + " s"

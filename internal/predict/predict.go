@@ -1,5 +1,6 @@
 // Package predict estimates how long a batch takes on a node: PC1 from the node's measured
-// hashing rate and layer-device random reads (the sealer's own model: `sealer plan`), PC2 and
+// hashing rate and layer-device random reads (the sealer's own model: `sealer plan`), PC2 from
+// its four bounds (hashing, GPU copies, the slot's reads and the outputs' writes: pc2.go), and
 // SyntheticPoRep's synthetic proofs from per-core rates measured on the reference machine.
 // Pure functions: placement ranks nodes by them and refuses nodes too slow for a batch.
 package predict
@@ -32,9 +33,6 @@ const (
 	// NodeCacheBytes is the sealer's node-cache budget (its --cache-mib default): the previous
 	// layer stays in memory when two layers of the batch fit it.
 	NodeCacheBytes = 1 << 30
-	// PC2BytesPerCPUSecond is PC2's Poseidon rate on the CPU: sector bytes per CPU-second
-	// (`sealer bench pc2`: 4-9 s per 8 MiB sector on 2 CPUs).
-	PC2BytesPerCPUSecond = 0.75 * (1 << 20)
 	// SynthChallengesMax is filecoin-proofs' DEFAULT_SYNTH_CHALLENGE_COUNT: a sector has
 	// min(nodes, 2^18) synthetic challenges, so every size from 8 MiB up costs about the same.
 	SynthChallengesMax = 1 << 18
@@ -77,6 +75,8 @@ type Batch struct {
 	Synthetic       bool
 	// Update: a SnapDeals update labels no layers (no PC1).
 	Update bool
+	// GPU: PC2 hashes on GPUs (pc2Engine gpu).
+	GPU bool
 }
 
 // BatchOf reads a batch's spec.
@@ -84,15 +84,17 @@ func BatchOf(b *sealv1.SealBatch) Batch {
 	return Batch{
 		SectorSize: b.Spec.SectorSize, Sectors: len(b.Spec.Sectors), ResidentPercent: b.Spec.ResidentLayerPercent,
 		Synthetic: b.Spec.ProofTypeOrDefault() == sealv1.ProofTypeSyntheticPoRep, Update: b.Spec.IsUpdate(),
+		GPU: b.Spec.UsesGPUs(),
 	}
 }
 
-// Node is what a prediction needs of a node: the batch's hasher threads and CPUs there, and
-// the node's qualification (nil: not qualified).
+// Node is what a prediction needs of a node: the batch's hasher threads, CPUs and GPUs there,
+// and the node's qualification (nil: not qualified).
 type Node struct {
 	Name    string
 	Hashers int
 	CPUs    int
+	GPUs    int
 	Qual    *sealv1.Qualification
 }
 
@@ -113,6 +115,8 @@ type Prediction struct {
 	RatePercent int32
 	Bottleneck  string
 	Basis       string
+	// PC2Bounds are PC2's four bounds; PC2 is the largest (PC2Bounds.Bound names it).
+	PC2Bounds PC2Bounds
 }
 
 // Total is the predicted run time.
@@ -154,14 +158,41 @@ func Predict(b Batch, n Node) Prediction {
 		layer := nodes * sectors
 		p.PC1 = seconds(layer/p.HashBound + (layers-1)*layer/p.Rate)
 	}
-	bytes := float64(b.SectorSize.Bytes()) * sectors
-	p.PC2 = seconds(bytes / (PC2BytesPerCPUSecond * float64(cpus)))
+	in := PC2Input{SectorSize: b.SectorSize, Sectors: max(b.Sectors, 1), GPU: b.GPU, CPUs: cpus, GPUs: max(n.GPUs, 1)}
+	if q := n.Qual; q != nil {
+		in.ReadBytesPerSecond, in.WriteBytesPerSecond = seqBandwidth(q)
+	}
+	p.PC2Bounds = PC2(in)
+	p.PC2 = seconds(p.PC2Bounds.Seconds)
 	if b.Synthetic {
 		// One sector after another, each on every CPU of the pod.
 		p.Proofs = seconds(synthProofsCPUSeconds(b.SectorSize) * sectors / float64(cpus))
 	}
 	p.Basis = basis
 	return p
+}
+
+// seqBandwidth is the layer devices' sequential read and write bandwidth, summed: a slot
+// stripes across every layer device of its node. A device without a figure (not measured, or
+// failed) leaves that sum unknown (0).
+func seqBandwidth(q *sealv1.Qualification) (read, write float64) {
+	if len(q.LayerDevices) == 0 {
+		return 0, 0
+	}
+	readOK, writeOK := true, true
+	for _, d := range q.LayerDevices {
+		read += float64(d.SeqReadBytesPerSecond)
+		write += float64(d.SeqWriteBytesPerSecond)
+		readOK = readOK && d.SeqReadBytesPerSecond > 0
+		writeOK = writeOK && d.SeqWriteBytesPerSecond > 0
+	}
+	if !readOK {
+		read = 0
+	}
+	if !writeOK {
+		write = 0
+	}
+	return read, write
 }
 
 // Reason is why a node predicted below minPercent of its hashing bound is refused ("" when it
@@ -211,6 +242,7 @@ func Status(p Prediction, start time.Time) *sealv1.Prediction {
 	return &sealv1.Prediction{
 		PC1Seconds: s(p.PC1), PC2Seconds: s(p.PC2), ProofsSeconds: s(p.Proofs), FinishTime: finish,
 		LabelsPerSecond: int64(p.Rate), RatePercent: p.RatePercent, Bottleneck: p.Bottleneck, Basis: p.Basis,
+		PC2Bound: p.PC2Bounds.Bound,
 	}
 }
 

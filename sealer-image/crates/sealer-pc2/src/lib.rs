@@ -21,6 +21,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bounds;
 mod checkpoint;
 pub mod engine;
 mod losses;
@@ -150,7 +151,7 @@ impl TreeBuilder {
             OutputFile::create(path, off)?
         } else {
             let f = OutputFile::open(path)?;
-            if f.len()? != off {
+            if f.file_len()? != off {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
                     format!("{} is not the size its checkpoint says", path.display()),

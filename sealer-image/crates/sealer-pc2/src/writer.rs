@@ -155,7 +155,7 @@ impl OutputFile {
     }
 
     /// Bytes of the file.
-    pub fn len(&self) -> io::Result<u64> {
+    pub fn file_len(&self) -> io::Result<u64> {
         Ok(self.inner.buffered.metadata()?.len())
     }
 

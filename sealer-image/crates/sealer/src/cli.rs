@@ -151,6 +151,10 @@ pub enum Cmd {
         memory: Pc1Memory,
         #[command(flatten)]
         layer_files: LayerFiles,
+        /// A `sealer qualify` document (its --out file) with the layer devices' sequential
+        /// read and write bandwidths: PC2's reads and writes bounds come from them.
+        #[arg(long)]
+        qualification: Option<PathBuf>,
         /// Print JSON instead of the table.
         #[arg(long)]
         json: bool,
@@ -324,7 +328,7 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 0)]
         slot_offset_mib: u64,
         /// Request caps to read with, KiB, comma-separated (multiples of 4, at least 256).
-        #[arg(long, value_delimiter = ',', default_value = "256,1024,4096")]
+        #[arg(long, value_delimiter = ',', default_value = "256,1024,4096", value_parser = parse_request_kib)]
         request_kib: Vec<usize>,
         /// Work directory: the layer files and the outputs (tmpfs measures the sealer; a disk
         /// measures the disk).
@@ -482,6 +486,17 @@ fn parse_test_sector_size(s: &str) -> Result<u64, String> {
         .ok()
         .filter(|b| *b <= 512 << 20)
         .ok_or_else(|| format!("{s:?}: the benchmarks take 2KiB, 8MiB or 512MiB"))
+}
+
+/// A read request cap in KiB: whole pages, at least 256 KiB (smaller requests are what PC2
+/// moved away from).
+fn parse_request_kib(s: &str) -> Result<usize, String> {
+    let min = sealer_storage::MIN_REQUEST_BYTES >> 10;
+    s.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|k| *k >= min && k.is_multiple_of(4))
+        .ok_or_else(|| format!("{s:?} KiB: give a multiple of 4 KiB of at least {min} KiB"))
 }
 
 /// Any Filecoin sector size, e.g. 512MiB or 32GiB.

@@ -97,6 +97,72 @@ pub struct Plan {
     pub resources: Resources,
     /// PC2 on the GPU engine, for `pc2_engine: gpu` with a device here (None otherwise).
     pub pc2_gpu: Option<GpuPlan>,
+    /// PC2's time and what bounds it.
+    pub pc2: Pc2Plan,
+}
+
+/// The layer devices' measured sequential bandwidths, summed over the devices the slot stripes
+/// across (from a `sealer qualify` document).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StorageFigures {
+    /// Bytes per second of 1 MiB reads (0: not measured on every device).
+    pub read_bytes_per_second: f64,
+    /// Bytes per second of 1 MiB writes (0: not measured on every device).
+    pub write_bytes_per_second: f64,
+    /// Where the figures come from, and what is missing.
+    pub basis: String,
+}
+
+impl StorageFigures {
+    /// The figures of `cfg`'s layer devices in a `sealer qualify` document; an error when it
+    /// measured none of them.
+    pub fn from_qualification(cfg: &BatchConfig, doc: &serde_json::Value, source: &str) -> Result<Self, String> {
+        let devices = doc["devices"]
+            .as_array()
+            .ok_or_else(|| format!("{source}: no devices (not a `sealer qualify` document)"))?;
+        let mut f = StorageFigures::default();
+        let (mut reads, mut writes, mut missing) = (Some(0.0), Some(0.0), Vec::new());
+        for p in &cfg.layers.paths {
+            let Some(d) = devices.iter().find(|d| d["path"].as_str() == Some(&p.display().to_string())) else {
+                missing.push(p.display().to_string());
+                continue;
+            };
+            reads = reads.zip(d["seq_read_bytes_per_s"].as_f64()).map(|(a, b)| a + b);
+            writes = writes.zip(d["seq_write_bytes_per_s"].as_f64()).map(|(a, b)| a + b);
+        }
+        if missing.len() == cfg.layers.paths.len() {
+            return Err(format!(
+                "{source} measured none of the batch's layer devices ({}); run `sealer qualify` on them",
+                missing.join(", ")
+            ));
+        }
+        let (reads, writes) = if missing.is_empty() { (reads, writes) } else { (None, None) };
+        f.read_bytes_per_second = reads.unwrap_or(0.0);
+        f.write_bytes_per_second = writes.unwrap_or(0.0);
+        f.basis = format!("{source}, summed over {} layer device(s)", cfg.layers.paths.len());
+        if !missing.is_empty() {
+            f.basis += &format!("; not measured there: {} (storage bounds left out)", missing.join(", "));
+        } else if reads.is_none() || writes.is_none() {
+            f.basis += "; a device without a read or write figure (that bound left out)";
+        }
+        Ok(f)
+    }
+}
+
+/// PC2 of the batch: the four bounds ([`sealer_pc2::bounds`]) and the seconds per sector.
+#[derive(Clone, Debug, Serialize)]
+pub struct Pc2Plan {
+    /// The engine: cpu or gpu.
+    pub engine: String,
+    /// CPUs (the layout's) or GPUs (the devices here, else 1) it runs on.
+    pub units: usize,
+    /// The bounds, for the whole batch.
+    #[serde(flatten)]
+    pub bounds: sealer_pc2::bounds::Pc2Bounds,
+    /// PC2's seconds per sector: the largest bound over the sectors.
+    pub seconds_per_sector: f64,
+    /// What the storage figures rest on.
+    pub storage_basis: String,
 }
 
 /// PC2 on the GPU engine: the devices it would use here and what a range takes on them
@@ -315,8 +381,9 @@ pub fn resources(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool
     (r, g)
 }
 
-/// Check `cfg` against this machine and estimate its needs.
-pub fn plan(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool) -> Plan {
+/// Check `cfg` against this machine and estimate its needs; `storage` are the layer devices'
+/// measured bandwidths (None: PC2's reads and writes bounds are left out).
+pub fn plan(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool, storage: Option<&StorageFigures>) -> Plan {
     let (r, _) = resources(cfg, tuning, rate, layer_files);
     let mut checks = Vec::new();
 
@@ -497,7 +564,34 @@ pub fn plan(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool) -> 
     }
     let pc2_gpu =
         (cfg.pc2_engine == sealer_config::Pc2Engine::Gpu).then(|| gpu_check(cfg, tuning, &mut checks)).flatten();
-    Plan { checks, resources: r, pc2_gpu }
+    let gpu = cfg.pc2_engine == sealer_config::Pc2Engine::Gpu;
+    let units =
+        if gpu { pc2_gpu.as_ref().map_or(1, |g| g.devices.len().max(1)) } else { sealer_proofs::synth::cpus(cfg) };
+    let none = StorageFigures {
+        basis:
+            "no storage figures (`sealer plan --qualification <sealer qualify document>`): reads and writes left out"
+                .into(),
+        ..Default::default()
+    };
+    let st = storage.unwrap_or(&none);
+    let bounds = sealer_pc2::bounds::pc2_bounds(&sealer_pc2::bounds::Pc2Input {
+        sector_size: cfg.sector_size,
+        sectors: cfg.sectors.len(),
+        layers: cfg.num_layers(),
+        gpu,
+        cpus: units,
+        gpus: units,
+        read_bytes_per_second: st.read_bytes_per_second,
+        write_bytes_per_second: st.write_bytes_per_second,
+    });
+    let pc2 = Pc2Plan {
+        engine: if gpu { "gpu" } else { "cpu" }.into(),
+        units,
+        seconds_per_sector: bounds.seconds / cfg.sectors.len().max(1) as f64,
+        bounds,
+        storage_basis: st.basis.clone(),
+    };
+    Plan { checks, resources: r, pc2_gpu, pc2 }
 }
 
 /// The plan as a text table.
@@ -535,6 +629,33 @@ pub fn render(p: &Plan) -> String {
         },
         r.read_iops,
         r.write_iops,
+    );
+    let c = &p.pc2;
+    let b = &c.bounds;
+    let gbps = |bytes: u64, s: f64| {
+        if s > 0.0 {
+            format!("{:.1} GB/s", bytes as f64 / s / 1e9)
+        } else {
+            "not measured".into()
+        }
+    };
+    out += &format!(
+        "PC2 on the {} engine ({} {}): {:.1} s per sector, {:.0} s for the batch, bound by {}: kernels {:.0} s, copies {:.0} s, reads {:.0} s ({:.0} GB, {}), writes {:.0} s ({:.0} GB, {}); {}\n",
+        c.engine,
+        c.units,
+        if c.engine == "gpu" { "GPU(s)" } else { "CPU(s)" },
+        c.seconds_per_sector,
+        b.seconds,
+        b.bound.as_str(),
+        b.kernel_seconds,
+        b.copy_seconds,
+        b.read_seconds,
+        b.read_bytes as f64 / 1e9,
+        gbps(b.read_bytes, b.read_seconds),
+        b.write_seconds,
+        b.write_bytes as f64 / 1e9,
+        gbps(b.write_bytes, b.write_seconds),
+        c.storage_basis,
     );
     if let Some(s) = &r.synthetic_proofs {
         out += &format!(
@@ -606,7 +727,7 @@ mod tests {
         assert_eq!(r.output_bytes, 4 * r.output_bytes_per_sector);
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["synthetic_proofs"]["peak_memory_bytes"], cost.peak_memory_bytes);
-        let p = plan(&cfg, Tuning::default(), 1e6, true);
+        let p = plan(&cfg, Tuning::default(), 1e6, true, None);
         let c = p.checks.iter().find(|c| c.what == "memory for synthetic proofs").expect("the memory check");
         assert!(c.ok, "{c:?}");
         assert!(render(&p).contains("synthetic proofs: 262144 challenges per sector"), "{}", render(&p));

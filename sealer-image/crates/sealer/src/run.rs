@@ -50,12 +50,26 @@ pub fn run(cmd: Cmd) -> Result<(), SealerError> {
         }
         Cmd::Stage { sector_size, pieces, out, sealbatch_file } => stage(sector_size, &pieces, out, sealbatch_file),
         Cmd::Capabilities { out } => capabilities(out.as_deref()),
-        Cmd::Plan { config, rate, memory, layer_files, json } => {
+        Cmd::Plan { config, rate, memory, layer_files, qualification, json } => {
             let cfg = load(&config.config)?;
+            let storage = match &qualification {
+                None => None,
+                Some(path) => {
+                    let src = path.display().to_string();
+                    let text = std::fs::read_to_string(path)
+                        .map_err(|e| SealerError::Input(format!("--qualification {src}: {e}")))?;
+                    let doc: serde_json::Value = serde_json::from_str(&text)
+                        .map_err(|e| SealerError::Input(format!("--qualification {src}: not JSON: {e}")))?;
+                    Some(
+                        sealer::plan::StorageFigures::from_qualification(&cfg, &doc, &src)
+                            .map_err(|e| SealerError::Input(format!("--qualification {e}")))?,
+                    )
+                }
+            };
             let resident_bytes = if memory.resident_mib > 0 { memory.resident_mib << 20 } else { cfg.resident_bytes };
             let tuning =
                 sealer_slot::Tuning { ring_bytes: memory.cache_mib << 20, resident_bytes, ..Default::default() };
-            let p = sealer::plan::plan(&cfg, tuning, rate, !layer_files.no_layer_files);
+            let p = sealer::plan::plan(&cfg, tuning, rate, !layer_files.no_layer_files, storage.as_ref());
             if json {
                 println!("{}", pretty(&p));
             } else {

@@ -636,6 +636,57 @@ fn plan_checks_the_machine_without_touching_it() {
     }
 }
 
+/// `sealer plan --qualification`: PC2's reads and writes bounds from the layer devices'
+/// measured bandwidths, summed over the devices the slot stripes across, and the bound named;
+/// without it they are left out, and a document that measured none of them is refused.
+#[test]
+fn plan_bounds_pc2_by_the_measured_layer_devices() {
+    let work = tempfile::tempdir().unwrap();
+    let (_, json) = common::config(8 << 20, 6, 8, 14, work.path(), 2);
+    let cfg = ConfigFile::write(work.path().join("plan.json"), &json);
+    let doc = |paths: &[&str], read: f64, write: f64| {
+        let devices: Vec<serde_json::Value> = paths
+            .iter()
+            .map(|p| serde_json::json!({"path": p, "seq_read_bytes_per_s": read, "seq_write_bytes_per_s": write}))
+            .collect();
+        let path = work.path().join(format!("q-{read}-{write}.json"));
+        std::fs::write(&path, serde_json::json!({"schema": 1, "devices": devices}).to_string()).unwrap();
+        path
+    };
+    let devs: Vec<&str> = json["layers"]["paths"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    let pc2 = |extra: &[&str]| {
+        let out = cfg.cmd("plan", &[&["--json"], extra].concat()).output().unwrap();
+        let p: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        (p["pc2"].clone(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    // A slow pair of disks (100 kB/s each): the reads bound, 8 sectors × 2 layers × 8 MiB at
+    // 200 kB/s.
+    let slow = doc(&devs, 1e5, 50e6);
+    let (p, _) = pc2(&["--qualification", slow.to_str().unwrap()]);
+    assert_eq!(p["bound"], "reads", "{p}");
+    let want = 8.0 * 2.0 * (8u64 << 20) as f64 / 2e5;
+    assert!((p["read_seconds"].as_f64().unwrap() - want).abs() < 1e-6, "{p}");
+    assert!((p["seconds_per_sector"].as_f64().unwrap() - want / 8.0).abs() < 1e-6, "{p}");
+    // Fast ones leave the hashing as the bound; no figures leave the storage out.
+    let fast = doc(&devs, 1e12, 1e12);
+    assert_eq!(pc2(&["--qualification", fast.to_str().unwrap()]).0["bound"], "kernels");
+    let (p, _) = pc2(&[]);
+    assert_eq!((p["bound"].as_str(), p["read_seconds"].as_f64()), (Some("kernels"), Some(0.0)), "{p}");
+    assert!(p["storage_basis"].as_str().unwrap().contains("--qualification"), "{p}");
+    // The table says it too.
+    let out = cfg.cmd("plan", &["--qualification", slow.to_str().unwrap()]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("bound by reads"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Another machine's devices: refused, naming them.
+    let other = doc(&["/dev/nvme9n1"], 1e9, 1e9);
+    let out = cfg.cmd("plan", &["--qualification", other.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("measured none of the batch's layer devices"));
+}
+
 fn hex32(v: &serde_json::Value) -> [u8; 32] {
     hex::decode(v.as_str().unwrap()).unwrap().try_into().unwrap()
 }
@@ -1365,4 +1416,55 @@ fn qualify_reports_skips_and_device_errors_and_refuses_bad_ranges() {
         assert!(stderr.contains("--write-range") && stderr.contains("OFFSET:LENGTH"), "{bad}: {stderr}");
         assert!(out.stdout.is_empty(), "{bad}: measured anyway");
     }
+}
+
+/// `bench pc2-io` at a small size (three layer files, a slot offset, PC2 on the CPU engine):
+/// it runs, and its JSON document has its keys. Its speed is the benchmark's to report.
+#[test]
+fn bench_pc2_io_runs_and_reports_its_keys() {
+    let work = tempfile::tempdir().unwrap();
+    let json = work.path().join("io.json");
+    let o = bin()
+        .args(["bench", "pc2-io", "--sector-size", "8MiB", "--batch", "2", "--layer-files", "3"])
+        .args(["--slot-offset-mib", "1", "--request-kib", "256,1024", "--rounds", "1", "--hashing", "none"])
+        .arg("--dir")
+        .arg(work.path())
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    for k in
+        ["sector_size_bytes", "slot_bytes", "slot_offset_bytes", "layer_files", "range_nodes", "fio", "reads", "writes"]
+    {
+        assert!(!v[k].is_null(), "no {k} in {v}");
+    }
+    assert_eq!((v["layer_files"].as_u64(), v["slot_offset_bytes"].as_u64()), (Some(3), Some(1 << 20)));
+    // Every layer of both sectors, whatever the request size.
+    let slot = 2 * 2 * (8u64 << 20);
+    let ours: Vec<&serde_json::Value> =
+        v["reads"].as_array().unwrap().iter().filter(|r| r["what"].as_str().unwrap().starts_with("sealer")).collect();
+    assert_eq!(ours.len(), 2);
+    for r in ours.iter().copied().chain(v["writes"].as_array().unwrap().iter().take(1)) {
+        for k in ["request_bytes", "depth", "bytes", "bytes_per_s", "cpu_s_per_gb"] {
+            assert!(r[k].as_f64().is_some_and(|x| x > 0.0), "{k} in {r}");
+        }
+    }
+    assert!(ours.iter().all(|r| r["bytes"].as_u64() == Some(slot)), "{v}");
+    // fio's rows, with their ratios, where fio is installed; its absence said, never a figure.
+    if v["fio"].as_str().unwrap().starts_with("not run") {
+        assert!(v["reads"].as_array().unwrap().iter().all(|r| !r["what"].as_str().unwrap().starts_with("fio")));
+    } else {
+        assert!(ours.iter().all(|r| r["vs_fio_1mib"].as_f64().is_some_and(|x| x > 0.0)), "{v}");
+    }
+    // A request cap below 256 KiB is refused by name.
+    let o = bin()
+        .args(["bench", "pc2-io", "--sector-size", "2KiB", "--request-kib", "4", "--dir"])
+        .arg(work.path())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("--request-kib") && e.contains("at least 256 KiB"), "{e}");
 }
