@@ -317,7 +317,7 @@ pub fn render(r: &Report) -> String {
     }
     if let Some(h) = &r.hashing {
         t += &format!(
-            "\nPC2 on the {} engine: {:.2} s, of which {:.3} s waiting for layer reads ({:.1} %); {:.2} GB/s of slot drawn\n",
+            "\nPC2 on the {} engine: {:.2} s, of which {:.3} s waiting for layer reads ({:.1} %); {:.3} GB/s of slot drawn\n",
             h.engine, h.seconds, h.read_wait_seconds, h.read_wait_percent, gb(h.slot_bytes_per_s)
         );
     }
