@@ -1,12 +1,19 @@
-//! The sealer's storage benchmarks, one module per job: [`slot`] lays out a batch's slot as PC1
-//! leaves it (random labels), [`fio`] runs the storage peer, [`pc2_io`] reads and writes as PC2
-//! does and sets each figure against fio's on the same files.
+//! The sealer's benchmarks (`sealer bench …`), one module per bench, each set against its peer
+//! in the same run: [`pc1`] (the SHA bound and rust-fil-proofs), [`pc2`] (filecoin-proofs'
+//! PC2, and its GPU path through [`fil_gpu_peer`]), [`gpu_kernels`] (the Poseidon kernels
+//! alone), [`synth`] (filecoin-proofs' synthetic proofs), [`pc2_io`] (fio on the same files).
+//! [`slot`] lays out a batch's slot as PC1 leaves it; [`fio`] runs the storage peer.
 
 #![warn(missing_docs)]
 
+pub mod fil_gpu_peer;
 pub mod fio;
+pub mod gpu_kernels;
+pub mod pc1;
+pub mod pc2;
 pub mod pc2_io;
 pub mod slot;
+pub mod synth;
 
 /// CPU seconds (user + system) of this process so far, every thread included (io_uring's
 /// workers too).

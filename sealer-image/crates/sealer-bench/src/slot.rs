@@ -146,3 +146,15 @@ pub fn fill_random_layers(cfg: &BatchConfig) -> Result<(), String> {
     };
     sealer_slot::state::store(&sealer_slot::state_path(cfg), &st).map_err(io)
 }
+
+/// The batch `bench pc2` seals in `dir` (the same for a given size and count, so that
+/// filecoin-proofs' CPU run and the GPU peer seal the same first sector), with filecoin-proofs'
+/// parent cache pointed into `dir`.
+pub fn pc2_bench_config(sector_size: u64, n: usize, dir: &Path) -> Result<BatchConfig, String> {
+    let size_idx =
+        sealer_config::SECTOR_SIZES.iter().position(|s| s.0 == sector_size).ok_or("unsupported sector size")?;
+    let proof_id = 5 + size_idx as u64;
+    sealer_oracle::set_cache_env(&dir.join("fil-cache"));
+    let out = dir.join(format!("pc2-sealer-n{n}"));
+    Ok(random_config(sector_size, proof_id, ApiVersion::V1_1_0, n, 77, &dir.join("pc2-sealer-layers"), &out))
+}

@@ -109,6 +109,14 @@ impl Geometry {
     }
 }
 
+/// Random page reads per node step (one node of every sector) for the expander parents when
+/// `resident` (0..=1) of the previous layer is in memory. At 32/64 GiB a page holds at most 32
+/// rows and a chunk's parents almost never share one, so each of the 8 expanders is a read;
+/// they are uniform over the layer, so the resident share needs none.
+pub fn expander_reads_per_node(resident: f64) -> f64 {
+    sealer_hash::EXP_DEGREE as f64 * (1.0 - resident)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

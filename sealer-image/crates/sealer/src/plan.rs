@@ -319,14 +319,6 @@ fn cgroup_memory_limit(cgroup: &str, read: &dyn Fn(&Path) -> Option<String>) -> 
     None
 }
 
-/// Random page reads per node step (one node of every sector) for the expander parents when
-/// `resident` (0..=1) of the previous layer is in memory. At 32/64 GiB a page holds at most 32
-/// rows and a chunk's parents almost never share one, so each of the 8 expanders is a read;
-/// they are uniform over the layer, so the resident share needs none.
-pub fn expander_reads_per_node(resident: f64) -> f64 {
-    sealer_hash::EXP_DEGREE as f64 * (1.0 - resident)
-}
-
 /// Estimate what `cfg` needs at `rate` labels/s per hasher (`layer_files`: PC2 keeps the layer
 /// files in each cache directory, as `sealer batch` does by default).
 pub fn resources(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool) -> (Resources, Geometry) {
@@ -373,7 +365,7 @@ pub fn resources(cfg: &BatchConfig, tuning: Tuning, rate: f64, layer_files: bool
         read_iops: if g.keep_prev_layer {
             0.0
         } else {
-            node_steps * expander_reads_per_node(g.resident as f64 / g.nodes as f64)
+            node_steps * sealer_slot::geometry::expander_reads_per_node(g.resident as f64 / g.nodes as f64)
         },
         write_iops: node_steps / g.npp as f64,
         synthetic_proofs,

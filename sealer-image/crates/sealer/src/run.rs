@@ -96,14 +96,14 @@ pub fn run(cmd: Cmd) -> Result<(), SealerError> {
             let text = std::fs::read_to_string(&config)
                 .map_err(|e| SealerError::Input(format!("cannot read {}: {e}", config.display())))?;
             let cfg = sealer_config::SnapConfig::from_json(&text)?;
-            let v = sealer::oracle::snap_update(&cfg, &work)
+            let v = sealer_oracle::snap_update(&cfg, &work)
                 .map_err(|e| SealerError::Internal(format!("oracle-snap: {e:#}")))?;
             println!("{}", pretty(&v));
             Ok(())
         }
         Cmd::Oracle { config, work } => {
             let cfg = load(&config.config)?;
-            let v = sealer::oracle::precommit_batch(&cfg, &work)
+            let v = sealer_oracle::precommit_batch(&cfg, &work)
                 .map_err(|e| SealerError::Internal(format!("oracle: {e:#}")))?;
             println!("{}", pretty(&v));
             Ok(())
@@ -716,7 +716,7 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
     let failed = |e: String| SealerError::Internal(format!("bench failed: {e}"));
     match what {
         BenchCmd::Pc2 { sector_size, batch, dir, engine, skip_cpu, random_layers, rate_hashes } => {
-            let b = sealer::bench::Pc2Bench {
+            let b = sealer_bench::pc2::Pc2Bench {
                 sector_size,
                 batch,
                 dir: &dir,
@@ -725,19 +725,25 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
                 random_layers,
                 rate_hashes,
             };
-            println!("{}", sealer::bench::run_pc2(&b).map_err(failed)?);
+            println!("{}", sealer_bench::pc2::run_pc2(&b).map_err(failed)?);
         }
         BenchCmd::FilGpuPeer { sector_size, batch, dir, rate_hashes, rates_only } => {
-            let a = sealer::bench_peer::PeerArgs { sector_size, batch, dir: &dir, rate_hashes, sector: !rates_only };
-            let report = sealer::bench_peer::measure(&a).map_err(SealerError::Device)?;
+            let a = sealer_bench::fil_gpu_peer::PeerArgs {
+                sector_size,
+                batch,
+                dir: &dir,
+                rate_hashes,
+                sector: !rates_only,
+            };
+            let report = sealer_bench::fil_gpu_peer::measure(&a).map_err(SealerError::Device)?;
             println!(
                 "{}{}",
-                sealer::bench_peer::JSON_PREFIX,
+                sealer_bench::fil_gpu_peer::JSON_PREFIX,
                 serde_json::to_string(&report).expect("a report serialises")
             );
         }
         BenchCmd::GpuKernels { groups, runs, variants, binaries, local_sizes, max_registers } => {
-            let b = sealer::bench_gpu::KernelBench {
+            let b = sealer_bench::gpu_kernels::KernelBench {
                 device: sealer_pc2::engine::device_index()?,
                 groups,
                 runs,
@@ -746,7 +752,7 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
                 local_sizes: &local_sizes,
                 max_registers: &max_registers,
             };
-            let report = sealer::bench_gpu::run(&b).map_err(|e| SealerError::Device(e.to_string()))?;
+            let report = sealer_bench::gpu_kernels::run(&b).map_err(|e| SealerError::Device(e.to_string()))?;
             println!("{}", pretty(&report));
         }
         BenchCmd::Pc2Shape { leaves_log2, layers, samples, range_log2, seed } => {
@@ -757,7 +763,7 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
             };
             let shape = sealer_pc2::shaped::Shape { leaves_log2, layers, samples, range_log2, spoil: None, seed };
             let r = sealer_pc2::shaped::run(&gpus, &shape)?;
-            println!("{}", sealer::bench::shape_table(&r));
+            println!("{}", sealer_bench::pc2::shape_table(&r));
             if !r.mismatches.is_empty() {
                 return Err(SealerError::Internal(format!(
                     "the GPU engine's outputs differ from neptune's: {}",
@@ -798,8 +804,8 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
             println!("{}\nJSON: {}", sealer_bench::pc2_io::render(&r), path.display());
         }
         BenchCmd::Synth { sector_size, batch, baseline_sectors, dir } => {
-            let b = sealer::bench_synth::SynthBench { sector_size, batch, baseline_sectors, dir: &dir };
-            println!("{}", sealer::bench_synth::run(&b).map_err(failed)?);
+            let b = sealer_bench::synth::SynthBench { sector_size, batch, baseline_sectors, dir: &dir };
+            println!("{}", sealer_bench::synth::run(&b).map_err(failed)?);
         }
         BenchCmd::Pc1 {
             sector_size,
@@ -812,7 +818,7 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
             resident,
             layers,
         } => {
-            let o = sealer::bench::BenchOptions {
+            let o = sealer_bench::pc1::BenchOptions {
                 sector_size,
                 batches,
                 dir,
@@ -823,8 +829,8 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
                 hugepages,
                 resident_percents: resident,
             };
-            let rows = sealer::bench::run(&o).map_err(failed)?;
-            println!("{}", sealer::bench::render(&rows, sector_size));
+            let rows = sealer_bench::pc1::run(&o).map_err(failed)?;
+            println!("{}", sealer_bench::pc1::render(&rows, sector_size));
         }
     }
     Ok(())

@@ -7,7 +7,7 @@ mod common;
 
 use filecoin_proofs_api::seal::{seal_commit_phase1, SealPreCommitPhase2Output};
 use rand::{Rng, SeedableRng};
-use sealer::oracle;
+use sealer_oracle as oracle;
 use sealer_pc1::Pc1Options;
 use sealer_proofs::c1;
 use sealer_slot::Tuning;

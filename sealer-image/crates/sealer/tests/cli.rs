@@ -338,7 +338,7 @@ fn one_bad_sector_never_costs_the_batch() {
     for s in &cfg.sectors {
         let ours = entry(s.sector_id);
         assert!(ours["failed"].is_null(), "{ours}");
-        let o = sealer::oracle::precommit_sector(&cfg, s, &oracle_dir).unwrap();
+        let o = sealer_oracle::precommit_sector(&cfg, s, &oracle_dir).unwrap();
         assert_eq!(ours["comm_r"], hex::encode(o.comm_r), "comm_r of sector {}", s.sector_id);
         let p = sealer_config::sector_paths(&cfg, s.sector_id);
         assert!(
@@ -346,7 +346,7 @@ fn one_bad_sector_never_costs_the_batch() {
             "replica of sector {}",
             s.sector_id
         );
-        let proofs = sealer::oracle::commit_phase1(&cfg, s, &p.cache, &p.sealed, [7; 32], o.comm_r, o.comm_d).unwrap();
+        let proofs = sealer_oracle::commit_phase1(&cfg, s, &p.cache, &p.sealed, [7; 32], o.comm_r, o.comm_d).unwrap();
         assert!(proofs > 0);
     }
 }
@@ -421,7 +421,7 @@ fn a_sector_failing_in_pc2_costs_only_itself() {
     for s in &cfg.sectors[..2] {
         let ours = entry(s.sector_id);
         assert!(ours["failed"].is_null(), "{ours}");
-        let o = sealer::oracle::precommit_sector(&cfg, s, &oracle_dir).unwrap();
+        let o = sealer_oracle::precommit_sector(&cfg, s, &oracle_dir).unwrap();
         assert_eq!(ours["comm_r"], hex::encode(o.comm_r), "comm_r of sector {}", s.sector_id);
         let p = sealer_config::sector_paths(&cfg, s.sector_id);
         assert!(std::fs::read(&p.sealed).unwrap() == std::fs::read(&o.sealed).unwrap(), "replica of {}", s.sector_id);
@@ -521,7 +521,7 @@ fn snap_updates_sealed_cc_sectors_like_filecoin_proofs() {
     data_sector.data = Some(sealer_config::SectorData { path: staged.clone(), pieces: pieces.clone() });
     let o = work.path().join("oracle");
     let (cr, _, cd) =
-        sealer::oracle::snap_encode(&cfg, &data_sector, &key.sealed, &key.cache, &o.join("sealed"), &o.join("cache"))
+        sealer_oracle::snap_encode(&cfg, &data_sector, &key.sealed, &key.cache, &o.join("sealed"), &o.join("cache"))
             .unwrap();
     assert_eq!(res["sectors"][0]["comm_r_new"], hex::encode(cr).as_str());
     assert_eq!(res["sectors"][0]["comm_d_new"], hex::encode(cd).as_str());
@@ -1012,7 +1012,7 @@ fn batch_killed_during_pc2_resumes_and_matches_oracle_with_endpoints() {
     // The summary says where the threads ran (pinned to this process's CPUs).
     assert!(res["cpus"]["granted"].as_str().is_some_and(|g| !g.is_empty()), "{res}");
     for (i, s) in cfg.sectors.iter().enumerate() {
-        let o = sealer::oracle::precommit_sector(&cfg, s, work.path()).unwrap();
+        let o = sealer_oracle::precommit_sector(&cfg, s, work.path()).unwrap();
         assert_eq!(res["sectors"][i]["comm_r"], hex::encode(o.comm_r));
         assert_eq!(res["sectors"][i]["sector_id"], s.sector_id);
     }

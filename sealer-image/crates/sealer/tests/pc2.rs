@@ -5,8 +5,8 @@
 mod common;
 
 use rand::{Rng, SeedableRng};
-use sealer::oracle;
 use sealer_config::Pc2Engine;
+use sealer_oracle as oracle;
 use sealer_pc1::Pc1Options;
 use sealer_slot::Tuning;
 

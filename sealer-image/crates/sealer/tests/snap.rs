@@ -6,8 +6,8 @@
 mod common;
 
 use rand::{Rng, SeedableRng};
-use sealer::oracle;
 use sealer_config::Pc2Engine;
+use sealer_oracle as oracle;
 use sealer_pc1::Pc1Options;
 use sealer_pc2::engine::Engine;
 use sealer_pc2::snap::{encode_sectors, SnapSector};

@@ -4,8 +4,8 @@
 use filecoin_hashers::poseidon::PoseidonHasher;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sealer::oracle;
 use sealer_config::{porep_id_for, BatchConfig};
+use sealer_oracle as oracle;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 

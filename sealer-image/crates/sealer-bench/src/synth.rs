@@ -3,9 +3,10 @@
 //! time, peak RSS of each, the ratio, and whether the files are equal), and what the measured
 //! rate predicts for 128 × 32 GiB sectors on 64 cores.
 
-use crate::bench::{cpu_now, random_config};
-use crate::oracle;
+use crate::cpu_now;
+use crate::slot::random_config;
 use sealer_config::{ApiVersion, BatchConfig};
+use sealer_oracle as oracle;
 use sealer_pc1::Pc1Options;
 use sealer_proofs::synth::{self, shape::Shape, SYNTH_PROOFS_FILE};
 use sha2::{Digest, Sha256};

@@ -113,12 +113,12 @@ pub fn measure(a: &PeerArgs) -> Result<PeerReport, String> {
     let tree = batcher_rate::<U8>(SETTINGS.max_gpu_tree_batch_size as usize, a.rate_hashes)?;
     let col11 = batcher_rate::<U11>(SETTINGS.max_gpu_column_batch_size as usize, a.rate_hashes)?;
     let pc2 = if a.sector {
-        let cfg = crate::bench::pc2_bench_config(a.sector_size, a.batch, a.dir)?;
+        let cfg = crate::slot::pc2_bench_config(a.sector_size, a.batch, a.dir)?;
         let work = a.dir.join("pc2-rfp-gpu");
         let _ = std::fs::remove_dir_all(&work);
         std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
         log::info!("fil-gpu peer: filecoin-proofs PC1 (untimed) and PC2 on the GPU…");
-        let o = crate::oracle::precommit_sector(&cfg, &cfg.sectors[0], &work).map_err(|e| format!("{e:#}"))?;
+        let o = sealer_oracle::precommit_sector(&cfg, &cfg.sectors[0], &work).map_err(|e| format!("{e:#}"))?;
         let _ = std::fs::remove_dir_all(&work);
         Some(PeerPc2 { seconds: o.pc2_seconds, comm_r: hex::encode(o.comm_r) })
     } else {
