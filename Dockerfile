@@ -12,6 +12,8 @@ COPY api/ api/
 COPY cmd/ cmd/
 COPY controllers/ controllers/
 COPY internal/ internal/
+# The shapes the operator shares with the sealer (exit codes, documents, models), embedded.
+COPY contracts/ contracts/
 RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath -o /out/manager ./cmd/manager && \
     CGO_ENABLED=0 go build -trimpath -o /out/node-agent ./cmd/node-agent

@@ -55,8 +55,9 @@ test: ## Run every test suite: repository checks, Go unit + envtest, Rust sealer
 test-repo: test-hygiene lint ## Repository checks: hygiene, then the Go and Rust linters.
 
 .PHONY: test-hygiene
-test-hygiene: ## No tracked file over 1 MiB (exceptions in hack/large-files.allow), Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod, docs/api.md as the API types render it.
+test-hygiene: ## No tracked file over 1 MiB (exceptions in hack/large-files.allow), the operator image's build context builds, Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod, docs/api.md as the API types render it.
 	hack/check-tracked-sizes.sh
+	hack/check-build-contexts.sh
 	hack/tools/k8s/regen.sh check
 	hack/api-docs.sh check
 	@unformatted=$$(git ls-files -z '*.go' | xargs -0 gofmt -l); [ -z "$$unformatted" ] || { echo "not gofmt-clean (run gofmt -w): $$unformatted" >&2; exit 1; }
