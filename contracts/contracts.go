@@ -205,6 +205,7 @@ type PC2GPUBudgetExample struct {
 	Layers      int            `json:"layers"`
 	Range       uint64         `json:"range"`
 	Parts       int            `json:"parts"`
+	InFlight    int            `json:"in_flight"`
 	DeviceBytes uint64         `json:"device_bytes"`
 	HostBytes   uint64         `json:"host_bytes"`
 }

@@ -16,6 +16,8 @@ import (
 const (
 	nodeBytes = 32
 	pageBytes = 4096
+	// inFlight is the ranges each device holds at once where its memory allows.
+	inFlight = 2
 )
 
 // Device is one GPU as the sealer image reported it.
@@ -30,29 +32,32 @@ type Budget struct {
 	Range uint64
 	// Parts is how many devices each range is split among.
 	Parts int
-	// DeviceBytes is the device memory each of them needs for its part of a range.
+	// InFlight is how many ranges each device holds at once.
+	InFlight int
+	// DeviceBytes is the device memory each of them needs for one range's part.
 	DeviceBytes uint64
-	// HostBytes is the page-locked host memory of the layer buffers (two sets).
+	// HostBytes is the page-locked host memory: InFlight+1 sets of layer buffers, and on each
+	// device InFlight+1 sets of readbacks.
 	HostBytes uint64
 }
 
 // Compute is the budget of `sectors` sectors of `layers` layers, base trees of `leaves` nodes
-// stored `npp` nodes of a sector per 4 KiB page, on `devices`: as many nodes as half of each
-// device's memory, its largest allocation and the host buffers hold (a device's part takes at
-// most layers + 5 nodes of device memory per sector-node), a power of two up to the leaves, at
-// least a page.
+// stored `npp` nodes of a sector per 4 KiB page, on `devices`: as many nodes as each device's
+// memory holds inFlight times within half of it, its largest allocation and the host buffers
+// hold (a device's part takes at most layers + 5 nodes of device memory per sector-node, and
+// inFlight + 1 host sets at most layers + 3), a power of two up to the leaves, at least a page.
 func Compute(devices []Device, leaves, npp uint64, sectors, layers int) Budget {
 	perNode := uint64(sectors) * nodeBytes
 	l := uint64(layers)
 	device := uint64(1)
 	for i, d := range devices {
-		fit := min(d.MemoryBytes/2/(perNode*(l+5)), d.MaxAllocBytes/(perNode*l))
+		fit := min(d.MemoryBytes/2/inFlight/(perNode*(l+5)), d.MaxAllocBytes/(perNode*l))
 		if i == 0 || fit < device {
 			device = fit
 		}
 	}
 	shared := uint64(1) << (bits.Len(uint(max(len(devices), 1))) - 1) // devices a range is split among
-	host := contracts.PC2GPUBudgetDoc().HostBufferBytes / (perNode * l * 2)
+	host := contracts.PC2GPUBudgetDoc().HostBufferBytes / (perNode * (l + 3) * (inFlight + 1))
 	hi, spread := bits.Mul64(device, shared)
 	if hi != 0 {
 		spread = ^uint64(0)
@@ -62,11 +67,21 @@ func Compute(devices []Device, leaves, npp uint64, sectors, layers int) Budget {
 	r := max(min(pow2, leaves), min(npp, leaves))
 	parts := Parts(r, len(devices))
 	part := r / uint64(parts) * perNode
+	deviceBytes := part*(l+3) + 2*part/7
+	smallest := uint64(0)
+	for i, d := range devices {
+		if i == 0 || d.MemoryBytes < smallest {
+			smallest = d.MemoryBytes
+		}
+	}
+	flight := min(max(smallest/2/max(deviceBytes, 1), 1), inFlight)
+	readbacks := 2*part + 2*part/7
 	return Budget{
 		Range:       r,
 		Parts:       parts,
-		DeviceBytes: part*(l+3) + 2*part/7,
-		HostBytes:   2 * l * ((r + npp - 1) / npp) * pageBytes,
+		InFlight:    int(flight),
+		DeviceBytes: deviceBytes,
+		HostBytes:   (flight + 1) * (l*((r+npp-1)/npp)*pageBytes + uint64(parts)*readbacks),
 	}
 }
 
@@ -90,8 +105,9 @@ func ForBatch(size sealv1.SectorSize, sectors int, gpus int, dev Device) Budget 
 	return Compute(devices, nodes/uint64(size.BaseTrees()), max(pageBytes/(uint64(sectors)*nodeBytes), 1), sectors, size.Layers())
 }
 
-// HostBytes is the most page-locked host memory the layer buffers of a batch of `sectors`
-// sectors of `size` take, whatever its GPUs: what the sealer pod's memory request books.
+// HostBytes is the most page-locked host memory (layer buffers and readbacks) a batch of
+// `sectors` sectors of `size` takes, whatever its GPUs: what the sealer pod's memory request
+// books.
 func HostBytes(size sealv1.SectorSize, sectors int) uint64 {
 	unbounded := Device{MemoryBytes: ^uint64(0), MaxAllocBytes: ^uint64(0)}
 	return ForBatch(size, sectors, 1, unbounded).HostBytes

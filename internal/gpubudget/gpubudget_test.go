@@ -20,7 +20,7 @@ func TestComputeIsTheSealers(t *testing.T) {
 			devices[i] = Device{MemoryBytes: d.MemoryBytes, MaxAllocBytes: d.MaxAllocBytes}
 		}
 		got := Compute(devices, e.Leaves, e.NPP, e.Sectors, e.Layers)
-		want := Budget{Range: e.Range, Parts: e.Parts, DeviceBytes: e.DeviceBytes, HostBytes: e.HostBytes}
+		want := Budget{Range: e.Range, Parts: e.Parts, InFlight: e.InFlight, DeviceBytes: e.DeviceBytes, HostBytes: e.HostBytes}
 		if got != want {
 			t.Errorf("%s: got %+v, the sealer computes %+v", e.What, got, want)
 		}
@@ -57,7 +57,10 @@ func TestHostBytesAreBoundedByTheHostBuffers(t *testing.T) {
 	if got := HostBytes(sealv1.SectorSize32GiB, 128); got < limit/2 {
 		t.Errorf("32 GiB x 128: %d bytes, want about %d", got, limit)
 	}
-	if got := HostBytes(sealv1.SectorSize2KiB, 2); got != 2*2*1*pageBytes {
-		t.Errorf("2 KiB x 2: %d bytes, want one page per layer, twice", got)
+	// 2 KiB x 2: the whole tree (64 rows, one page) in a range, two in flight: three sets of a
+	// page per layer and a range's readbacks (64 rows of 2 sectors, both trees).
+	part := uint64(64 * 2 * nodeBytes)
+	if got, want := HostBytes(sealv1.SectorSize2KiB, 2), 3*(2*pageBytes+2*part+2*part/7); got != want {
+		t.Errorf("2 KiB x 2: %d bytes, want %d", got, want)
 	}
 }

@@ -162,13 +162,18 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
             "ratio_vs_baseline": ratio, "breakdown_seconds": bd,
         }));
         notes += &format!(
-            "sealfleet {}: waiting for layer reads {:.2} s, columns and trees {:.2} s (device kernels {:.2} s, copies {:.2} s, of which {:.2} s beside the column kernels), tree-d {:.2} s, of {:.2} s.\n",
+            "sealfleet {}: waiting for layer reads {:.2} s, columns and trees {:.2} s (device: column kernels {:.2} s, tree kernels {:.2} s, uploads {:.2} s, readbacks {:.2} s, {:.2} s of uploads beside column kernels; {} ranges at once, waiting for the oldest {:.2} s, {} nodes checked on the CPU), tree-d {:.2} s, of {:.2} s.\n",
             engine.as_str(),
             bd.read_wait,
             bd.columns_and_trees,
-            bd.device.kernels,
-            bd.device.transfers,
+            bd.device.column_kernels,
+            bd.device.tree_kernels,
+            bd.device.uploads,
+            bd.device.readbacks,
             bd.device.overlapped,
+            bd.in_flight,
+            bd.device_wait,
+            bd.checked_nodes,
             bd.tree_d,
             bd.total
         );
@@ -351,32 +356,37 @@ pub fn shape_table(r: &sealer_pc2::shaped::ShapeReport) -> String {
     let checked = &r.checked;
     format!(
         "PC2 of one base tree of a 32 GiB sector's shape: 2^{} leaves, {} layers, generated labels, on {}\n\
-         ranges of {} nodes ({} ranges); device memory per range part {:.2} GiB, host layer buffers {:.2} GiB\n\
+         ranges of {} nodes ({} ranges, {} on each device at once); device memory {:.2} GiB, host layer buffers {:.2} GiB\n\
          \n\
          | stage | seconds |\n|---|---:|\n\
          | waiting for generated labels | {:.2} |\n\
-         | hashing ranges (copies in, kernels, copies out) | {:.2} |\n\
-         | of which device kernels | {:.2} |\n\
-         | of which device copies | {:.2} |\n\
+         | submitting ranges and waiting for the oldest | {:.2} |\n\
+         | device: column kernels | {:.2} |\n\
+         | device: tree-level kernels | {:.2} |\n\
+         | device: uploads | {:.2} |\n\
+         | device: readbacks | {:.2} |\n\
          | layer copies beside column kernels (device clock) | {:.2} |\n\
          | checking samples and building upper levels (beside hashing) | {:.2} |\n\
          | waiting for that | {:.2} |\n\
          | base tree, in all | {:.2} |\n\
          \n\
          device busy {:.0} %; {}\n\
-         checked: {} columns, {} replica nodes, {} tree nodes, {} roots; {}\n\
+         checked: {} columns, {} tree nodes, {} roots; {}\n\
          BENCH_PC2_SHAPE_JSON {}",
         r.leaves.trailing_zeros(),
         r.layers,
         r.devices.join(" + "),
         r.range,
         r.ranges,
+        r.in_flight,
         gib(r.device_memory_high_water_bytes),
         gib(r.host_buffer_bytes),
         st.generate_wait,
         st.hash,
-        st.device.kernels,
-        st.device.transfers,
+        st.device.column_kernels,
+        st.device.tree_kernels,
+        st.device.uploads,
+        st.device.readbacks,
         st.device.overlapped,
         st.check_and_build,
         st.check_wait,
@@ -387,7 +397,6 @@ pub fn shape_table(r: &sealer_pc2::shaped::ShapeReport) -> String {
             None => "no 32 GiB prediction: that needs 2^27 leaves and 11 layers".to_string(),
         },
         checked.columns,
-        checked.replica,
         checked.tree_nodes,
         checked.roots,
         if r.mismatches.is_empty() {

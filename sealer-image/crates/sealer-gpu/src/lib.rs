@@ -10,7 +10,12 @@
 
 #![warn(missing_docs)]
 
+mod check;
 mod constants;
+mod pipeline;
+
+pub use check::{check_range, SAMPLES as CHECK_SAMPLES};
+pub use pipeline::{RangeOutput, RangeShape, Slot, MIN_DEVICE_LEVEL};
 
 use blstrs::Scalar as Fr;
 use ff::{Field, PrimeField};
@@ -23,7 +28,7 @@ use opencl3::event::Event;
 use opencl3::kernel::{ExecuteKernel, Kernel};
 use opencl3::memory::{Buffer, ClMem, CL_MAP_READ, CL_MAP_WRITE, CL_MEM_ALLOC_HOST_PTR, CL_MEM_READ_WRITE};
 use opencl3::program::Program;
-use opencl3::types::{cl_uint, cl_ulong, CL_BLOCKING, CL_NON_BLOCKING};
+use opencl3::types::{cl_uint, CL_BLOCKING};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -193,10 +198,18 @@ struct Poseidon {
 /// Time the device spent in kernels and transfers for one call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct DeviceTime {
-    /// Seconds in kernels.
+    /// Seconds in kernels (columns and tree levels).
     pub kernels: f64,
-    /// Seconds in host↔device copies.
+    /// Seconds in host↔device copies (uploads and readbacks).
     pub transfers: f64,
+    /// Seconds in host-to-device copies (layers and data).
+    pub uploads: f64,
+    /// Seconds in device-to-host copies (the stored rows).
+    pub readbacks: f64,
+    /// Seconds in the column kernels (tree-c's leaves and the replica).
+    pub column_kernels: f64,
+    /// Seconds in the tree-level kernels.
+    pub tree_kernels: f64,
     /// Seconds, by the device's own clock, in which a layer copy and a column kernel of the
     /// same range ran at once (0: the copies and the kernels ran one after the other).
     pub overlapped: f64,
@@ -206,6 +219,10 @@ impl std::ops::AddAssign for DeviceTime {
     fn add_assign(&mut self, o: Self) {
         self.kernels += o.kernels;
         self.transfers += o.transfers;
+        self.uploads += o.uploads;
+        self.readbacks += o.readbacks;
+        self.column_kernels += o.column_kernels;
+        self.tree_kernels += o.tree_kernels;
         self.overlapped += o.overlapped;
     }
 }
@@ -311,25 +328,11 @@ pub struct RangeInput<'a> {
     pub data: Option<&'a [u8]>,
 }
 
-/// A range's outputs, each `[sector][node]` (32 bytes per node, canonical little-endian).
-pub struct RangeOutput {
-    /// tree-c's levels over the range: level 0 the column hashes, then each arity-8 level
-    /// while every sector's count is a multiple of 8 (the last has `count / 8^k` per sector).
-    pub tree_c: Vec<Vec<u8>>,
-    /// tree-r-last's levels over the range, level 0 the replica's nodes (key + data), shaped
-    /// as `tree_c`.
-    pub tree_r: Vec<Vec<u8>>,
-    /// Where the device's time went.
-    pub time: DeviceTime,
-}
-
 /// An OpenCL device with the Poseidon programs built on first use.
 pub struct Gpu {
     info: DeviceInfo,
     context: Context,
     queue: CommandQueue,
-    /// Host-to-device copies that overlap the kernels on `queue`.
-    copy_queue: CommandQueue,
     kernels: Kernels,
     /// Whether the compiler takes NVIDIA's `-cl-nv-*` options (`cl_nv_compiler_options`).
     nv_compiler_options: bool,
@@ -375,15 +378,12 @@ impl Gpu {
         let context = Context::from_device(&device).map_err(|e| call("creating a context", e))?;
         let queue = CommandQueue::create_default(&context, CL_QUEUE_PROFILING_ENABLE)
             .map_err(|e| call("creating a queue", e))?;
-        let copy_queue = CommandQueue::create_default(&context, CL_QUEUE_PROFILING_ENABLE)
-            .map_err(|e| call("creating a copy queue", e))?;
         let nv_compiler_options =
             device.extensions().is_ok_and(|e| e.split_whitespace().any(|x| x == "cl_nv_compiler_options"));
         Ok(Gpu {
             info,
             context,
             queue,
-            copy_queue,
             kernels,
             nv_compiler_options,
             max_registers: None,
@@ -661,92 +661,22 @@ impl Gpu {
         Ok(levels)
     }
 
-    /// One range of PC2 for all sectors: column hashes and replica nodes, then tree-c's and
-    /// tree-r-last's levels over the range, all on the device; one copy out per level. The
-    /// layers go in by chunks of rows, each into a device buffer of its own, on a queue of
-    /// their own, and each chunk's columns are hashed as soon as it has arrived, so the copies
-    /// of one chunk can run beside the kernels of the one before (the copy queue never touches
-    /// a buffer the kernels use).
+    /// One range of PC2 for all sectors on a slot of its own, waited for: every level the
+    /// device computes comes back (tree-r-last's from level 1; the replica with data). PC2 keeps
+    /// slots for the whole run instead ([`Gpu::slots`], [`Gpu::submit`]).
     pub fn pc2_range(&self, r: &RangeInput) -> Result<RangeOutput, GpuError> {
-        let layers = r.layers.len();
-        assert!(layers == 2 || layers == 11, "PC2 hashes columns of 2 or 11 layers");
-        let stride = r.layers[0].len();
-        assert!(r.layers.iter().all(|l| l.len() == stride) && stride.is_multiple_of(NODE));
-        assert!((r.first_row + r.count) * r.row <= stride, "the range lies inside the pages");
-        let p = self.poseidon(layers)?;
-        let mut time = DeviceTime::default();
-        let nodes = r.count * r.sectors;
-        let mut db = self.buffer(r.data.map_or(0, |d| d.len()))?;
-        if let Some(d) = r.data {
-            assert_eq!(d.len(), nodes * NODE, "data is [sector][node] for the range");
-            // On the kernels' queue: the copy queue keeps to the layer chunks.
-            time.transfers += seconds(&self.write(&mut db, d)?);
-        }
-        let leaves = self.buffer(nodes * NODE)?;
-        let replica = self.buffer(nodes * NODE)?;
-        let k = self.kernel(&p, "columns")?;
-        let mut kernels: Vec<Event> = Vec::new();
-        let mut copies: Vec<Event> = Vec::new();
-        let mut chunk_buffers = Vec::new();
-        for (i0, cc) in chunks(r.count, COPY_CHUNKS) {
-            let bytes = (r.first_row + i0) * r.row..(r.first_row + i0 + cc) * r.row;
-            let chunk_stride = bytes.len();
-            let mut cb = self.buffer(layers * chunk_stride)?;
-            let mut arrived = Vec::with_capacity(layers);
-            for (l, layer) in r.layers.iter().enumerate() {
-                let ev = unsafe {
-                    self.copy_queue.enqueue_write_buffer(
-                        &mut cb,
-                        CL_NON_BLOCKING,
-                        l * chunk_stride,
-                        &layer[bytes.clone()],
-                        &[],
-                    )
-                }
-                .map_err(|e| self.call("copying layers to the device", e))?;
-                arrived.push(ev);
-            }
-            self.copy_queue.flush().map_err(|e| self.call("starting the copies", e))?;
-            let mut exec = ExecuteKernel::new(&k);
-            unsafe {
-                exec.set_arg(&cb)
-                    .set_arg(&((chunk_stride / NODE) as cl_ulong))
-                    .set_arg(&((r.row / NODE) as cl_uint))
-                    .set_arg(&0u32)
-                    .set_arg(&(r.count as cl_uint))
-                    .set_arg(&(i0 as cl_uint))
-                    .set_arg(&(cc as cl_uint))
-                    .set_arg(&(r.sectors as cl_uint))
-                    .set_arg(&db)
-                    .set_arg(&(r.data.is_some() as cl_uint))
-                    .set_arg(&leaves)
-                    .set_arg(&replica)
-                    .set_arg(&p.constants)
-                    .set_global_work_size(cc * r.sectors);
-            }
-            for ev in &arrived {
-                exec.set_wait_event(ev);
-            }
-            let ev = unsafe { exec.enqueue_nd_range(&self.queue) }.map_err(|e| self.call("running columns", e))?;
-            self.queue.flush().map_err(|e| self.call("starting columns", e))?;
-            kernels.push(ev);
-            copies.extend(arrived);
-            chunk_buffers.push(cb);
-        }
-        let (mut ran, mut copied) = (Vec::with_capacity(kernels.len()), Vec::with_capacity(copies.len()));
-        for ev in kernels {
-            time.kernels += self.wait(&ev, "running columns")?;
-            ran.extend(interval(&ev));
-        }
-        for ev in copies {
-            time.transfers += self.wait(&ev, "copying to the device")?;
-            copied.extend(interval(&ev));
-        }
-        time.overlapped = overlap_ns(&ran, &copied) as f64 * 1e-9;
-        drop((chunk_buffers, db));
-        let tree_c = self.tree_levels(leaves, r.count, r.sectors, &mut time)?;
-        let tree_r = self.tree_levels(replica, r.count, r.sectors, &mut time)?;
-        Ok(RangeOutput { tree_c, tree_r, time })
+        let shape = RangeShape {
+            layers: r.layers.len(),
+            row: r.row,
+            count: r.count,
+            sectors: r.sectors,
+            with_data: r.data.is_some(),
+            tree_r_from: 1,
+        };
+        let mut slot = self.slots(shape, 1)?.pop().expect("one slot");
+        // SAFETY: `r` outlives the slot, which is collected (or drained) before it is dropped.
+        unsafe { self.submit(&mut slot, r)? };
+        self.collect(&mut slot)
     }
 
     /// Arity-8 levels over `leaves` (`[sector][node]`, `per_sector` nodes each), level 0 the
@@ -847,14 +777,18 @@ pub const SELF_CHECK_GROUPS: u64 = 300;
 /// neptune's hash of each group of `arity` (2, 8 or 11) elements of `xs`, with its
 /// Merkle-tree constants.
 fn neptune_hashes(arity: usize, xs: &[Fr]) -> Vec<Fr> {
-    fn each<A: neptune::poseidon::Arity<Fr>>(xs: &[Fr]) -> Vec<Fr> {
-        let c = PoseidonConstants::<Fr, A>::new();
-        xs.chunks(A::to_usize()).map(|g| neptune::poseidon::Poseidon::new_with_preimage(g, &c).hash()).collect()
+    use std::sync::OnceLock;
+    fn each<A: neptune::poseidon::Arity<Fr>>(c: &PoseidonConstants<Fr, A>, xs: &[Fr]) -> Vec<Fr> {
+        xs.chunks(A::to_usize()).map(|g| neptune::poseidon::Poseidon::new_with_preimage(g, c).hash()).collect()
     }
+    // Made once: the per-range check hashes a few hundred nodes a range.
+    static C2: OnceLock<PoseidonConstants<Fr, U2>> = OnceLock::new();
+    static C8: OnceLock<PoseidonConstants<Fr, U8>> = OnceLock::new();
+    static C11: OnceLock<PoseidonConstants<Fr, U11>> = OnceLock::new();
     match arity {
-        2 => each::<U2>(xs),
-        8 => each::<U8>(xs),
-        11 => each::<U11>(xs),
+        2 => each(C2.get_or_init(PoseidonConstants::new), xs),
+        8 => each(C8.get_or_init(PoseidonConstants::new), xs),
+        11 => each(C11.get_or_init(PoseidonConstants::new), xs),
         n => panic!("no Poseidon constants for arity {n}"),
     }
 }

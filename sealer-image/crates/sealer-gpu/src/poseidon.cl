@@ -117,11 +117,12 @@ KERNEL void hash_groups(GLOBAL const FIELD *in, GLOBAL FIELD *out, uint n, GLOBA
 // hashed in chunks, each as soon as its rows are on the device). `layers` holds the chunk's
 // rows of every layer, interleaved: node i0 + j of sector s in layer l is at
 // layers[l*layer_stride + (first_row+j)*row + s] (in nodes). For output index o = s*cnt + i:
-// leaves[o] = H(column) (tree-c's leaf), replica[o] = key + data[o] where the key is the last
-// layer's label (tree-r-last's leaf; data is 0 for CC, or absent: with_data 0).
+// out[o] = H(column) (tree-c's leaf), and out[cnt*sectors + o] = key + data[o] where the key
+// is the last layer's label (tree-r-last's leaf; data is 0 for CC, or absent: with_data 0).
+// Both trees' leaves in one buffer let one launch hash a level of both.
 KERNEL void columns(GLOBAL const FIELD *layers, ulong layer_stride, uint row, uint first_row, uint cnt,
                     uint i0, uint cc, uint sectors, GLOBAL const FIELD *data, uint with_data,
-                    GLOBAL FIELD *leaves, GLOBAL FIELD *replica, GLOBAL const FIELD *c) {
+                    GLOBAL FIELD *out, GLOBAL const FIELD *c) {
   uint g = GET_GLOBAL_ID();
   if (g >= cc * sectors) return;
   uint s = g / cc;
@@ -130,7 +131,7 @@ KERNEL void columns(GLOBAL const FIELD *layers, ulong layer_stride, uint row, ui
   ulong off = (ulong)(first_row + j) * row + s;
   FIELD st[WIDTH];
   for (uint l = 0; l < ARITY; l++) st[1 + l] = to_mont(layers[l * layer_stride + off]);
-  leaves[o] = from_mont(permute(st, c));
+  out[o] = from_mont(permute(st, c));
   FIELD key = layers[(ARITY - 1) * layer_stride + off];
-  replica[o] = with_data ? FIELD_add(key, data[o]) : key;
+  out[(ulong)cnt * sectors + o] = with_data ? FIELD_add(key, data[o]) : key;
 }

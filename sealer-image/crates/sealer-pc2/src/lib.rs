@@ -471,6 +471,12 @@ pub struct Pc2Breakdown {
     pub tree_d: f64,
     /// The GPU engine: seconds its device spent in kernels and in copies (0 on the CPU).
     pub device: sealer_gpu::DeviceTime,
+    /// The GPU engine: seconds the host waited for the devices' oldest range (0 on the CPU).
+    pub device_wait: f64,
+    /// The GPU engine: nodes of the devices' results recomputed on the CPU and found equal.
+    pub checked_nodes: u64,
+    /// The GPU engine: ranges on each device at once (0 on the CPU).
+    pub in_flight: usize,
     /// The GPU engine's device name ("" on the CPU).
     pub device_name: String,
     /// The node PC2 resumed at from its checkpoint (0: a fresh run).
@@ -600,9 +606,15 @@ pub fn run_pc2_measured(
 
     // Range size: enough nodes to amortise, a power of two dividing `leaves`; on a device, as
     // much as its memory holds.
-    let mut range = match &engine {
-        Engine::Cpu => cpu_range(leaves, g.npp),
-        Engine::Gpu(gpus) => engine::gpu_range(gpus, leaves, g.npp, n, layers),
+    let (mut range, in_flight) = match &engine {
+        Engine::Cpu => (cpu_range(leaves, g.npp), 0),
+        Engine::Gpu(gpus) => {
+            let b = engine::gpu_budget_of(gpus, leaves, g.npp, n, layers);
+            // Tests run many small ranges, several at once.
+            let small = engine::test_override("SEALER_TEST_GPU_RANGE")?.map(|r| r.next_power_of_two().max(g.npp));
+            let flight = engine::test_override("SEALER_TEST_GPU_IN_FLIGHT")?.map(|f| f as usize);
+            (small.map_or(b.range, |r| r.min(b.range)), flight.unwrap_or(b.in_flight))
+        }
     };
     // A resumed run's ranges start where the checkpoint's did: both are powers of two, so the
     // smaller keeps every range aligned with the trees' pending nodes.
@@ -611,7 +623,7 @@ pub fn run_pc2_measured(
     }
     if let Engine::Gpu(gpus) = &engine {
         log::info!(
-            "PC2 ranges of {range} nodes, each split among {} of {} devices",
+            "PC2 ranges of {range} nodes, each split among {} of {} devices, {in_flight} on each at once",
             engine::parts(range, gpus.len()),
             gpus.len()
         );
@@ -640,15 +652,18 @@ pub fn run_pc2_measured(
     let mut ranges_done = 0usize;
     let mut last_checkpoint = Instant::now();
     let pages_per_range = range.div_ceil(g.npp) as usize;
-    // Two sets of layer buffers: the next range is read while the current one is hashed.
-    let mut sets: [Vec<AlignedBuf>; 2] = std::array::from_fn(|_| {
-        (0..layers)
-            .map(|_| match &engine {
-                Engine::Gpu(gpus) => engine::host_buffer(gpus, pages_per_range * PAGE),
-                Engine::Cpu => AlignedBuf::new(pages_per_range * PAGE),
-            })
-            .collect()
-    });
+    // Sets of layer buffers: the next range is read while the current one is hashed (on the
+    // GPU engine, while `in_flight` ranges are on the devices).
+    let mut sets: Vec<Vec<AlignedBuf>> = (0..in_flight.max(1) + 1)
+        .map(|_| {
+            (0..layers)
+                .map(|_| match &engine {
+                    Engine::Gpu(gpus) => engine::host_buffer(gpus, pages_per_range * PAGE),
+                    Engine::Cpu => AlignedBuf::new(pages_per_range * PAGE),
+                })
+                .collect()
+        })
+        .collect();
     // Declared after the buffers, so dropped before them: the rings may hold them registered.
     let mut rd = LayerReader::open(cfg)?;
     let all: Vec<&AlignedBuf> = sets.iter().flatten().collect();
@@ -656,7 +671,27 @@ pub fn run_pc2_measured(
     if !unsafe { rd.register_buffers(&all) } {
         log::info!("PC2 reads into unregistered buffers (RLIMIT_MEMLOCK too small to register them with io_uring)");
     }
-    let mut bd = Pc2Breakdown { resumed_at_node: next0, ..Default::default() };
+    // Declared after the buffers, so dropped before them: the devices may still read them.
+    let parts = match &engine {
+        Engine::Gpu(gpus) => engine::parts(range, gpus.len()),
+        Engine::Cpu => 1,
+    };
+    let mut pipeline = match &engine {
+        Engine::Gpu(gpus) => {
+            let shape = sealer_gpu::RangeShape {
+                layers,
+                row: g.row,
+                count: range as usize / parts,
+                sectors: n,
+                with_data: data.iter().any(|d| d.is_some()),
+                tree_r_from: rtd + 1,
+            };
+            Some(engine::Pipeline::new(gpus, parts, shape, in_flight)?)
+        }
+        Engine::Cpu => None,
+    };
+    let mut flights: std::collections::VecDeque<Flight> = Default::default();
+    let mut bd = Pc2Breakdown { resumed_at_node: next0, in_flight, ..Default::default() };
     let started = Instant::now();
     let mut prog = Progress::for_pc2(cfg, t, leaves);
     for k in k0..t {
@@ -703,12 +738,20 @@ pub fn run_pc2_measured(
         let t0 = Instant::now();
         read_range(&mut rd, &mut sets[0], &g, ranges[0])?;
         bd.read_wait += t0.elapsed().as_secs_f64();
-        // On the GPU engine, the range hashed last, written into the files while the devices
-        // hash the next one.
-        let mut pending: Option<engine::Hashed> = None;
+        // What is in the files: on the GPU engine, the ranges in flight are not yet.
+        let mut written_to = start;
         for (i, &(v, cnt)) in ranges.iter().enumerate() {
-            let [a, b] = &mut sets;
-            let (cur, next) = if i % 2 == 0 { (&*a, b) } else { (&*b, a) };
+            let (ci, ni) = (i % sets.len(), (i + 1) % sets.len());
+            // GPU: with every slot busy, the oldest range comes back first. It is checked while
+            // its layers are still in their set (the set the next range is read into), and
+            // written while the devices hash the others.
+            let mut done: Option<engine::Hashed> = None;
+            if let (Some(pl), Engine::Gpu(gpus)) = (pipeline.as_mut(), &engine) {
+                if pl.full() {
+                    done = Some(collect_checked(pl, gpus, &sets, &mut flights, &g, &mut bd)?);
+                }
+            }
+            let (cur, next) = pick(&mut sets, ci, ni);
             let rd = &mut rd;
             let g = &g;
             let (tcw, trw, reps) = (&mut tc, &mut tr, &replicas);
@@ -716,26 +759,31 @@ pub fn run_pc2_measured(
                 let reader = ranges.get(i + 1).map(|&r| sc.spawn(move || read_range(rd, next, g, r)));
                 let t0 = Instant::now();
                 let first_row = (v % g.npp) as usize;
-                if let Engine::Gpu(gpus) = &engine {
+                if let (Some(pl), Engine::Gpu(_)) = (pipeline.as_mut(), &engine) {
                     let lost: Vec<bool> = (0..n).map(|s| losses.is_lost(s)).collect();
+                    let span = done.as_ref().map(|h| h.span());
                     let writer =
-                        pending.take().map(|h| sc.spawn(move || engine::gpu_range_write(h, (tcw, trw, reps), &lost)));
-                    let hashed = gpu_range(gpus, cfg, &data, cur, g, first_row, (v, cnt), &mut losses);
+                        done.take().map(|h| sc.spawn(move || engine::gpu_range_write(h, (tcw, trw, reps), &lost)));
+                    let part_data = gpu_range_data(cfg, &data, (v, cnt), parts, &mut losses);
+                    let layers = part_layers(cur, g.row, first_row, cnt as usize / parts, parts);
+                    let inputs = part_inputs(&layers, &part_data, g.row, cnt as usize / parts, n);
+                    // SAFETY: `cur` is not read into again before this range is collected (the
+                    // set read next is the oldest range's, collected above), and `sets` outlives
+                    // the pipeline, which waits for its copies when dropped.
+                    let submitted = unsafe { pl.submit(&inputs, v) };
+                    flights.push_back((v, cnt, ci, part_data));
                     let failed = writer.map_or_else(Vec::new, |h| h.join().expect("PC2 writer panicked"));
                     for (s, e) in failed {
                         losses.io(s, "writing its replica or trees", e);
+                    }
+                    if let Some((v0, c0)) = span {
+                        written_to = v0 + c0;
                     }
                     bd.columns_and_trees += t0.elapsed().as_secs_f64();
                     let t1 = Instant::now();
                     let read = reader.map_or(Ok(()), |h| h.join().expect("PC2 layer reader panicked"));
                     bd.read_wait += t1.elapsed().as_secs_f64();
-                    return (
-                        hashed.map(|(h, t)| {
-                            pending = Some(h);
-                            bd.device += t
-                        }),
-                        read,
-                    );
+                    return (submitted, read);
                 }
                 let lost = &losses;
                 let results: Vec<Result<(), (&'static str, String)>> = tcw
@@ -784,6 +832,7 @@ pub fn run_pc2_measured(
                         losses.give_up(s, class, why);
                     }
                 }
+                written_to = v + cnt;
                 bd.columns_and_trees += t0.elapsed().as_secs_f64();
                 let t1 = Instant::now();
                 let read = reader.map_or(Ok(()), |h| h.join().expect("PC2 layer reader panicked"));
@@ -795,8 +844,6 @@ pub fn run_pc2_measured(
             if let Some(e) = losses.all_lost() {
                 return Err(e);
             }
-            // What is in the files: on the GPU engine, this range is written with the next.
-            let written = if pending.is_some() { v } else { v + cnt };
             // A checkpoint syncs every output file: every CHECKPOINT_EVERY, not every range, so
             // that the files are synced a few times in all (every range under the test hook).
             let due = stop_after.is_some() || last_checkpoint.elapsed() >= CHECKPOINT_EVERY;
@@ -807,7 +854,7 @@ pub fn run_pc2_measured(
                     batch: batch_id.clone(),
                     range,
                     k,
-                    next: written,
+                    next: written_to,
                     roots_c: checkpoint::hex_roots(&roots_c),
                     roots_r: checkpoint::hex_roots(&roots_r),
                     tc: Vec::with_capacity(n),
@@ -847,13 +894,17 @@ pub fn run_pc2_measured(
                 std::thread::sleep(std::time::Duration::from_millis(slow_ms));
             }
         }
-        if let Some(h) = pending.take() {
-            let lost: Vec<bool> = (0..n).map(|s| losses.is_lost(s)).collect();
-            for (s, e) in engine::gpu_range_write(h, (&mut tc, &mut tr, &replicas), &lost) {
-                losses.io(s, "writing its replica or trees", e);
-            }
-            if let Some(e) = losses.all_lost() {
-                return Err(e);
+        // GPU: the ranges still in flight, oldest first.
+        if let (Some(pl), Engine::Gpu(gpus)) = (pipeline.as_mut(), &engine) {
+            while !pl.is_empty() {
+                let h = collect_checked(pl, gpus, &sets, &mut flights, &g, &mut bd)?;
+                let lost: Vec<bool> = (0..n).map(|s| losses.is_lost(s)).collect();
+                for (s, e) in engine::gpu_range_write(h, (&mut tc, &mut tr, &replicas), &lost) {
+                    losses.io(s, "writing its replica or trees", e);
+                }
+                if let Some(e) = losses.all_lost() {
+                    return Err(e);
+                }
             }
         }
         for (s, (bc, br)) in tc.into_iter().zip(tr).enumerate() {
@@ -1002,83 +1053,133 @@ pub fn run_pc2_measured(
         bd.device_name = gpus.iter().map(|g| g.info().name.clone()).collect::<Vec<_>>().join(" + ");
     }
     log::info!(
-        "PC2 took {:.2} s: waiting for layer reads {:.2} s, columns and trees {:.2} s (device kernels {:.2} s, copies {:.2} s, of which {:.2} s beside the column kernels), tree-d {:.2} s",
+        "PC2 took {:.2} s: waiting for layer reads {:.2} s, columns and trees {:.2} s (device: column kernels {:.2} s, tree kernels {:.2} s, uploads {:.2} s, readbacks {:.2} s, {:.2} s of uploads beside column kernels; {} ranges at once, waiting for the oldest {:.2} s, {} nodes checked on the CPU), tree-d {:.2} s",
         bd.total,
         bd.read_wait,
         bd.columns_and_trees,
-        bd.device.kernels,
-        bd.device.transfers,
+        bd.device.column_kernels,
+        bd.device.tree_kernels,
+        bd.device.uploads,
+        bd.device.readbacks,
         bd.device.overlapped,
+        bd.in_flight,
+        bd.device_wait,
+        bd.checked_nodes,
         bd.tree_d
     );
     Ok(Pc2Outcome { results, failed, breakdown: bd })
 }
 
-/// One range on the GPU engine: the data sectors' nodes gathered `[sector][node]`, then
-/// [`engine::gpu_range_hash`]. A sector whose data fails to read, or is not field elements,
-/// is given up (its column hashed over zeros and thrown away).
-#[allow(clippy::too_many_arguments)]
-fn gpu_range(
-    gpus: &[sealer_gpu::Gpu],
+/// The data sectors' nodes of range `(v, cnt)` for the GPU engine, split into `parts` parts,
+/// each `[sector][node]` (None: all CC). A sector whose data fails to read, or is not field
+/// elements, is given up (its column hashed over zeros and thrown away).
+fn gpu_range_data(
     cfg: &BatchConfig,
     data: &[Option<sealer_data::DataFile>],
-    cur: &[AlignedBuf],
-    g: &Geometry,
-    first_row: usize,
     (v, cnt): (u64, u64),
+    parts: usize,
     losses: &mut Losses,
-) -> Result<(engine::Hashed, sealer_gpu::DeviceTime), SealerError> {
+) -> Vec<Option<Vec<u8>>> {
     let per = cnt as usize * 32;
-    let data_bytes = if data.iter().any(|d| d.is_some()) {
-        let mut b = vec![0u8; cfg.sectors.len() * per];
-        for (s, d) in data.iter().enumerate() {
-            let Some(d) = d.as_ref().filter(|_| !losses.is_lost(s)) else { continue };
-            let nodes = &mut b[s * per..(s + 1) * per];
-            let checked = d.read_nodes(v, nodes).map_err(|e| ("io", d.read_failed(v, e))).and_then(|()| {
-                // The device adds without checking: a node that is not a field element fails here.
-                nodes.chunks(32).enumerate().try_for_each(|(i, node)| {
-                    field_element(node, v + i as u64)
-                        .map(|_| ())
-                        .map_err(|e| ("data-mismatch", d.read_failed(v + i as u64, e)))
-                })
-            });
-            if let Err((class, why)) = checked {
-                losses.give_up(s, class, why);
-                nodes.fill(0);
-            }
-        }
-        Some(b)
-    } else {
-        None
-    };
-    // Each device's part: its rows of every layer's pages (only those are copied to it) and
-    // of the data.
-    let parts = engine::parts(cnt, gpus.len());
-    let c = cnt as usize / parts;
     let sectors = cfg.sectors.len();
-    let layers: Vec<Vec<&[u8]>> = (0..parts)
-        .map(|p| {
-            cur.iter().map(|b| &b.as_slice()[(first_row + p * c) * g.row..(first_row + (p + 1) * c) * g.row]).collect()
-        })
-        .collect();
-    let data: Vec<Option<Vec<u8>>> = (0..parts)
-        .map(|p| {
-            data_bytes.as_ref().map(|b| {
-                (0..sectors).flat_map(|s| &b[s * per + p * c * 32..s * per + (p + 1) * c * 32]).copied().collect()
+    if data.iter().all(|d| d.is_none()) {
+        return vec![None; parts];
+    }
+    let mut b = vec![0u8; sectors * per];
+    for (s, d) in data.iter().enumerate() {
+        let Some(d) = d.as_ref().filter(|_| !losses.is_lost(s)) else { continue };
+        let nodes = &mut b[s * per..(s + 1) * per];
+        let checked = d.read_nodes(v, nodes).map_err(|e| ("io", d.read_failed(v, e))).and_then(|()| {
+            // The device adds without checking: a node that is not a field element fails here.
+            nodes.chunks(32).enumerate().try_for_each(|(i, node)| {
+                field_element(node, v + i as u64)
+                    .map(|_| ())
+                    .map_err(|e| ("data-mismatch", d.read_failed(v + i as u64, e)))
             })
+        });
+        if let Err((class, why)) = checked {
+            losses.give_up(s, class, why);
+            nodes.fill(0);
+        }
+    }
+    let c = per / parts;
+    (0..parts)
+        .map(|p| Some((0..sectors).flat_map(|s| &b[s * per + p * c..s * per + (p + 1) * c]).copied().collect()))
+        .collect()
+}
+
+/// Each part's rows (`c` from row `first_row + p·c`) of every layer's pages: only those are
+/// copied to its device.
+pub(crate) fn part_layers(set: &[AlignedBuf], row: usize, first_row: usize, c: usize, parts: usize) -> Vec<Vec<&[u8]>> {
+    (0..parts)
+        .map(|p| {
+            set.iter().map(|b| &b.as_slice()[(first_row + p * c) * row..(first_row + (p + 1) * c) * row]).collect()
         })
-        .collect();
-    let inputs: Vec<sealer_gpu::RangeInput> = (0..parts)
-        .map(|p| sealer_gpu::RangeInput {
-            layers: &layers[p],
-            row: g.row,
-            first_row: 0,
-            count: c,
-            sectors,
-            data: data[p].as_deref(),
-        })
-        .collect();
-    engine::gpu_range_hash(gpus, &inputs, v)
+        .collect()
+}
+
+/// The devices' inputs for one range: part `p`'s layers and data.
+pub(crate) fn part_inputs<'a>(
+    layers: &'a [Vec<&'a [u8]>],
+    data: &'a [Option<Vec<u8>>],
+    row: usize,
+    c: usize,
+    sectors: usize,
+) -> Vec<sealer_gpu::RangeInput<'a>> {
+    layers
+        .iter()
+        .zip(data)
+        .map(|(l, d)| sealer_gpu::RangeInput { layers: l, row, first_row: 0, count: c, sectors, data: d.as_deref() })
+        .collect()
+}
+
+/// A range on the GPU engine's devices: its first node, rows, layer set and each part's data.
+type Flight = (u64, u64, usize, Vec<Option<Vec<u8>>>);
+
+/// The GPU engine's oldest range in flight, waited for and checked against its inputs (its
+/// layer set is untouched until it is collected).
+fn collect_checked(
+    pl: &mut engine::Pipeline,
+    gpus: &[sealer_gpu::Gpu],
+    sets: &[Vec<AlignedBuf>],
+    flights: &mut std::collections::VecDeque<Flight>,
+    g: &Geometry,
+    bd: &mut Pc2Breakdown,
+) -> Result<engine::Hashed, SealerError> {
+    let t = Instant::now();
+    let (mut h, time) = pl.collect()?;
+    bd.device_wait += t.elapsed().as_secs_f64();
+    bd.device += time;
+    let (v, cnt, set, data) = flights.pop_front().expect("a range in flight");
+    let parts = data.len();
+    let c = cnt as usize / parts;
+    let layers = part_layers(&sets[set], g.row, (v % g.npp) as usize, c, parts);
+    let sectors = h.parts().next().map_or(0, |(_, _, o)| o.sectors());
+    let inputs = part_inputs(&layers, &data, g.row, c, sectors);
+    bd.checked_nodes += h.check(gpus, &inputs, bd.resumed_at_node ^ CHECK_SALT.with(|s| *s))? as u64;
+    Ok(h)
+}
+
+thread_local! {
+    /// Where the per-range checks sample: different in every run.
+    static CHECK_SALT: u64 = {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(0x5ea1);
+        h.finish()
+    };
+}
+
+/// `&v[a]` and `&mut v[b]`, two different elements.
+pub(crate) fn pick<T>(v: &mut [T], a: usize, b: usize) -> (&T, &mut T) {
+    assert_ne!(a, b, "two different sets");
+    if a < b {
+        let (x, y) = v.split_at_mut(b);
+        (&x[a], &mut y[0])
+    } else {
+        let (x, y) = v.split_at_mut(a);
+        (&y[0], &mut x[b])
+    }
 }
 
 /// Read the pages of range `(v, count)` (nodes) of every layer into `bufs`, one per layer, all

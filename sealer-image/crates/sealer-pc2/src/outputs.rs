@@ -65,8 +65,8 @@ pub fn write_as_pc2(dir: &Path, sector_size: u64, sectors: usize, range: u64) ->
             let per = range as usize * NODE;
             for (s, (tc, tr)) in trees.iter_mut().enumerate() {
                 replicas[s].write_at(&levels[0][s * per..(s + 1) * per], v * NODE as u64)?;
-                put_levels(tc, &levels, s, range as usize)?;
-                put_levels(tr, &levels, s, range as usize)?;
+                put_levels(tc, |j| Some(levels[j].as_slice()), levels.len(), range as usize, s)?;
+                put_levels(tr, |j| Some(levels[j].as_slice()), levels.len(), range as usize, s)?;
             }
         }
         for (tc, tr) in trees {

@@ -5,16 +5,18 @@
 //! (layer, node) instead of PC1's. Lent GPU machines have too little disk for a real 32 GiB
 //! sector's 352 GiB of layers; PC2's work does not depend on the label values.
 //!
-//! Checked by sampling: columns recomputed with neptune from the same generator, the replica
-//! nodes (CC: the last layer), tree nodes at every level the device computed recomputed from
-//! their 8 children, and each tree's root recomputed from the device's top level.
+//! Checked by sampling: columns recomputed with neptune from the same generator, tree nodes at
+//! every level the device computed and read back recomputed from their 8 children (tree-r-last's
+//! leaves, the replica, are the last layer's labels: a CC sector's replica never comes back
+//! from the device), and each tree's root recomputed from the device's top level. Every range
+//! also passes PC2's own per-range check.
 
 use crate::engine::{self, Hashed};
 use crate::{fr, fr_bytes, poseidon11, poseidon2, poseidon8, TreeBuilder};
 use blstrs::Scalar as Fr;
 use rayon::prelude::*;
 use sealer_error::SealerError;
-use sealer_gpu::{Gpu, RangeInput, NODE};
+use sealer_gpu::{Gpu, NODE};
 use std::time::Instant;
 
 /// What to run.
@@ -78,10 +80,11 @@ pub struct ShapeReport {
     /// Device memory the engine allocates for one range part at its largest (layers, leaves,
     /// replica, levels), bytes.
     pub device_memory_high_water_bytes: u64,
-    /// Host memory of the two sets of layer buffers, bytes.
+    /// Host memory of the sets of layer buffers, bytes.
     pub host_buffer_bytes: u64,
-    /// Nodes checked: columns (tree-c leaves), replica nodes, tree nodes above the leaves,
-    /// roots.
+    /// Ranges on each device at once.
+    pub in_flight: usize,
+    /// Nodes checked: columns (tree-c leaves), tree nodes above the leaves, roots.
     pub checked: Checked,
     /// The first mismatches (empty when everything checked agrees).
     pub mismatches: Vec<String>,
@@ -96,8 +99,6 @@ pub struct ShapeReport {
 pub struct Checked {
     /// tree-c leaves recomputed from the generator.
     pub columns: u64,
-    /// Replica nodes (tree-r-last leaves) recomputed.
-    pub replica: u64,
     /// Tree nodes above the leaves recomputed from their children (both trees).
     pub tree_nodes: u64,
     /// Roots recomputed from the device's top level (both trees).
@@ -168,26 +169,30 @@ impl Checker<'_> {
             let node = first + i;
             let col: Vec<Fr> = (1..=s.layers).map(|l| fr(&label(s.seed, l, node))).collect();
             let leaf = if s.layers == 2 { poseidon2(col[0], col[1]) } else { poseidon11(&col) };
-            let at = i as usize * NODE..(i as usize + 1) * NODE;
-            if out.tree_c[0][at.clone()] != fr_bytes(&leaf) {
+            if out.tree_c(0)[i as usize * NODE..][..NODE] != fr_bytes(&leaf) {
                 self.differ(format!("tree-c leaf {node}: the device's column hash differs from neptune's"));
             }
-            if out.tree_r[0][at] != label(s.seed, s.layers, node) {
-                self.differ(format!("replica node {node}: not the last layer's label"));
-            }
             self.checked.columns += 1;
-            self.checked.replica += 1;
         }
-        for (name, levels) in [("tree-c", &out.tree_c), ("tree-r-last", &out.tree_r)] {
-            for j in 1..levels.len() {
-                let len = (count >> (3 * j)) as u64;
-                for i in picks(len, per_level(len), s.seed ^ first ^ (j as u64) << 48) {
-                    let kids: Vec<Fr> =
-                        (0..8).map(|c| fr(&levels[j - 1][(i as usize * 8 + c) * NODE..][..NODE])).collect();
-                    if levels[j][i as usize * NODE..][..NODE] != fr_bytes(&poseidon8(&kids)) {
+        // tree-r-last's leaves are the last layer's labels (CC).
+        let replica = |i: usize| label(s.seed, s.layers, first + i as u64);
+        for j in 1..out.levels() {
+            let len = (count >> (3 * j)) as u64;
+            for i in picks(len, per_level(len), s.seed ^ first ^ (j as u64) << 48) {
+                let i = i as usize;
+                let c_kids: Vec<Fr> = (0..8).map(|c| fr(&out.tree_c(j - 1)[(i * 8 + c) * NODE..][..NODE])).collect();
+                let r_kids: Option<Vec<Fr>> = match (j, out.tree_r(j - 1)) {
+                    (_, Some(b)) => Some((0..8).map(|c| fr(&b[(i * 8 + c) * NODE..][..NODE])).collect()),
+                    (1, None) => Some((0..8).map(|c| fr(&replica(i * 8 + c))).collect()),
+                    _ => None, // below the first stored level: PC2's own check recomputes it
+                };
+                let checks = [("tree-c", Some(out.tree_c(j)), Some(c_kids)), ("tree-r-last", out.tree_r(j), r_kids)];
+                for (name, level, kids) in checks {
+                    let (Some(level), Some(kids)) = (level, kids) else { continue };
+                    if level[i * NODE..][..NODE] != fr_bytes(&poseidon8(&kids)) {
                         self.differ(format!(
                             "{name} level {j} node {}: not the hash of its children",
-                            (first >> (3 * j)) + i
+                            (first >> (3 * j)) + i as u64
                         ));
                     }
                     self.checked.tree_nodes += 1;
@@ -216,13 +221,29 @@ pub fn run(gpus: &[Gpu], shape: &Shape) -> Result<ShapeReport, SealerError> {
     }
     let leaves = 1u64 << shape.leaves_log2;
     let npp = (sealer_storage::PAGE / NODE) as u64;
+    let budget = engine::gpu_budget_of(gpus, leaves, npp, 1, shape.layers);
     let range = match shape.range_log2 {
         Some(r) => (1u64 << r).clamp(8, leaves),
-        None => engine::gpu_range(gpus, leaves, npp, 1, shape.layers),
+        None => budget.range,
     };
     let ranges: Vec<(u64, u64)> = (0..leaves).step_by(range as usize).map(|v| (v, range.min(leaves - v))).collect();
-    let mut sets: [Vec<sealer_storage::AlignedBuf>; 2] =
-        std::array::from_fn(|_| (0..shape.layers).map(|_| engine::host_buffer(gpus, range as usize * NODE)).collect());
+    let in_flight = budget.in_flight;
+    let mut sets: Vec<Vec<sealer_storage::AlignedBuf>> = (0..in_flight + 1)
+        .map(|_| (0..shape.layers).map(|_| engine::host_buffer(gpus, range as usize * NODE)).collect())
+        .collect();
+    let parts = engine::parts(range, gpus.len());
+    let c = range as usize / parts;
+    let rtd = crate::rows_to_discard(leaves);
+    let sh = sealer_gpu::RangeShape {
+        layers: shape.layers,
+        row: NODE,
+        count: c,
+        sectors: 1,
+        with_data: false,
+        tree_r_from: rtd + 1,
+    };
+    // Declared after the buffers, so dropped (its copies waited for) before them.
+    let mut pipeline = engine::Pipeline::new(gpus, parts, sh, in_flight)?;
     let mut tc = TreeBuilder::detached(leaves, usize::MAX);
     let mut tr = TreeBuilder::detached(leaves, usize::MAX);
     let mut checker = Checker { shape, leaves, checked: Checked::default(), mismatches: Vec::new() };
@@ -231,44 +252,56 @@ pub fn run(gpus: &[Gpu], shape: &Shape) -> Result<ShapeReport, SealerError> {
     let started = Instant::now();
     generate(shape.seed, &mut sets[0], 0, shape.spoil);
     st.generate_wait += started.elapsed().as_secs_f64();
-    let mut pending: Option<Hashed> = None;
-    let mut high_water = 0u64;
+    let high_water = in_flight as u64 * sh.device_bytes() as u64;
     let io = |e: std::io::Error| SealerError::Internal(format!("building the trees in memory: {e}"));
     let mut consume =
         |h: Hashed, c: &mut Checker, tc: &mut TreeBuilder, tr: &mut TreeBuilder| -> std::io::Result<f64> {
             let t = Instant::now();
-            for (first, count, out) in h.parts() {
+            for (p, (first, count, out)) in h.parts().enumerate() {
                 c.part(first, count, out);
-                engine::put_levels(tc, &out.tree_c, 0, count)?;
-                engine::put_levels(tr, &out.tree_r, 0, count)?;
-                top_c.extend(out.tree_c.last().unwrap().chunks(NODE).map(fr));
-                top_r.extend(out.tree_r.last().unwrap().chunks(NODE).map(fr));
+                let levels = out.levels();
+                let r_level = |j: usize| if j == 0 { Some(h.replica(p)) } else { out.tree_r(j) };
+                engine::put_levels(tc, |j| Some(out.tree_c(j)), levels, count, 0)?;
+                engine::put_levels(tr, r_level, levels, count, 0)?;
+                top_c.extend(out.tree_c(levels - 1).chunks(NODE).map(fr));
+                top_r.extend(r_level(levels - 1).expect("the top comes back").chunks(NODE).map(fr));
             }
             Ok(t.elapsed().as_secs_f64())
         };
-    for (i, &(v, cnt)) in ranges.iter().enumerate() {
-        let [a, b] = &mut sets;
-        let (cur, next) = if i % 2 == 0 { (&*a, b) } else { (&*b, a) };
-        let parts = engine::parts(cnt, gpus.len());
-        let c = cnt as usize / parts;
-        let slices: Vec<Vec<&[u8]>> =
-            (0..parts).map(|p| cur.iter().map(|l| &l.as_slice()[p * c * NODE..(p + 1) * c * NODE]).collect()).collect();
-        let inputs: Vec<RangeInput> = slices
-            .iter()
-            .map(|layers| RangeInput { layers, row: NODE, first_row: 0, count: c, sectors: 1, data: None })
-            .collect();
-        let part_bytes = (c * NODE) as u64;
-        high_water = high_water.max(part_bytes * (shape.layers as u64 + 2) + 2 * part_bytes / 7 + NODE as u64);
-        let (hashed, checked) = std::thread::scope(|sc| {
+    let no_data: Vec<Option<Vec<u8>>> = vec![None; parts];
+    let mut flights = std::collections::VecDeque::new();
+    let collect = |pl: &mut engine::Pipeline,
+                   sets: &[Vec<sealer_storage::AlignedBuf>],
+                   st: &mut Stages,
+                   flights: &mut std::collections::VecDeque<usize>| {
+        let t = Instant::now();
+        let (mut h, time) = pl.collect()?;
+        st.hash += t.elapsed().as_secs_f64();
+        st.device += time;
+        let set = flights.pop_front().expect("a range in flight");
+        let slices = crate::part_layers(&sets[set], NODE, 0, c, parts);
+        h.check(gpus, &crate::part_inputs(&slices, &no_data, NODE, c, 1), shape.seed)?;
+        Ok::<_, SealerError>(h)
+    };
+    for (i, &(v, _)) in ranges.iter().enumerate() {
+        let (ci, ni) = (i % sets.len(), (i + 1) % sets.len());
+        let done = if pipeline.full() { Some(collect(&mut pipeline, &sets, &mut st, &mut flights)?) } else { None };
+        let (cur, next) = crate::pick(&mut sets, ci, ni);
+        let slices = crate::part_layers(cur, NODE, 0, c, parts);
+        let inputs = crate::part_inputs(&slices, &no_data, NODE, c, 1);
+        let (submitted, checked) = std::thread::scope(|sc| {
             let generator = ranges.get(i + 1).map(|&(nv, _)| {
                 sc.spawn(move || {
                     generate(shape.seed, next, nv, shape.spoil);
                 })
             });
             let (checker, tcw, trw, consume) = (&mut checker, &mut tc, &mut tr, &mut consume);
-            let writer = pending.take().map(|h| sc.spawn(move || consume(h, checker, tcw, trw)));
+            let writer = done.map(|h| sc.spawn(move || consume(h, checker, tcw, trw)));
             let t0 = Instant::now();
-            let hashed = engine::gpu_range_hash(gpus, &inputs, v);
+            // SAFETY: `cur` is not generated into again before this range is collected, and
+            // `sets` outlives the pipeline.
+            let submitted = unsafe { pipeline.submit(&inputs, v) };
+            flights.push_back(ci);
             st.hash += t0.elapsed().as_secs_f64();
             let t1 = Instant::now();
             let checked = writer.map(|h| h.join().expect("checker panicked"));
@@ -278,16 +311,15 @@ pub fn run(gpus: &[Gpu], shape: &Shape) -> Result<ShapeReport, SealerError> {
                 g.join().expect("generator panicked");
             }
             st.generate_wait += t2.elapsed().as_secs_f64();
-            (hashed, checked)
+            (submitted, checked)
         });
         if let Some(c) = checked {
             st.check_and_build += c.map_err(io)?;
         }
-        let (h, t) = hashed?;
-        st.device += t;
-        pending = Some(h);
+        submitted?;
     }
-    if let Some(h) = pending.take() {
+    while !pipeline.is_empty() {
+        let h = collect(&mut pipeline, &sets, &mut st, &mut flights)?;
         let t1 = Instant::now();
         st.check_and_build += consume(h, &mut checker, &mut tc, &mut tr).map_err(io)?;
         st.check_wait += t1.elapsed().as_secs_f64();
@@ -311,7 +343,8 @@ pub fn run(gpus: &[Gpu], shape: &Shape) -> Result<ShapeReport, SealerError> {
         predicted_seconds_per_32gib_sector: (leaves == 1 << 27 && shape.layers == 11)
             .then_some(seconds * BASE_TREES_32GIB as f64),
         device_memory_high_water_bytes: high_water,
-        host_buffer_bytes: 2 * shape.layers as u64 * range * NODE as u64,
+        host_buffer_bytes: (in_flight as u64 + 1) * shape.layers as u64 * range * NODE as u64,
+        in_flight,
         stages: st,
         checked: checker.checked,
         mismatches: checker.mismatches,
@@ -347,14 +380,15 @@ mod tests {
     #[test]
     fn a_checked_shape_run_equals_the_cpu_and_its_sampler_catches_a_spoiled_node() {
         let g = [gpu()];
+        // Ranges of 2^14 nodes: the device computes the leaves and one level above them.
         let mut shape =
-            Shape { leaves_log2: 9, layers: 11, samples: 1 << 20, range_log2: Some(6), spoil: None, seed: 5 };
+            Shape { leaves_log2: 15, layers: 2, samples: 1 << 20, range_log2: Some(14), spoil: None, seed: 5 };
         let r = run(&g, &shape).unwrap();
         assert!(r.mismatches.is_empty(), "{:?}", r.mismatches);
-        assert_eq!((r.ranges, r.checked.columns, r.checked.roots), (8, 512, 2));
-        assert_eq!(r.checked.tree_nodes, 2 * (8 + 1) * 8, "every node the device computed, both trees");
-        assert_eq!(r.root_c, hex::encode(fr_bytes(&cpu_root_c(5, 512, 11))));
-        assert_eq!(r.root_r, hex::encode(fr_bytes(&root_of((0..512).map(|n| fr(&label(5, 11, n))).collect()))));
+        assert_eq!((r.ranges, r.checked.columns, r.checked.roots), (2, 1 << 15, 2));
+        assert_eq!(r.checked.tree_nodes, 2 * (1 << 12), "every node the device computed above the leaves, both trees");
+        assert_eq!(r.root_c, hex::encode(fr_bytes(&cpu_root_c(5, 1 << 15, 2))));
+        assert_eq!(r.root_r, hex::encode(fr_bytes(&root_of((0..1 << 15).map(|n| fr(&label(5, 2, n))).collect()))));
         // One label of layer 1 changed under the device: its column is caught, by name.
         shape.spoil = Some(300);
         let r = run(&g, &shape).unwrap();

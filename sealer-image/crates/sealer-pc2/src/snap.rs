@@ -192,7 +192,8 @@ pub fn encode_sector(sector_size: u64, s: &SnapSector, engine: &Engine) -> Resul
             }
             if let Engine::Gpu(gpus) = engine {
                 let (levels, _) = gpus[0].tree8(&kb, 1).map_err(crate::engine::device_err)?;
-                put_levels(&mut tr, &levels, 0, range as usize).map_err(|e| io("writing tree-r-last", e))?;
+                put_levels(&mut tr, |j| Some(levels[j].as_slice()), levels.len(), range as usize, 0)
+                    .map_err(|e| io("writing tree-r-last", e))?;
             }
             out.write_all_at(&kb, v * 32).map_err(|e| io("writing the updated replica", e))?;
             v += range;

@@ -1156,7 +1156,8 @@ fn a_gpu_run_stopped_mid_pc2_resumes_where_its_files_end() {
         let mut cmd = c.cmd("pc2", &["--no-layer-files"]);
         cmd.env("SEALER_TEST_PC2_STOP_AFTER_RANGES", ranges);
         if gpu {
-            cmd.env("SEALER_GPU_DEVICE", "0");
+            // One range at a time: range 3 is hashed while range 2 is written.
+            cmd.env("SEALER_GPU_DEVICE", "0").env("SEALER_TEST_GPU_IN_FLIGHT", "1");
         }
         let o = cmd.output().unwrap();
         assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
@@ -1174,6 +1175,91 @@ fn a_gpu_run_stopped_mid_pc2_resumes_where_its_files_end() {
     assert!(resumed.status.success(), "{log}");
     assert!(log.contains("PC2 resumes at base tree 1 of 1, node 131072"), "{log}");
     assert_same_outputs(&whole, &sector_dir);
+}
+
+/// PC2 on the GPU engine with 1, 2 and 3 ranges on the device at once writes, byte for byte,
+/// what the CPU engine writes (a CC and a data sector of 8 MiB, in ranges of 2^16 and 2^17
+/// nodes: the larger has a tree-r-last level the device never sends back); a GPU run stopped
+/// with ranges in flight resumes from where its files end. A device that hashes wrongly
+/// (a spoiled column or tree node, injected) fails PC2 with exit 8, naming the range, before
+/// any output is renamed into place.
+#[test]
+fn pc2_with_ranges_in_flight_writes_what_the_cpu_writes_and_refuses_a_wrong_device() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (_, mut json) = common::config(8 << 20, 6, 2, common::random_seed("pc2_ranges_in_flight"), work.path(), 1);
+    let piece = work.path().join("piece");
+    std::fs::write(&piece, (0..300_000u32).map(|j| (j * 13 + 5) as u8).collect::<Vec<_>>()).unwrap();
+    let staged = work.path().join("staged");
+    let pieces = sealer_data::stage(8 << 20, &[piece.as_path()], &staged).unwrap();
+    json["sectors"][1]["data"] = serde_json::json!({"path": staged.to_str().unwrap(),
+        "pieces": pieces.iter().map(|p| serde_json::json!({"comm_p": hex::encode(p.comm_p), "size": p.size})).collect::<Vec<_>>()});
+    let cpu = ConfigFile::write(work.path().join("cpu.json"), &json);
+    json["pc2_engine"] = "gpu".into();
+    let gpu = ConfigFile::write(work.path().join("gpu.json"), &json);
+    assert!(cpu.seal("pc1").status().unwrap().success());
+    let out = work.path().join("out");
+    let ids: Vec<u64> = json["sectors"].as_array().unwrap().iter().map(|s| s["sector_id"].as_u64().unwrap()).collect();
+    let pc2 = |cfg: &ConfigFile, env: &[(&str, &str)]| {
+        let mut c = cfg.cmd("pc2", &["--no-layer-files"]);
+        c.envs(env.iter().copied());
+        c.output().unwrap()
+    };
+    let take = |name: &str| {
+        let kept = work.path().join(name);
+        std::fs::create_dir_all(&kept).unwrap();
+        for id in &ids {
+            std::fs::rename(out.join(id.to_string()), kept.join(id.to_string())).unwrap();
+        }
+        std::fs::remove_file(out.join("results.json")).unwrap();
+        kept
+    };
+    let o = pc2(&cpu, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let on_cpu = take("cpu");
+    for (range, flight) in [("65536", "1"), ("65536", "2"), ("65536", "3"), ("131072", "2")] {
+        let o = pc2(&gpu, &[("SEALER_TEST_GPU_RANGE", range), ("SEALER_TEST_GPU_IN_FLIGHT", flight)]);
+        let log = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{log}");
+        assert!(
+            log.contains(&format!(
+                "PC2 ranges of {range} nodes, each split among 1 of 1 devices, {flight} on each at once"
+            )),
+            "{log}"
+        );
+        let on_gpu = take(&format!("gpu-{range}-{flight}"));
+        assert_same_outputs(&on_cpu, &on_gpu);
+        std::fs::remove_dir_all(on_gpu).unwrap();
+    }
+    // Stopped after 3 of 4 ranges with 2 in flight: range 1 written, ranges 2 and 3 hashing.
+    // The CPU engine resumes from the end of range 1 and writes what an uninterrupted run
+    // writes.
+    let env = [
+        ("SEALER_TEST_GPU_RANGE", "65536"),
+        ("SEALER_TEST_GPU_IN_FLIGHT", "2"),
+        ("SEALER_TEST_PC2_STOP_AFTER_RANGES", "3"),
+    ];
+    let o = pc2(&gpu, &env);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = pc2(&cpu, &[]);
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && log.contains("PC2 resumes at base tree 1 of 1, node 65536"), "{log}");
+    assert_same_outputs(&on_cpu, &take("resumed"));
+    // A device that hashes wrongly: exit 8 naming the range, nothing renamed into place.
+    for spoil in ["columns", "tree"] {
+        let o = pc2(&gpu, &[("SEALER_TEST_GPU_RANGE", "65536"), ("SEALER_TEST_GPU_SPOIL", spoil)]);
+        let log = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(8), "{spoil}: {log}");
+        assert!(log.contains("PC2's range of nodes 0..65536 on") && log.contains("hashed wrongly"), "{spoil}: {log}");
+        assert!(!out.join("results.json").exists());
+        for id in &ids {
+            assert!(
+                !out.join(id.to_string()).join("sealed").exists(),
+                "{spoil}: sector {id}'s replica renamed into place"
+            );
+        }
+        std::fs::remove_file(out.join("pc2-checkpoint.json")).ok();
+    }
 }
 
 /// PC2 on two OpenCL devices (pocl's CPU device listed twice) splits each range's rows between
