@@ -204,11 +204,12 @@ fn gpu_check(cfg: &BatchConfig, tuning: Tuning, checks: &mut Vec<Check>) -> Opti
             WHAT,
             true,
             format!(
-                "{}: ranges of {} nodes, each split among {}; {} of device memory each, {} of page-locked host memory",
+                "{}: ranges of {} nodes, each split among {}, {} on each at once; {} of device memory each, {} of page-locked host memory",
                 names.join(", "),
                 b.range,
                 b.parts,
-                gib(b.device_bytes),
+                b.in_flight,
+                gib(b.device_bytes * b.in_flight as u64),
                 gib(b.host_bytes)
             ),
         )

@@ -575,7 +575,13 @@ fn plan_shows_what_pc2_takes_on_the_gpu() {
     let range = g["range"].as_u64().unwrap();
     assert!(range.is_power_of_two() && range <= (8 << 20) / 32, "{g}");
     assert_eq!(g["parts"], 1);
-    assert_eq!(g["host_bytes"].as_u64().unwrap(), 2 * 2 * range.div_ceil(4096 / (4 * 32)) * 4096, "{g}");
+    // In flight at once on the device, each with a set of layer buffers, plus one being read;
+    // as many readback sets (both trees' levels and the replica, at most 2 + 2/7 nodes a row).
+    let f = g["in_flight"].as_u64().unwrap();
+    assert!((1..=2).contains(&f), "{g}");
+    let part = range * 4 * 32;
+    let host = (f + 1) * (2 * range.div_ceil(4096 / (4 * 32)) * 4096 + 2 * part + 2 * part / 7);
+    assert_eq!(g["host_bytes"].as_u64().unwrap(), host, "{g}");
     assert!(gpu["detail"].as_str().unwrap().contains(&format!("ranges of {range} nodes")), "{gpu}");
     // A device index that is not there: the check fails, naming the devices there are.
     let out = cfg.cmd("plan", &["--json"]).env("SEALER_GPU_DEVICE", "7").output().unwrap();
