@@ -76,9 +76,10 @@ run() {
   mkdir -p "$meta"
   export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   local kernels_args=(--groups 2097152 --runs 3 --local-sizes 32,64,128,256 --max-registers 64,96) small=(--sector-size 8MiB --batch 8) big=(--sector-size 512MiB --batch 8)
-  local shape=(--leaves-log2 27 --layers 11 --samples 4096)
+  local shape=(--leaves-log2 27 --layers 11 --samples 4096) copies=(--mib 4096)
   if [ "$quick" = --quick ]; then
     kernels_args=(--groups 1024 --runs 1 --local-sizes 64 --max-registers 64)
+    copies=(--mib 16)
     small=(--sector-size 2KiB --batch 2 --rate-hashes 256)
     big=(--sector-size 2KiB --batch 2 --rate-hashes 256)
     shape=(--leaves-log2 12 --layers 11 --samples 64 --range-log2 9)
@@ -101,6 +102,9 @@ print(gpus[0]["index"] if gpus else "")' "$meta/capabilities.json" "$quick")
   export SEALER_GPU_DEVICE=$index
   local smi=""
   command -v nvidia-smi >/dev/null && smi=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+  # The PCIe link the copies cross: generation and width, now and at most.
+  local link=""
+  command -v nvidia-smi >/dev/null && link=$(nvidia-smi --query-gpu=pcie.link.gen.current,pcie.link.width.current,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader 2>/dev/null | head -1)
   : >"$meta/steps.txt"
   step() { # name, timeout seconds, command...: stdout to $out/<name>; "name exit seconds" to steps.txt
     local name=$1 limit=$2 start
@@ -115,6 +119,8 @@ print(gpus[0]["index"] if gpus else "")' "$meta/capabilities.json" "$quick")
     echo "$name $? $(($(date +%s) - start))" >>"$meta/steps.txt"
   }
   if [ -z "$pc2_only" ]; then
+    # Host-to-device copies along each path the engine could take, to tell them from the bus.
+    step copies.json 120 "$sealer" bench gpu-copies "${copies[@]}"
     step kernels.json 240 "$sealer" bench gpu-kernels "${kernels_args[@]}" --binaries "$work/bin"
     # The profile: each variant's registers and spills (ptxas -v) and its instruction mix
     # (cuobjdump -sass), where NVIDIA's tools are installed; the binaries are PTX there.
@@ -123,9 +129,9 @@ print(gpus[0]["index"] if gpus else "")' "$meta/capabilities.json" "$quick")
   step pc2-small.txt 180 "$sealer" bench pc2 "${small[@]}" --engine gpu --dir "$work"
   step pc2-big.txt 150 "$sealer" bench pc2 "${big[@]}" --engine gpu --skip-cpu --random-layers --dir "$work"
   step pc2-shape.txt 150 "$sealer" bench pc2-shape "${shape[@]}"
-  python3 - "$out" "$(cat "$pack/commit")" "$smi" "$quick" "$meta" <<'EOF'
+  python3 - "$out" "$(cat "$pack/commit")" "$smi" "$quick" "$meta" "$link" <<'EOF'
 import json, os, sys, datetime
-out, commit, smi, quick, meta = sys.argv[1:6]
+out, commit, smi, quick, meta, link = sys.argv[1:7]
 steps = {l.split()[0]: l.split()[1:] for l in open(os.path.join(meta, "steps.txt")) if l.strip()}
 def rc(name):
     if name not in steps:
@@ -142,10 +148,12 @@ def shape():
     return {"report": rows[0] if rows else None, **rc("pc2-shape.txt")}
 caps = json.load(open(os.path.join(meta, "capabilities.json")))
 dev = next(d for d in caps["opencl_devices"] if d["index"] == int(os.environ["SEALER_GPU_DEVICE"]))
-try:
-    kernels = json.load(open(os.path.join(out, "kernels.json")))
-except (ValueError, OSError):
-    kernels = None
+def load(name):
+    try:
+        return json.load(open(os.path.join(out, name)))
+    except (ValueError, OSError):
+        return None
+kernels = load("kernels.json")
 card, driver = (smi.split(", ")[:2] + ["", ""])[:2] if smi else (dev["name"], dev["driver"])
 run = {
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -155,6 +163,8 @@ run = {
     "quick": quick == "--quick",
     "device": dev,
     "kernels": {"report": kernels, **rc("kernels.json")},
+    "copies": {"report": load("copies.json"), **rc("copies.json")},
+    "pcie_link": dict(zip(("gen", "width", "max_gen", "max_width"), (x.strip() for x in link.split(",")))) if link else None,
     "profile": {"lines": open(os.path.join(out, "profile.txt")).read().splitlines() if "profile.txt" in steps else [], **rc("profile.txt")},
     "pc2_small": pc2("pc2-small.txt"),
     "pc2_big_random_layers": pc2("pc2-big.txt"),
@@ -177,9 +187,9 @@ if missing:
     print("no filecoin-proofs GPU row in", missing, "(is the pack built with --features fil-gpu?)", file=sys.stderr)
 json.dump(run, open(os.path.join(out, "gpu-run.json"), "w"), indent=2)
 print(json.dumps({k: run[k] for k in ("date", "commit", "card", "driver", "predicted_poseidon_seconds_per_32gib_sector", "sealfleet_gpu_vs_filecoin_proofs_gpu")}))
-for key in ("kernels", "pc2_small", "pc2_big_random_layers", "pc2_32gib_shape"):
+for key in ("copies", "kernels", "pc2_small", "pc2_big_random_layers", "pc2_32gib_shape"):
     print(key, "exit", run[key]["exit"], "in", run[key]["seconds"], "s")
-failed = [k for k in ("kernels", "pc2_small", "pc2_big_random_layers", "pc2_32gib_shape") if run[k]["exit"] not in (0, None)]
+failed = [k for k in ("copies", "kernels", "pc2_small", "pc2_big_random_layers", "pc2_32gib_shape") if run[k]["exit"] not in (0, None)]
 sys.exit(1 if failed or missing else 0)
 EOF
   local rc=$?

@@ -13,9 +13,11 @@
 mod check;
 mod constants;
 mod pipeline;
+mod probe;
 
 pub use check::{check_range, SAMPLES as CHECK_SAMPLES};
 pub use pipeline::{RangeOutput, RangeShape, Slot, MIN_DEVICE_LEVEL};
+pub use probe::{CopyPath, CopyRate};
 
 use blstrs::Scalar as Fr;
 use ff::{Field, PrimeField};

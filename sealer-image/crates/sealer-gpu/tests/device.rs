@@ -323,3 +323,13 @@ fn a_missing_device_is_an_error_that_lists_the_devices() {
     let e = Gpu::open(Some(999)).err().expect("device 999 does not exist");
     assert!(e.to_string().contains("no OpenCL device 999"), "{e}");
 }
+
+/// The copy probe measures every path on one and two queues, and the bytes arrive.
+#[test]
+fn the_copy_probe_measures_every_path() {
+    let rates = gpu().copy_probe(4 << 20).unwrap();
+    assert_eq!(rates.len(), 8, "4 paths x 1 and 2 queues");
+    for r in &rates {
+        assert!(r.gb_per_s > 0.0 && r.bytes == 4 << 20, "{r:?}");
+    }
+}

@@ -366,6 +366,14 @@ pub enum BenchCmd {
         #[arg(long)]
         rates_only: bool,
     },
+    /// How fast host memory reaches OpenCL device `SEALER_GPU_DEVICE` (else the first GPU):
+    /// page-locked memory from its base and from inside it, the page-locked buffer object
+    /// copied by the device, ordinary memory; on one queue and on two. One JSON document.
+    GpuCopies {
+        /// MiB copied along each path.
+        #[arg(long, default_value_t = 4096)]
+        mib: usize,
+    },
     /// The GPU engine's Poseidon kernels alone (arity 2, 8, 11) on OpenCL device
     /// `SEALER_GPU_DEVICE` (else the first GPU): hashes/s, the share of the device's integer
     /// multiply peak, and the Poseidon seconds of a 32 GiB sector; one JSON document.

@@ -742,6 +742,12 @@ fn bench(what: BenchCmd) -> Result<(), SealerError> {
                 serde_json::to_string(&report).expect("a report serialises")
             );
         }
+        BenchCmd::GpuCopies { mib } => {
+            let g = sealer_gpu::Gpu::open(sealer_pc2::engine::device_index()?)
+                .map_err(|e| SealerError::Device(e.to_string()))?;
+            let rates = g.copy_probe(mib << 20).map_err(|e| SealerError::Device(e.to_string()))?;
+            println!("{}", pretty(&serde_json::json!({"device": g.info(), "copies": rates})));
+        }
         BenchCmd::GpuKernels { groups, runs, variants, binaries, local_sizes, max_registers } => {
             let b = sealer_bench::gpu_kernels::KernelBench {
                 device: sealer_pc2::engine::device_index()?,
