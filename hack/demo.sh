@@ -407,7 +407,7 @@ prom() {
   mkdir -p "$P/sd" "$P/data"
   # The PrometheusRule's spec is a Prometheus rule file (as hack/test-chart.sh extracts it).
   # shellcheck disable=SC2086
-  helm template sealfleet charts/sealfleet -n "$NS" --set monitoring.enabled=true ${PROM_HELM_ARGS:-} \
+  helm template sealfleet charts/sealfleet -n "$NS" --kube-version 1.32.0 --set monitoring.enabled=true ${PROM_HELM_ARGS:-} \
     --show-only templates/monitoring/prometheusrule.yaml | sed -n '/^spec:/,$p' | tail -n +2 | sed 's/^  //' > "$P/rules.yaml"
   promtool check rules "$P/rules.yaml" >/dev/null
   # Operator and node agent serve /metrics over HTTPS to tokens allowed to GET it (the chart's

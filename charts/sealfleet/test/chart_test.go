@@ -39,7 +39,8 @@ func helmBin(t *testing.T) string {
 // template runs `helm template` and returns stdout, stderr and the error.
 func template(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
-	full := append([]string{"template", "sf", filepath.Join(root, "charts", "sealfleet"), "-n", "sealfleet-system"}, args...)
+	// The oldest Kubernetes the chart supports (Chart.yaml kubeVersion; helm's default is older).
+	full := append([]string{"template", "sf", filepath.Join(root, "charts", "sealfleet"), "-n", "sealfleet-system", "--kube-version", "1.32.0"}, args...)
 	cmd := exec.Command(helmBin(t), full...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
