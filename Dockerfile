@@ -3,7 +3,8 @@
 # One image holds both binaries: the Deployment runs /manager, the node-agent DaemonSet and the
 # operator's scrub pods run /node-agent. The local cluster (hack/cluster.sh) does not use this
 # file: hack/images.sh assembles the same layout from bin/manager and bin/node-agent without an
-# engine, and that is the path tested in this repository.
+# engine, and that is the path tested in this repository; `make test-hygiene` builds both
+# binaries from a copy of exactly what this file's build stage copies (hack/check-build-contexts.sh).
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./

@@ -42,8 +42,8 @@ build: ## Build the manager, node-agent and kubectl-sealfleet (the kubectl plugi
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/ ./cmd/manager ./cmd/node-agent ./cmd/kubectl-sealfleet
 
 .PHONY: sealer
-sealer: ## Build the native sealer (Rust) into sealer-image/target/release/sealer.
-	cd sealer-image && cargo build --release --locked -p sealer
+sealer: ## Build the native sealer (Rust) into sealer-image/target/release/sealer, from a copy of exactly the sealer image's build context (sealer-image/Dockerfile's; hack/check-build-contexts.sh).
+	hack/check-build-contexts.sh sealer
 
 ##@ Test
 
@@ -55,7 +55,7 @@ test: ## Run every test suite: repository checks, Go unit + envtest, Rust sealer
 test-repo: test-hygiene lint ## Repository checks: hygiene, then the Go and Rust linters.
 
 .PHONY: test-hygiene
-test-hygiene: ## No tracked file over 1 MiB (exceptions in hack/large-files.allow), the operator image's build context builds, Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod, docs/api.md as the API types render it.
+test-hygiene: ## No tracked file over 1 MiB (exceptions in hack/large-files.allow), the operator image's build context builds (the sealer image's builds in `make sealer`), Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod, docs/api.md as the API types render it.
 	hack/check-tracked-sizes.sh
 	hack/check-build-contexts.sh
 	hack/tools/k8s/regen.sh check
