@@ -23,8 +23,9 @@
 #   hack/demo.sh release [NAME]          wait for the Released condition and the slot's scrub
 #   hack/demo.sh fleet [N]               N simulated batches (default 40) on the kwok fleet
 #   hack/demo.sh summary                 the fleet and the real node's slots, as the plugin shows them
-#   hack/demo.sh prom                    Prometheus on 127.0.0.1:19090 scraping the operator, the node
-#                                        agent and the sealer pods, with the chart's rules
+#   hack/demo.sh prom                    prometheus-operator, and its Prometheus on 127.0.0.1:9090 scraping
+#                                        the operator, the node agent and the sealer pods through the
+#                                        chart's monitors, with the chart's rules
 #
 # Everything listens on 127.0.0.1. The cluster stays up afterwards: stop it with `make cluster-down`.
 set -euo pipefail
@@ -151,7 +152,15 @@ install() {
   # node has no pod network. Their listeners bind 127.0.0.1. The agent runs only on the real
   # node (simulated nodes get their SealerNodes from the fleet generator). Nothing here routes
   # Service IPs (no kube-proxy), so both reach the API server at 127.0.0.1:6443 directly.
+  # Once `prom` ran, the chart's monitoring values it chose (a later install keeps them).
+  local -a monitoring=()
+  if [ -f "$root/_out/cluster/prometheus/helm-args" ] && kc get crd prometheusrules.monitoring.coreos.com >/dev/null 2>&1; then
+    read -ra monitoring < "$root/_out/cluster/prometheus/helm-args"
+  fi
+  # The operator's metrics port is not 8080: that is the config reloader's in prometheus-operator's
+  # Prometheus pod, on the same host network.
   helm upgrade --install sealfleet charts/sealfleet -n "$NS" --wait --timeout 3m \
+    --set operator.metricsPort=8085 \
     --set crds.install=false \
     --set image.repository=localhost/sealfleet-operator,image.tag=dev,image.pullPolicy=Never \
     --set sealerImage.repository=localhost/sealfleet-sealer,sealerImage.tag=dev,sealerImage.pullPolicy=IfNotPresent \
@@ -162,7 +171,7 @@ install() {
     --set-json 'nodeAgent.extraEnv=[{"name":"KUBERNETES_SERVICE_HOST","value":"127.0.0.1"},{"name":"KUBERNETES_SERVICE_PORT","value":"6443"}]' \
     --set-json "nodeAgent.sealerCapabilities.env=$(capabilities_env)" \
     --set-json 'nodeAgent.affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"sealfleet.io/local-node","operator":"In","values":["true"]}]}]}}}' \
-    "$@" >/dev/null
+    "${monitoring[@]}" "$@" >/dev/null
   kc -n "$NS" rollout status deploy -l app.kubernetes.io/component=operator --timeout 120s >/dev/null 2>&1 ||
     kc -n "$NS" get pods -o wide
   say "chart installed: $(kc -n "$NS" get pods --no-headers | awk '{printf "%s %s; ", $1, $3}')"
@@ -396,52 +405,107 @@ summary() {
 
 # ---- monitoring -----------------------------------------------------------------------------
 
-# prom: Debian's prometheus (no kubernetes_sd) on 127.0.0.1:19090. Targets come from file_sd
-# files that `kubectl sealfleet scrape-targets --watch` keeps current: the operator (host
-# network, 127.0.0.1:8080), the node agent (127.0.0.1:8090) and each sealer pod
-# (127.0.0.1:9464+slot). Rules: the chart's PrometheusRule rendered by helm template
-# (PROM_HELM_ARGS adds values). Both processes are recorded in the cluster's run/ folder, so
-# hack/cluster.sh down stops them.
+# prom: the chart's monitoring as prometheus-operator reads it. prometheus-operator (built from
+# the Go module proxy, `hack/tools.sh monitoring`) runs beside the control plane and runs a
+# Prometheus (localhost/prometheus:local: Prometheus with Kubernetes service discovery) on the
+# real node, host network, listening on 127.0.0.1:9090. The chart is upgraded with
+# monitoring.enabled=true and the label that Prometheus selects: its ServiceMonitor, PodMonitors
+# (node agent, sealer pods) and PrometheusRule are what Prometheus scrapes and evaluates, through
+# the chart's TLS and token settings. PROM_HELM_ARGS adds chart values (the rules' thresholds);
+# a later `install` keeps them. prometheus-operator's process is recorded in the cluster's run/
+# folder, so hack/cluster.sh down stops it.
+PROM_LABEL=sealfleet.io/prometheus
+PROM_URL=http://127.0.0.1:9090
+# promq QUERY: the value of an instant query's first sample (empty when none).
+promq() {
+  curl -sf "$PROM_URL/api/v1/query" --data-urlencode "query=$1" |
+    python3 -c 'import json, sys; r = json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")'
+}
 prom() {
-  local C=$root/_out/cluster P=$root/_out/cluster/prometheus
-  mkdir -p "$P/sd" "$P/data"
-  # The PrometheusRule's spec is a Prometheus rule file (as hack/test-chart.sh extracts it).
-  # shellcheck disable=SC2086
-  helm template sealfleet charts/sealfleet -n "$NS" --kube-version 1.32.0 --set monitoring.enabled=true ${PROM_HELM_ARGS:-} \
-    --show-only templates/monitoring/prometheusrule.yaml | sed -n '/^spec:/,$p' | tail -n +2 | sed 's/^  //' > "$P/rules.yaml"
-  promtool check rules "$P/rules.yaml" >/dev/null
-  # Operator and node agent serve /metrics over HTTPS to tokens allowed to GET it (the chart's
-  # metricsSecure): scrape as a ServiceAccount bound to the chart's metrics-reader ClusterRole.
-  kc -n "$NS" create serviceaccount sealfleet-demo-prometheus --dry-run=client -o yaml | kc apply -f - >/dev/null
-  kc create clusterrolebinding sealfleet-demo-prometheus --clusterrole sealfleet-metrics-reader \
-    --serviceaccount "$NS:sealfleet-demo-prometheus" --dry-run=client -o yaml | kc apply -f - >/dev/null
-  kc -n "$NS" create token sealfleet-demo-prometheus --duration 24h > "$P/token"
-  printf '%s\n' "global: {scrape_interval: 2s, evaluation_interval: 2s}" \
-    "rule_files: [\"$P/rules.yaml\"]" "scrape_configs:" > "$P/prometheus.yml"
-  local j
-  for j in operator node-agent sealer; do
-    printf '%s\n' "- job_name: sealfleet-$j" \
-      "  file_sd_configs: [{files: [\"$P/sd/$j.json\"], refresh_interval: 2s}]" >> "$P/prometheus.yml"
-    # As the chart's ServiceMonitor: the operator's "namespace" label is the SealBatch's, not
-    # the operator pod's (without this the rules' batch="<namespace>/<name>" never joins).
-    if [ "$j" = operator ]; then echo "  honor_labels: true" >> "$P/prometheus.yml"; fi
-    if [ "$j" != sealer ]; then
-      printf '%s\n' "  scheme: https" "  tls_config: {insecure_skip_verify: true}" \
-        "  authorization: {credentials_file: \"$P/token\"}" >> "$P/prometheus.yml"
-    fi
-  done
-  sf scrape-targets --dir "$P/sd"
-  _start prom-targets "$root/bin/kubectl-sealfleet" scrape-targets --dir "$P/sd" --watch 2s
-  # Already running (a second `prom`): reload the new config and rules.
-  if [ -f "$C/run/prometheus.pid" ] && kill -HUP "$(cat "$C/run/prometheus.pid")" 2>/dev/null; then
-    say "prometheus reloaded"
-  fi
-  _start prometheus prometheus --config.file "$P/prometheus.yml" --storage.tsdb.path "$P/data" \
-    --web.listen-address 127.0.0.1:19090 --storage.tsdb.retention.time 2h
-  local i
-  for i in $(seq 50); do curl -sf http://127.0.0.1:19090/-/ready >/dev/null && break; sleep 0.2; done
-  curl -sf http://127.0.0.1:19090/-/ready >/dev/null || { tail -20 "$C/logs/prometheus.log" >&2; die "prometheus did not start"; }
-  say "prometheus on http://127.0.0.1:19090 (rules $P/rules.yaml, targets $P/sd)"
+  local P=$root/_out/cluster/prometheus
+  mkdir -p "$P"
+  hack/tools.sh monitoring
+  hack/images.sh import 2>/dev/null
+  local crds=$root/bin/monitoring/crds
+  kc apply --server-side --force-conflicts -f "$crds" >/dev/null
+  kc wait --for condition=Established -f "$crds" --timeout 60s >/dev/null
+  # Scoped to the release namespace: the Prometheus, its monitors and rules, the token Secret.
+  _start prometheus-operator "$root/bin/monitoring/prometheus-operator" --namespaces "$NS" \
+    --web.listen-address 127.0.0.1:18088 --prometheus-config-reloader localhost/prometheus-config-reloader:local \
+    --kubelet-endpoints=false
+  echo "--set monitoring.enabled=true --set monitoring.interval=2s --set monitoring.labels.${PROM_LABEL//./\\.}=local ${PROM_HELM_ARGS:-}" > "$P/helm-args"
+  install
+  source hack/versions.env
+  kc apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: sealfleet-prometheus, namespace: $NS}
+---
+# Kubernetes service discovery in the namespace its monitors name.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: sealfleet-prometheus, namespace: $NS}
+rules:
+  - apiGroups: [""]
+    resources: [pods, services, endpoints]
+    verbs: [get, list, watch]
+  - apiGroups: [discovery.k8s.io]
+    resources: [endpointslices]
+    verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: sealfleet-prometheus, namespace: $NS}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: sealfleet-prometheus}
+subjects: [{kind: ServiceAccount, name: sealfleet-prometheus, namespace: $NS}]
+---
+apiVersion: monitoring.coreos.com/v1
+kind: Prometheus
+metadata: {name: sealfleet, namespace: $NS}
+spec:
+  image: localhost/prometheus:local
+  version: v3.${PROMETHEUS_VERSION#v0.3}
+  replicas: 1
+  serviceAccountName: sealfleet-prometheus
+  # The real node has no pod network: host network, listening on 127.0.0.1 only.
+  hostNetwork: true
+  listenLocal: true
+  nodeSelector: {sealfleet.io/local-node: "true"}
+  scrapeInterval: 2s
+  evaluationInterval: 2s
+  retention: 2h
+  serviceMonitorSelector: {matchLabels: {$PROM_LABEL: local}}
+  podMonitorSelector: {matchLabels: {$PROM_LABEL: local}}
+  ruleSelector: {matchLabels: {$PROM_LABEL: local}}
+  # Nothing routes Service IPs here (no kube-proxy): service discovery reaches the API server
+  # at 127.0.0.1:6443, as the chart's pods do.
+  containers:
+    - name: prometheus
+      env:
+        - {name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}
+        - {name: KUBERNETES_SERVICE_PORT, value: "6443"}
+EOF
+  # The node here is 127.0.0.1 and Kubernetes keeps loopback addresses out of EndpointSlices:
+  # the operator's metrics Service has no endpoints on this cluster, so the chart's
+  # ServiceMonitor discovers nothing. Its endpoint as the chart rendered it (HTTPS, the
+  # metrics-reader token, honorLabels, the job relabelling) goes into a PodMonitor of the same
+  # pods instead; on a cluster with pod or node addresses the ServiceMonitor serves as it is.
+  kc -n "$NS" get servicemonitor sealfleet-operator -o json | python3 -c '
+import json, sys
+sm = json.load(sys.stdin)
+print(json.dumps({"apiVersion": sm["apiVersion"], "kind": "PodMonitor",
+  "metadata": {"name": sm["metadata"]["name"] + "-pods", "namespace": sm["metadata"]["namespace"], "labels": sm["metadata"]["labels"]},
+  "spec": {"selector": sm["spec"]["selector"], "namespaceSelector": sm["spec"]["namespaceSelector"],
+           "podMetricsEndpoints": sm["spec"]["endpoints"]}}))' | kc apply -f - >/dev/null
+  say "waiting for prometheus-operator's Prometheus on $PROM_URL and its sealfleet targets"
+  until_true 120 "Prometheus ready" 'curl -sf "$PROM_URL/-/ready" >/dev/null' ||
+    { kc -n "$NS" get pods -l app.kubernetes.io/name=prometheus -o wide >&2; tail -20 "$root/_out/cluster/logs/prometheus-operator.log" >&2; exit 1; }
+  # The operator's and the node agent's targets up: discovered, scraped over HTTPS with the token.
+  until_true 120 "the operator's and node agent's targets up" \
+    '[ "$(promq "count(up{job=~\"sealfleet-operator|sealfleet-node-agent\"} == 1)")" = 2 ]' ||
+    { curl -s "$PROM_URL/api/v1/targets" | python3 -c 'import json, sys
+for t in json.load(sys.stdin)["data"]["activeTargets"]: print(t["scrapePool"], t["scrapeUrl"], t["health"], t["lastError"])' >&2; exit 1; }
+  say "prometheus on $PROM_URL (prometheus-operator's; rules from the chart's PrometheusRule, targets from its monitors)"
 }
 
 # _start NAME CMD...: a background process recorded the way hack/cluster.sh records its own.

@@ -7,7 +7,10 @@
 #   hack/images.sh import   build, then `ctr -n k8s.io images import` into the cluster's containerd
 #
 # Images: localhost/pause:local (/pause), localhost/sealfleet-operator:dev (/manager, /node-agent),
-# localhost/sealfleet-sealer:dev (/sealer and the shared libraries and loader it links against).
+# localhost/sealfleet-sealer:dev (/sealer and the shared libraries and loader it links against),
+# and, once `hack/tools.sh monitoring` built them, localhost/prometheus:local (/bin/prometheus)
+# and localhost/prometheus-config-reloader:local for the Prometheus that prometheus-operator runs
+# (hack/demo.sh prom).
 # The sealer image is skipped, with a message, while sealer-image/target/release/sealer is not built
 # (`make sealer`). Users with a container engine build the same images from Dockerfile and
 # sealer-image/Dockerfile instead.
@@ -71,6 +74,23 @@ build() {
     "$bin/mkimage" -o "$out/operator.tar" -tag localhost/sealfleet-operator:dev -entrypoint /manager "${files[@]}"
     fresh "$out/operator.tar"; log "built localhost/sealfleet-operator:dev (${#files[@]} files)"
   fi
+  # Static Go binaries, at the paths prometheus-operator's pods run them from.
+  local m=$bin/monitoring
+  if [ -x "$m/prometheus" ] && stale "$out/prometheus.tar" "$m/prometheus" /bin/busybox /bin/dash; then
+    # prometheus-operator probes a Prometheus that listens on 127.0.0.1 (listenLocal) by
+    # exec: `sh -c` running curl or wget. Debian's dash (with its libraries) and busybox's
+    # static wget serve.
+    local files=("$m/prometheus=/bin/prometheus:0755" "/bin/busybox=/bin/wget:0755") f
+    [ -x /bin/busybox ] || { log "/bin/busybox (busybox-static) not found: run hack/host-deps.sh"; exit 1; }
+    while read -r f; do files+=("$f"); done < <(withlibs "/bin/dash=/bin/sh:0755")
+    "$bin/mkimage" -o "$out/prometheus.tar" -tag localhost/prometheus:local -entrypoint /bin/prometheus "${files[@]}"
+    fresh "$out/prometheus.tar"; log "built localhost/prometheus:local"
+  fi
+  if [ -x "$m/prometheus-config-reloader" ] && stale "$out/prometheus-config-reloader.tar" "$m/prometheus-config-reloader"; then
+    "$bin/mkimage" -o "$out/prometheus-config-reloader.tar" -tag localhost/prometheus-config-reloader:local \
+      -entrypoint /bin/prometheus-config-reloader "$m/prometheus-config-reloader=/bin/prometheus-config-reloader:0755"
+    fresh "$out/prometheus-config-reloader.tar"; log "built localhost/prometheus-config-reloader:local"
+  fi
   local sealer=$root/sealer-image/target/release/sealer
   if [ ! -x "$sealer" ]; then
     log "no sealer binary ($sealer): run 'make sealer'; localhost/sealfleet-sealer:dev not built"
@@ -90,7 +110,7 @@ import() {
   local sock=$C/run/containerd/containerd.sock
   [ -S "$sock" ] || { log "the cluster's containerd is not running ($sock): hack/cluster.sh node"; exit 1; }
   local t
-  for t in pause operator sealer; do
+  for t in pause operator sealer prometheus prometheus-config-reloader; do
     [ -f "$out/$t.tar" ] || continue
     ctr --address "$sock" -n k8s.io images import --no-unpack=false "$out/$t.tar" >/dev/null
   done

@@ -10,6 +10,9 @@
 #   hack/tools.sh golangci-lint    the Go linters (make lint)
 #   hack/tools.sh kwok | helm      (same module as k8s: one build for all that are missing)
 #   hack/tools.sh envtest-assets   k8s + the KUBEBUILDER_ASSETS folder (bin/envtest)
+#   hack/tools.sh monitoring       bin/monitoring/: prometheus-operator, prometheus-config-reloader,
+#                                  prometheus (Kubernetes service discovery only) and the
+#                                  operator's CRDs (crds/), from hack/tools/monitoring
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/hack/versions.env"
@@ -117,6 +120,36 @@ build_golangci_lint() {
     "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
 }
 
+# build_monitoring: prometheus-operator, its config reloader and Prometheus from one module, so
+# the client libraries they share compile once. Prometheus keeps only Kubernetes service
+# discovery (the one the operator's configuration uses) and serves no web UI (the module zip
+# has no UI assets; the HTTP API is whole). Two links: each reports its own version.
+build_monitoring() {
+  local mod="$root/hack/tools/monitoring" out="$bin/monitoring" m v
+  for m in "github.com/prometheus-operator/prometheus-operator $PROMETHEUS_OPERATOR_VERSION" "github.com/prometheus/prometheus $PROMETHEUS_VERSION"; do
+    v=$(awk -v m="${m% *}" '$1==m{print $2}' "$mod/go.mod")
+    [ "$v" = "${m#* }" ] || { echo "hack/tools.sh: hack/versions.env pins ${m% *} ${m#* }, hack/tools/monitoring/go.mod has '$v'" >&2; exit 1; }
+  done
+  local op=${PROMETHEUS_OPERATOR_VERSION#v} prom; prom=3.${PROMETHEUS_VERSION#v0.3}
+  if has_version "$out/prometheus-operator" --version "version $op " &&
+     has_version "$out/prometheus-config-reloader" --version "version $op " &&
+     has_version "$out/prometheus" --version "version $prom " && [ -d "$out/crds" ]; then
+    return 0
+  fi
+  log "building prometheus-operator $PROMETHEUS_OPERATOR_VERSION, its config reloader and Prometheus $prom (several minutes when cold)"
+  local ver=github.com/prometheus/common/version
+  mkdir -p "$out"
+  (cd "$mod" && go build -trimpath -ldflags "-s -w -X $ver.Version=$op -X $ver.Branch=release -X $ver.Revision=$PROMETHEUS_OPERATOR_VERSION" -o "$out/" \
+      github.com/prometheus-operator/prometheus-operator/cmd/operator \
+      github.com/prometheus-operator/prometheus-operator/cmd/prometheus-config-reloader &&
+    mv "$out/operator" "$out/prometheus-operator" &&
+    go build -trimpath -tags remove_all_sd,enable_kubernetes_sd -ldflags "-s -w -X $ver.Version=$prom -X $ver.Branch=release -X $ver.Revision=$PROMETHEUS_VERSION" \
+      -o "$out/" github.com/prometheus/prometheus/cmd/prometheus)
+  # The CRDs of the same release, from its module (example/prometheus-operator-crd).
+  local dir; dir=$(cd "$mod" && go list -m -f '{{.Dir}}' github.com/prometheus-operator/prometheus-operator)
+  rm -rf "$out/crds" && mkdir -p "$out/crds" && cp "$dir"/example/prometheus-operator-crd/*.yaml "$out/crds/" && chmod -R u+w "$out/crds"
+}
+
 # envtest_assets: the KUBEBUILDER_ASSETS folder, once k8s is built.
 envtest_assets() {
   mkdir -p "$bin/envtest"
@@ -136,7 +169,8 @@ for t in "$@"; do
     kwok) want_kwok ;;
     helm) want_helm ;;
     envtest-assets) want_k8s; envtest_assets_wanted=1 ;;
-    *) echo "hack/tools.sh: unknown tool '$t' (k8s, kubectl, controller-gen, crd-ref-docs, golangci-lint, kwok, helm, envtest-assets)" >&2; exit 2 ;;
+    monitoring) build_monitoring ;;
+    *) echo "hack/tools.sh: unknown tool '$t' (k8s, kubectl, controller-gen, crd-ref-docs, golangci-lint, kwok, helm, envtest-assets, monitoring)" >&2; exit 2 ;;
   esac
 done
 build_k8s_module

@@ -42,7 +42,7 @@ func demo(t *testing.T, env []string, args ...string) (string, error) {
 
 // promQuery returns (labels, value) pairs of an instant query against the demo's Prometheus.
 func promQuery(q string) ([]map[string]string, []float64, error) {
-	resp, err := http.Get("http://127.0.0.1:19090/api/v1/query?query=" + url.QueryEscape(q))
+	resp, err := http.Get(promURL + "/api/v1/query?query=" + url.QueryEscape(q))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -318,6 +318,8 @@ func TestRealNode(t *testing.T) {
 		samples []float64
 		alerts  []string
 		huge    float64 // largest sealer_buffer_bytes{backing="hugetlb"} seen
+		// The batch's sealer pod an up target (the chart's sealer PodMonitor, labelled by batch).
+		sealerUp bool
 	)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -327,7 +329,11 @@ func TestRealNode(t *testing.T) {
 			_, vs, err := promQuery(`sealfleet_node_cpu_busy_ratio{role="hasher",node="127.0.0.1"}`)
 			ls, _, err2 := promQuery(`ALERTS{alertname=~"Sealfleet(CCX)?HasherUtilisationLow|SealfleetBatchBelowPrediction",alertstate="firing"}`)
 			_, hb, err3 := promQuery(`sealer_buffer_bytes{backing="hugetlb"}`)
+			_, su, err4 := promQuery(fmt.Sprintf(`up{job="sealfleet-sealer",batch=%q,batch_namespace="sealfleet-batches"}`, batch))
 			mu.Lock()
+			if err4 == nil && len(su) > 0 && su[0] == 1 {
+				sealerUp = true
+			}
 			for _, v := range hb {
 				if err3 == nil && v > huge {
 					huge = v
@@ -386,6 +392,7 @@ func TestRealNode(t *testing.T) {
 	t.Logf("BENCH realnode seal_seconds=%.1f total_seconds=%.1f hasher_busy %s",
 		sealDur.Seconds(), time.Since(start).Seconds(), summary(samples))
 	mu.Unlock()
+	t.Run("PrometheusOperator", func(t *testing.T) { checkPrometheusOperator(t, batch, sealerUp) })
 
 	t.Run("Requalify", func(t *testing.T) { requalifyRun(t, qualified) })
 	t.Run("SnapUpdate", func(t *testing.T) { snapRun(t, step, batch) })
@@ -756,7 +763,10 @@ func starvedRun(t *testing.T, step func(env []string, args ...string) string) {
 		t.Errorf("%d of 2 throttled sectors match rust-fil-proofs", n)
 	}
 	step(nil, "release", batch)
-	t.Logf("BENCH realnode_starved alert_after_seconds=%.0f shortfall_alert_after_seconds=%.0f total_seconds=%.0f", fired.Seconds(), short.Seconds(), time.Since(t0).Seconds())
+	// The batch is gone: its series go stale and the alert resolves.
+	cleared := waitAlertClears(t, firing, 2*time.Minute)
+	t.Logf("BENCH realnode_starved alert_after_seconds=%.0f shortfall_alert_after_seconds=%.0f cleared_after_release_seconds=%.0f total_seconds=%.0f",
+		fired.Seconds(), short.Seconds(), cleared.Seconds(), time.Since(t0).Seconds())
 }
 
 // drainIsBlocked drains the real node of the batch's running sealer pod, as an admin would,

@@ -1223,7 +1223,8 @@ fn pc2_with_ranges_in_flight_writes_what_the_cpu_writes_and_refuses_a_wrong_devi
     let o = pc2(&cpu, &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let on_cpu = take("cpu");
-    for (range, flight) in [("65536", "1"), ("65536", "2"), ("65536", "3"), ("131072", "2")] {
+    // Two in flight on 65536-node ranges runs below, stopped and resumed; whole with 131072.
+    for (range, flight) in [("65536", "1"), ("65536", "3"), ("131072", "2")] {
         let o = pc2(&gpu, &[("SEALER_TEST_GPU_RANGE", range), ("SEALER_TEST_GPU_IN_FLIGHT", flight)]);
         let log = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{log}");
