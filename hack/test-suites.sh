@@ -77,9 +77,13 @@ for i in "${!names[@]}"; do
   printf '  %-14s %6d s  %s\n' "${names[$i]}" "${secs[$i]}" "${results[$i]}"
 done
 printf '  %-14s %6d s\n' total "$(( $(date +%s) - t0 ))"
-if [ -f _out/test/test-e2e.log ] && [[ " ${names[*]} " == *" test-e2e "* ]]; then
+e2e_logs=()
+for i in "${!names[@]}"; do
+  [[ "${names[$i]}" == test-e2e* && -f "_out/test/${names[$i]}.log" ]] && e2e_logs+=("_out/test/${names[$i]}.log")
+done
+if [ ${#e2e_logs[@]} -gt 0 ]; then
   echo "  e2e tests (go test -v):"
-  grep -E '^ *--- (PASS|FAIL|SKIP): Test' _out/test/test-e2e.log | sed -E 's/^ *--- ([A-Z]+): ([^ ]+) \(([0-9.]+)s\)/\3 \2 \1/' |
+  grep -hE '^ *--- (PASS|FAIL|SKIP): Test' "${e2e_logs[@]}" | sed -E 's/^ *--- ([A-Z]+): ([^ ]+) \(([0-9.]+)s\)/\3 \2 \1/' |
     awk '{printf "    %-44s %7.0f s  %s\n", $2, $1, $3}'
 fi
 exit "$status"
