@@ -49,7 +49,7 @@ sealer: ## Build the native sealer (Rust) into sealer-image/target/release/seale
 
 .PHONY: test
 test: ## Run every test suite: repository checks, Go unit + envtest, Rust sealer (oracle), Helm chart + alert rules, e2e on the local cluster (the demo's steps included); ends with the seconds each took.
-	hack/test-suites.sh test-hygiene lint-rust,lint-go,test-go,test-chart,test-e2e-prep,test-e2e-fleet+test-sealer,test-gpu-bench test-e2e-node
+	hack/test-suites.sh test-hygiene lint-rust,lint-go,test-go,test-chart,test-e2e-prep+test-sealer,test-gpu-bench test-e2e
 
 .PHONY: test-repo
 test-repo: test-hygiene lint ## Repository checks: hygiene, then the Go and Rust linters.
@@ -107,17 +107,6 @@ test-e2e-prep: build ## What the e2e needs besides the sealer: the operator bina
 .PHONY: test-e2e
 test-e2e: test-e2e-prep sealer ## End-to-end on the local cluster (root): simulated fleet scenario, real-node batch.
 	SEALFLEET_E2E=1 SEALFLEET_E2E_NODE=1 go test -count=1 -v -timeout 45m ./test/e2e
-
-# make test runs the e2e in two parts on one cluster: the fleet, which needs no sealer, beside
-# the Rust suite; then the real node, once the sealer is built.
-.PHONY: test-e2e-fleet
-test-e2e-fleet: test-e2e-prep ## The e2e's simulated fleet (TestFleet) on a new local cluster with its real node, left up for test-e2e-node (taken down if it fails).
-	SEALFLEET_E2E=1 SEALFLEET_E2E_NODE=1 SEALFLEET_E2E_KEEP=1 go test -count=1 -v -timeout 20m -run '^TestFleet$$' ./test/e2e || { hack/cluster.sh down >/dev/null; exit 1; }
-
-.PHONY: test-e2e-node
-test-e2e-node: test-e2e-prep sealer ## The e2e's real-node tests (TestRealNode) on the cluster test-e2e-fleet left (else a new one; the images imported again); the cluster goes down afterwards.
-	if hack/cluster.sh status | grep -q "containerd running"; then hack/images.sh import; fi
-	SEALFLEET_E2E=1 SEALFLEET_E2E_NODE=1 SEALFLEET_E2E_KEEP=1 go test -count=1 -v -timeout 40m -run '^TestRealNode$$' ./test/e2e; rc=$$?; hack/cluster.sh down >/dev/null; exit $$rc
 
 ##@ Local cluster
 
