@@ -101,8 +101,8 @@ test-chart: envtest ## Helm chart: helm lint, template assertions (the admission
 	hack/test-chart.sh
 
 .PHONY: test-e2e-prep
-test-e2e-prep: build ## What the e2e needs besides the sealer: the operator binaries and the cluster's tools (prometheus-operator and Prometheus included).
-	hack/tools.sh k8s kwok helm kubectl monitoring
+test-e2e-prep: build ## What the e2e needs besides the sealer: the operator binaries and the cluster's tools (kube-proxy, CoreDNS, prometheus-operator and Prometheus included).
+	hack/tools.sh k8s kwok helm kubectl kube-proxy coredns monitoring
 
 .PHONY: test-e2e
 test-e2e: test-e2e-prep sealer ## End-to-end on the local cluster (root): simulated fleet scenario, real-node batch.

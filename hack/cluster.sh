@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# A loopback-only local Kubernetes cluster for sealfleet: everything listens on 127.0.0.1 and
-# keeps its state, logs and pids under $CLUSTER_DIR (default _out/cluster, gitignored).
+# A local Kubernetes cluster for sealfleet, keeping its state, logs and pids under $CLUSTER_DIR
+# (default _out/cluster, gitignored). The control plane listens on 127.0.0.1 (the API server on
+# every address: pods reach it through the kubernetes Service at the node's address). The real
+# node has a pod network: a bridge (sealfleet0) holding the node's address 10.244.0.1 and pods in
+# 10.244.0.0/24 (Debian's CNI plugins bridge, host-local, portmap, loopback), kube-proxy routing
+# Services (10.96.0.0/16) and NodePorts on the node's address, and CoreDNS at 10.96.0.10.
 #
 #   hack/cluster.sh up [FLEET.yaml]  control + node (when root) + fleet (default hack/fleet/fleet.yaml)
 #   hack/cluster.sh control          etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok
-#   hack/cluster.sh node             the real node: containerd (own socket and root) + kubelet
-#                                    named 127.0.0.1, with real 1 GiB hugepages (root)
+#   hack/cluster.sh node             the real node: containerd (own socket and root), kubelet
+#                                    named 127.0.0.1 at 10.244.0.1, with real 1 GiB hugepages,
+#                                    its pod network, kube-proxy and CoreDNS (root)
 #   hack/cluster.sh fleet [FILE]     create the kwok nodes and their SealerNodes from a fleet description
 #   hack/cluster.sh operator [ARGS]  run bin/manager as a local process against the cluster (ARGS: its flags)
 #   hack/cluster.sh down             stop exactly what was started (by pid) and give the host back
@@ -21,8 +26,10 @@
 # NODE_GPU=opencl|none (default opencl where the host has an OpenCL ICD, pocl in CI: the real node
 # advertises that device as nvidia.com/gpu through a device plugin, and containers granted it get
 # the host's OpenCL stack from the runtime, as NVIDIA's plugin and toolkit do for a GPU).
-# Ports (127.0.0.1): etcd 12379/12380 (metrics 12381), apiserver 6443, controller-manager 10257,
-# scheduler 10259, kwok 10247, kubelet 10250 (healthz 10248), containerd metrics 11338.
+# Ports (127.0.0.1): etcd 12379/12380 (metrics 12381), apiserver 6443 (every address),
+# controller-manager 10257, scheduler 10259, kwok 10247, kubelet healthz 10248, kube-proxy 10249
+# (metrics) and 10256 (healthz), containerd metrics 11338; on the node's address: kubelet 10250,
+# NodePorts 30000-32767 and hostPorts.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 C=${CLUSTER_DIR:-$root/_out/cluster}
@@ -30,6 +37,14 @@ bin=$root/bin
 export PATH=$bin:$PATH
 API=https://127.0.0.1:6443
 NODE_NAME=127.0.0.1
+# The node's address (on the pod network's bridge, not loopback: Kubernetes keeps loopback out of
+# Service endpoints) and the cluster's address ranges.
+NODE_IP=10.244.0.1
+POD_CIDR=10.244.0.0/24
+SERVICE_CIDR=10.96.0.0/16
+API_SERVICE_IP=10.96.0.1
+DNS_SERVICE_IP=10.96.0.10
+export NODE_BRIDGE=sealfleet0 NODE_CIDR=$NODE_IP/24
 
 log() { echo "cluster: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -112,20 +127,33 @@ current-context: local
 EOF
 }
 
+# pki: tokens (admin, the node, and kube-proxy as system:kube-proxy, whom Kubernetes' bootstrap
+# RBAC makes a node proxier), the service-account key, and the API server's certificate for
+# every address its clients use: 127.0.0.1 (the host), the node's address and the kubernetes
+# Service's (pods), and the Service's DNS names. A state made before one of these existed is
+# made again (only while the API server is down: it reads them on start).
 pki() {
   mkdir -p "$C/pki" "$C/run" "$C/logs" "$C/data" "$C/config"
-  [ -f "$C/pki/tokens.csv" ] && return 0
+  local san="IP:127.0.0.1,IP:$NODE_IP,IP:$API_SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  if [ -f "$C/pki/proxy.token" ] && [ "$(cat "$C/pki/apiserver.san" 2>/dev/null)" = "$san" ]; then return 0; fi
+  if running kube-apiserver; then die "this cluster's state predates its pod network: hack/cluster.sh down, then up again"; fi
   umask 077
-  local admin node
+  local admin node proxy
   admin=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
   node=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  proxy=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
   openssl genrsa -out "$C/pki/sa.key" 2048 2>/dev/null
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=kube-apiserver -addext "subjectAltName=$san" \
+    -keyout "$C/pki/apiserver.key" -out "$C/pki/apiserver.crt" 2>/dev/null
+  echo "$san" > "$C/pki/apiserver.san"
   {
     echo "$admin,admin,admin,\"system:masters\""
     echo "$node,system:node:$NODE_NAME,node-$NODE_NAME,\"system:nodes\""
+    echo "$proxy,system:kube-proxy,kube-proxy"
   } > "$C/pki/tokens.csv.tmp"
   echo "$admin" > "$C/pki/admin.token"
   echo "$node" > "$C/pki/node.token"
+  echo "$proxy" > "$C/pki/proxy.token"
   mv "$C/pki/tokens.csv.tmp" "$C/pki/tokens.csv"
   umask 022
 }
@@ -141,17 +169,19 @@ control() {
     --unsafe-no-fsync --quota-backend-bytes 4294967296
   wait_for etcd 30 curl -sf http://127.0.0.1:12379/health
   start kube-apiserver kube-apiserver --etcd-servers http://127.0.0.1:12379 \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --endpoint-reconciler-type none --secure-port 6443 --cert-dir "$C/pki" \
+    --bind-address 0.0.0.0 --advertise-address "$NODE_IP" --secure-port 6443 \
+    --tls-cert-file "$C/pki/apiserver.crt" --tls-private-key-file "$C/pki/apiserver.key" \
     --token-auth-file "$C/pki/tokens.csv" --authorization-mode Node,RBAC \
     --enable-admission-plugins NodeRestriction --allow-privileged=true \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$C/pki/sa.key" --service-account-signing-key-file "$C/pki/sa.key" \
-    --service-cluster-ip-range 10.96.0.0/16 --kubelet-preferred-address-types InternalIP \
+    --service-cluster-ip-range "$SERVICE_CIDR" --kubelet-preferred-address-types InternalIP \
     --max-requests-inflight 800 --max-mutating-requests-inflight 400
   local tok; tok=$(cat "$C/pki/admin.token")
   wait_for kube-apiserver 60 curl -sfk -H "Authorization: Bearer $tok" $API/readyz
   kubeconfig "$C/pki/admin.kubeconfig" admin "$tok"
   kubeconfig "$C/pki/node.kubeconfig" "system:node:$NODE_NAME" "$(cat "$C/pki/node.token")"
+  kubeconfig "$C/pki/proxy.kubeconfig" system:kube-proxy "$(cat "$C/pki/proxy.token")"
   local k=("--kubeconfig" "$C/pki/admin.kubeconfig" "--authentication-kubeconfig" "$C/pki/admin.kubeconfig"
            "--authorization-kubeconfig" "$C/pki/admin.kubeconfig" "--bind-address" 127.0.0.1 "--leader-elect=false")
   start kube-controller-manager kube-controller-manager "${k[@]}" \
@@ -173,9 +203,17 @@ control() {
 # ---- real node ------------------------------------------------------------------------------
 
 node_config() {
-  mkdir -p "$C/config/cni/net.d" "$C/data/containerd" "$C/run/containerd" "$C/data/kubelet" "$C/data/pod-logs"
-  cat > "$C/config/cni/net.d/10-loopback.conflist" <<'EOF'
-{"cniVersion": "1.0.0", "name": "loopback-only", "plugins": [{"type": "loopback"}]}
+  mkdir -p "$C/config/cni/net.d" "$C/data/containerd" "$C/run/containerd" "$C/data/kubelet" "$C/data/pod-logs" "$C/data/cni"
+  rm -f "$C/config/cni/net.d/10-loopback.conflist"  # the network of clusters made before the pod network
+  # Pods on the bridge, addresses from host-local, hostPorts by portmap (containerd adds the
+  # loopback plugin itself). No masquerading: nothing here reaches outside the host.
+  cat > "$C/config/cni/net.d/10-sealfleet.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "sealfleet-pods", "plugins": [
+  {"type": "bridge", "bridge": "$NODE_BRIDGE", "isGateway": true, "hairpinMode": true, "ipMasq": false,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP"}]],
+            "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$C/data/cni/ipam"}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}
+]}
 EOF
   cat > "$C/config/containerd.toml" <<EOF
 # Generated by hack/cluster.sh: this cluster's own containerd (own socket, root and state).
@@ -209,10 +247,10 @@ $( [ "$(node_gpu)" = opencl ] && echo "        BinaryName = \"$bin/runc-opencl\"
     conf_dir = "$C/config/cni/net.d"
 EOF
   cat > "$C/config/kubelet.yaml" <<EOF
-# Generated by hack/cluster.sh. Loopback-only development node.
+# Generated by hack/cluster.sh. The development node, at the pod network's gateway address.
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 127.0.0.1
+address: $NODE_IP
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -227,6 +265,7 @@ failCgroupV1: false
 podLogsDir: $C/data/pod-logs
 registerNode: true
 clusterDomain: cluster.local
+clusterDNS: [$DNS_SERVICE_IP]
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
 evictionHard: {memory.available: "200Mi", nodefs.available: "2%", imagefs.available: "2%"}
@@ -250,6 +289,22 @@ cpuManagerPolicyOptions: {prefer-align-cpus-by-uncorecache: "true"}
 kubeReserved: {cpu: 100m}
 EOF
   fi
+  # Services and NodePorts by iptables, on the node's address only (so kube-proxy leaves
+  # route_localnet alone), with the host's conntrack settings untouched.
+  cat > "$C/config/kube-proxy.yaml" <<EOF
+# Generated by hack/cluster.sh.
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $C/pki/proxy.kubeconfig}
+hostnameOverride: $NODE_NAME
+mode: iptables
+clusterCIDR: $POD_CIDR
+nodePortAddresses: [$NODE_IP/32]
+bindAddress: 127.0.0.1
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF
 }
 
 # node_gpu: what stands in for a GPU on the real node (opencl: the host's OpenCL ICD; none).
@@ -294,8 +349,12 @@ ctr_() { ctr --address "$C/run/containerd/containerd.sock" -n k8s.io "$@"; }
 
 node() {
   [ "$(id -u)" = 0 ] || die "the real node needs root (containerd, kubelet, hugepages); use CLUSTER_NODE=0 for the simulated fleet only"
-  command -v containerd >/dev/null && command -v runc >/dev/null && [ -x /usr/lib/cni/loopback ] ||
-    die "containerd, runc or the CNI plugins are missing: run hack/host-deps.sh"
+  local p
+  command -v containerd >/dev/null && command -v runc >/dev/null && command -v iptables >/dev/null ||
+    die "containerd, runc or iptables is missing: run hack/host-deps.sh"
+  for p in bridge host-local portmap loopback; do
+    [ -x "/usr/lib/cni/$p" ] || die "the CNI plugin /usr/lib/cni/$p is missing: run hack/host-deps.sh (containernetworking-plugins)"
+  done
   running kube-apiserver || die "the control plane is not running: hack/cluster.sh control"
   local t0; t0=$(date +%s%N)
   # Paths the kubelet and the shims use outside $C: note which existed, so down removes only ours.
@@ -305,6 +364,7 @@ node() {
       [ -e "$p" ] && echo "$p"
     done > "$C/host/paths.preexisting" || true
   fi
+  "$root/hack/tools.sh" kube-proxy coredns
   "$root/hack/host-setup.sh" apply "${NODE_HUGEPAGES:-2}"
   case "$(node_gpu)" in
     opencl) gpu_standin_build ;;
@@ -312,7 +372,10 @@ node() {
     *) die "NODE_GPU=$NODE_GPU: use opencl or none" ;;
   esac
   node_config
-  start containerd containerd --config "$C/config/containerd.toml"
+  # portmap's chains, if this host had none, are removed again by down.
+  iptables -t nat -S CNI-HOSTPORT-DNAT >/dev/null 2>&1 || touch "$C/host/portmap.ours"
+  # portmap runs iptables from containerd's PATH.
+  (export PATH=$PATH:/usr/sbin:/sbin; start containerd containerd --config "$C/config/containerd.toml")
   wait_for containerd 30 ctr_ version
   "$root/hack/images.sh" import
   # The CPU manager's checkpoint names the policy it was written under; a kubelet started with
@@ -321,15 +384,25 @@ node() {
   # No /usr/sbin in PATH: the kubelet then cannot run iptables (it would add host firewall rules).
   (export PATH=/usr/local/bin:/usr/bin:/bin; start kubelet "$bin/kubelet" --config "$C/config/kubelet.yaml" \
     --kubeconfig "$C/pki/node.kubeconfig" --root-dir "$C/data/kubelet" --cert-dir "$C/data/kubelet/pki" \
-    --hostname-override "$NODE_NAME" --node-labels sealfleet.io/local-node=true --v=2)
+    --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --node-labels sealfleet.io/local-node=true --v=2)
   wait_for kubelet 60 curl -sf http://127.0.0.1:10248/healthz
   wait_for kubelet 60 node_ready
+  (export PATH=$PATH:/usr/sbin:/sbin; start kube-proxy "$bin/kube-proxy" --config "$C/config/kube-proxy.yaml")
+  wait_for kube-proxy 60 curl -sf http://127.0.0.1:10256/healthz
+  # Cluster DNS: a pod on the pod network that reaches the API server through the kubernetes
+  # Service, so its readiness also proves the network.
+  kc apply --server-side -f "$root/hack/coredns.yaml" >/dev/null
+  wait_for kube-proxy 120 coredns_ready
   if [ "$(node_gpu)" = opencl ]; then
     # The kubelet serves device plugins at /var/lib/kubelet/device-plugins whatever its --root-dir.
     start opencl-device-plugin "$bin/opencl-device-plugin" --kubelet-dir /var/lib/kubelet
     wait_for opencl-device-plugin 60 gpu_allocatable
   fi
   log "real node $NODE_NAME Ready in $(since "$t0") s; hugepages-1Gi: $(kc get node $NODE_NAME -o jsonpath='{.status.allocatable.hugepages-1Gi}'), nvidia.com/gpu: $(kc get node $NODE_NAME -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') ($(node_gpu))"
+}
+
+coredns_ready() {
+  [ "$(kc -n kube-system get deploy coredns -o jsonpath='{.status.readyReplicas}' 2>/dev/null)" = 1 ]
 }
 
 node_ready() {
@@ -347,6 +420,11 @@ node_down() {
     done
   fi
   stop kubelet
+  # kube-proxy's rules out of the host's iptables (its own cleanup, from any mode).
+  if [ -f "$(pidfile kube-proxy)" ]; then
+    stop kube-proxy
+    (export PATH=$PATH:/usr/sbin:/sbin; "$bin/kube-proxy" --cleanup >> "$C/logs/kube-proxy.log" 2>&1) || log "kube-proxy --cleanup failed: see $C/logs/kube-proxy.log"
+  fi
   if running containerd; then
     local t
     for t in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s KILL "$t" >/dev/null 2>&1 || true; done
@@ -363,6 +441,8 @@ node_down() {
     fi
   done
   unmount_under "$C"
+  portmap_cleanup
+  rm -rf "$C/data/cni/ipam"
   local cg
   for cg in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/unified/kubepods /sys/fs/cgroup/kubepods; do
     [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
@@ -374,6 +454,22 @@ node_down() {
     rm -f "$C/host/paths.preexisting"
   fi
   if [ -d "$C/host" ]; then "$root/hack/host-setup.sh" restore; fi
+}
+
+# portmap_cleanup: the nat chains portmap adds for hostPorts (CNI-HOSTPORT-*, and CNI-DN-* per
+# pod), once no pod is left: portmap removes a pod's chain when the pod goes, never its own.
+portmap_cleanup() {
+  [ -f "$C/host/portmap.ours" ] && command -v iptables-save >/dev/null || return 0
+  rm -f "$C/host/portmap.ours"
+  local rules chain
+  rules=$(iptables-save -t nat 2>/dev/null) || return 0
+  grep -q -- '-j CNI-HOSTPORT-' <<< "$rules" || return 0
+  # Rules that jump to them (in PREROUTING, OUTPUT, POSTROUTING), then the chains.
+  grep -- '^-A .* -j CNI-\(HOSTPORT\|DN\)-' <<< "$rules" | grep -v '^-A CNI-' | sed 's/^-A /-D /' | while read -r r; do
+    eval "iptables -t nat $r" 2>/dev/null || true
+  done
+  for chain in $(grep -o '^:CNI-\(HOSTPORT\|DN\)-[^ ]*' <<< "$rules" | tr -d :); do iptables -t nat -F "$chain" 2>/dev/null || true; done
+  for chain in $(grep -o '^:CNI-\(HOSTPORT\|DN\)-[^ ]*' <<< "$rules" | tr -d :); do iptables -t nat -X "$chain" 2>/dev/null || true; done
 }
 
 # unmount_under DIR: every mount below DIR, deepest first.
@@ -423,7 +519,7 @@ operator() {
 
 down() {
   [ -d "$C" ] || { log "nothing to stop ($C does not exist)"; return 0; }
-  local n core=" etcd kube-apiserver kube-controller-manager kube-scheduler kwok containerd kubelet "
+  local n core=" etcd kube-apiserver kube-controller-manager kube-scheduler kwok containerd kubelet kube-proxy "
   # First what was started on top of the cluster (the local operator, a demo's prometheus …),
   # while the API server still answers their shutdown.
   for n in "$C"/run/*.pid; do
@@ -439,7 +535,7 @@ down() {
 
 status() {
   local n
-  for n in etcd kube-apiserver kube-controller-manager kube-scheduler kwok containerd kubelet opencl-device-plugin; do
+  for n in etcd kube-apiserver kube-controller-manager kube-scheduler kwok containerd kubelet kube-proxy opencl-device-plugin; do
     [ "$n" = opencl-device-plugin ] && [ ! -f "$(pidfile "$n")" ] && continue
     if running "$n"; then echo "$n running (pid $(cat "$(pidfile "$n")"))"; else echo "$n stopped"; fi
   done

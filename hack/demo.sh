@@ -12,7 +12,7 @@
 #   hack/demo.sh build      host packages, Kubernetes tools, Go binaries; the sealer (Rust) builds
 #                           in the background meanwhile (log _out/demo/sealer-build.log)
 #   hack/demo.sh up         the local cluster (control plane, real node, kwok fleet of 300 nodes)
-#   hack/demo.sh install    the Helm chart into sealfleet-system (operator + node agent on the host network)
+#   hack/demo.sh install    the Helm chart into sealfleet-system with its defaults (CRDs, pod network)
 #   hack/demo.sh images     wait for the sealer build, then import its image into the node
 #   hack/demo.sh node       label node 127.0.0.1, give its SealerNode a file layer device, wait until Ready
 #   hack/demo.sh seal [NAME [SECTORS]]   seal a batch on 127.0.0.1 (default cc-8mib-demo, 4 sectors)
@@ -27,7 +27,8 @@
 #                                        the operator, the node agent and the sealer pods through the
 #                                        chart's monitors, with the chart's rules
 #
-# Everything listens on 127.0.0.1. The cluster stays up afterwards: stop it with `make cluster-down`.
+# The control plane listens on 127.0.0.1, the real node (named 127.0.0.1) at 10.244.0.1 with a pod
+# network (hack/cluster.sh). The cluster stays up afterwards: stop it with `make cluster-down`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -99,7 +100,7 @@ build() {
   else
     echo "ok 0" > "$OUT/sealer-build.status"
   fi
-  timed "Kubernetes tools (apiserver, etcd, scheduler, kubelet, kwok, helm, kubectl)" hack/tools.sh k8s kwok helm kubectl
+  timed "Kubernetes tools (apiserver, etcd, scheduler, kubelet, kube-proxy, CoreDNS, kwok, helm, kubectl)" hack/tools.sh k8s kwok helm kubectl kube-proxy coredns
   timed "operator, node agent and kubectl plugin" make -s build
 }
 
@@ -147,28 +148,21 @@ install() {
   kc create namespace "$NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
   kc label namespace "$NS" --overwrite pod-security.kubernetes.io/enforce=privileged \
     pod-security.kubernetes.io/audit=privileged pod-security.kubernetes.io/warn=privileged >/dev/null
-  # CRDs come from config/crd/bases (hack/cluster.sh applies them with the fleet), so the chart
-  # does not own them here. The operator and the node agent use the host network: the real
-  # node has no pod network. Their listeners bind 127.0.0.1. The agent runs only on the real
-  # node (simulated nodes get their SealerNodes from the fleet generator). Nothing here routes
-  # Service IPs (no kube-proxy), so both reach the API server at 127.0.0.1:6443 directly.
+  # The chart's defaults but for the images, the demo's shorter intervals (progress, scans,
+  # metrics) and one operator replica without leader election: its CRDs (taken over from
+  # hack/cluster.sh, which applied the same ones for the simulated fleet), the operator and the
+  # agent on the pod network, reaching the API server through the kubernetes Service. The agent
+  # runs only on the real node (simulated nodes get their SealerNodes from the fleet generator).
   # Once `prom` ran, the chart's monitoring values it chose (a later install keeps them).
   local -a monitoring=()
   if [ -f "$root/_out/cluster/prometheus/helm-args" ] && kc get crd prometheusrules.monitoring.coreos.com >/dev/null 2>&1; then
     read -ra monitoring < "$root/_out/cluster/prometheus/helm-args"
   fi
-  # The operator's metrics port is not 8080: that is the config reloader's in prometheus-operator's
-  # Prometheus pod, on the same host network.
-  helm upgrade --install sealfleet charts/sealfleet -n "$NS" --wait --timeout 3m \
-    --set operator.metricsPort=8085 \
-    --set crds.install=false \
+  helm upgrade --install sealfleet charts/sealfleet -n "$NS" --wait --timeout 3m --take-ownership \
     --set image.repository=localhost/sealfleet-operator,image.tag=dev,image.pullPolicy=Never \
     --set sealerImage.repository=localhost/sealfleet-sealer,sealerImage.tag=dev,sealerImage.pullPolicy=IfNotPresent \
-    --set operator.hostNetwork=true,operator.listenAddress=127.0.0.1,operator.sealerHostNetwork=true,operator.sealerMetricsAddress=127.0.0.1 \
     --set operator.leaderElect=false,operator.progressInterval=2s \
-    --set nodeAgent.hostNetwork=true,nodeAgent.listenAddress=127.0.0.1,nodeAgent.interval=10s,nodeAgent.metricsInterval=5s \
-    --set-json 'operator.extraEnv=[{"name":"KUBERNETES_SERVICE_HOST","value":"127.0.0.1"},{"name":"KUBERNETES_SERVICE_PORT","value":"6443"}]' \
-    --set-json 'nodeAgent.extraEnv=[{"name":"KUBERNETES_SERVICE_HOST","value":"127.0.0.1"},{"name":"KUBERNETES_SERVICE_PORT","value":"6443"}]' \
+    --set nodeAgent.interval=10s,nodeAgent.metricsInterval=5s \
     --set-json "nodeAgent.sealerCapabilities.env=$(capabilities_env)" \
     --set-json 'nodeAgent.affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"sealfleet.io/local-node","operator":"In","values":["true"]}]}]}}}' \
     "${monitoring[@]}" "$@" >/dev/null
@@ -408,7 +402,8 @@ summary() {
 # prom: the chart's monitoring as prometheus-operator reads it. prometheus-operator (built from
 # the Go module proxy, `hack/tools.sh monitoring`) runs beside the control plane and runs a
 # Prometheus (localhost/prometheus:local: Prometheus with Kubernetes service discovery) on the
-# real node, host network, listening on 127.0.0.1:9090. The chart is upgraded with
+# real node, host network (so that the e2e and you reach it from the host), listening on
+# 127.0.0.1:9090; it scrapes the pods at their pod addresses. The chart is upgraded with
 # monitoring.enabled=true and the label that Prometheus selects: its ServiceMonitor, PodMonitors
 # (node agent, sealer pods) and PrometheusRule are what Prometheus scrapes and evaluates, through
 # the chart's TLS and token settings. PROM_HELM_ARGS adds chart values (the rules' thresholds);
@@ -467,7 +462,7 @@ spec:
   version: v3.${PROMETHEUS_VERSION#v0.3}
   replicas: 1
   serviceAccountName: sealfleet-prometheus
-  # The real node has no pod network: host network, listening on 127.0.0.1 only.
+  # Reached from the host (the e2e's queries), on 127.0.0.1 only.
   hostNetwork: true
   listenLocal: true
   nodeSelector: {sealfleet.io/local-node: "true"}
@@ -477,26 +472,7 @@ spec:
   serviceMonitorSelector: {matchLabels: {$PROM_LABEL: local}}
   podMonitorSelector: {matchLabels: {$PROM_LABEL: local}}
   ruleSelector: {matchLabels: {$PROM_LABEL: local}}
-  # Nothing routes Service IPs here (no kube-proxy): service discovery reaches the API server
-  # at 127.0.0.1:6443, as the chart's pods do.
-  containers:
-    - name: prometheus
-      env:
-        - {name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}
-        - {name: KUBERNETES_SERVICE_PORT, value: "6443"}
 EOF
-  # The node here is 127.0.0.1 and Kubernetes keeps loopback addresses out of EndpointSlices:
-  # the operator's metrics Service has no endpoints on this cluster, so the chart's
-  # ServiceMonitor discovers nothing. Its endpoint as the chart rendered it (HTTPS, the
-  # metrics-reader token, honorLabels, the job relabelling) goes into a PodMonitor of the same
-  # pods instead; on a cluster with pod or node addresses the ServiceMonitor serves as it is.
-  kc -n "$NS" get servicemonitor sealfleet-operator -o json | python3 -c '
-import json, sys
-sm = json.load(sys.stdin)
-print(json.dumps({"apiVersion": sm["apiVersion"], "kind": "PodMonitor",
-  "metadata": {"name": sm["metadata"]["name"] + "-pods", "namespace": sm["metadata"]["namespace"], "labels": sm["metadata"]["labels"]},
-  "spec": {"selector": sm["spec"]["selector"], "namespaceSelector": sm["spec"]["namespaceSelector"],
-           "podMetricsEndpoints": sm["spec"]["endpoints"]}}))' | kc apply -f - >/dev/null
   say "waiting for prometheus-operator's Prometheus on $PROM_URL and its sealfleet targets"
   until_true 120 "Prometheus ready" 'curl -sf "$PROM_URL/-/ready" >/dev/null' ||
     { kc -n "$NS" get pods -l app.kubernetes.io/name=prometheus -o wide >&2; tail -20 "$root/_out/cluster/logs/prometheus-operator.log" >&2; exit 1; }

@@ -4,12 +4,13 @@
 #   libhwloc-dev        rust-fil-proofs' multicore-sdr (the sealer benchmark's baseline)
 #   prometheus          promtool for the alert-rule unit tests
 #   containerd runc containernetworking-plugins   the real node of the local cluster
+#   iptables iproute2   its pod network: kube-proxy's and portmap's rules, the bridge
 #   pocl-opencl-icd ocl-icd-opencl-dev clinfo     a CPU OpenCL device: the GPU engine's tests run on it
 #   busybox-static      wget in the local Prometheus image: prometheus-operator's probes of a
 #                       Prometheus listening on 127.0.0.1 run `sh -c '... wget ...'` in it
 #   fio                 the storage peer of `sealer bench pc2-io` (sequential read and write, io_uring, O_DIRECT)
 set -euo pipefail
-pkgs=(libhwloc-dev prometheus containerd runc containernetworking-plugins pocl-opencl-icd ocl-icd-opencl-dev clinfo fio busybox-static)
+pkgs=(libhwloc-dev prometheus containerd runc containernetworking-plugins iptables iproute2 pocl-opencl-icd ocl-icd-opencl-dev clinfo fio busybox-static)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

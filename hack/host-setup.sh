@@ -3,7 +3,10 @@
 #
 #   hack/host-setup.sh apply [HUGEPAGES]   reserve HUGEPAGES (default 2) more 1 GiB pages, mount the
 #                                          hugetlb cgroup v1 hierarchy where the host lacks one,
-#                                          save the sysctls the kubelet changes
+#                                          save the sysctls the kubelet changes, and make the
+#                                          pod network's bridge (NODE_BRIDGE, default sealfleet0,
+#                                          holding the node's address NODE_CIDR, default
+#                                          10.244.0.1/24) with forwarding through iptables
 #   hack/host-setup.sh restore             undo exactly what apply did (from its saved state)
 #   hack/host-setup.sh check               print what apply would find (no changes)
 #
@@ -13,7 +16,11 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${CLUSTER_DIR:-$root/_out/cluster}/host
 hp=/sys/kernel/mm/hugepages/hugepages-1048576kB
-sysctls=(vm.overcommit_memory kernel.panic kernel.panic_on_oops)
+bridge=${NODE_BRIDGE:-sealfleet0}
+node_cidr=${NODE_CIDR:-10.244.0.1/24}
+# The kubelet's, then the pod network's: pods' traffic is routed (forwarding), and traffic
+# between pods on the bridge passes iptables, where kube-proxy's Service rules are.
+sysctls=(vm.overcommit_memory kernel.panic kernel.panic_on_oops net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables)
 
 log() { echo "host-setup: $*" >&2; }
 
@@ -37,7 +44,8 @@ check() {
   else
     echo "1GiB hugepages: not supported by this kernel/CPU (no $hp)"
   fi
-  for s in "${sysctls[@]}"; do echo "sysctl $s=$(sysctl -n "$s")"; done
+  for s in "${sysctls[@]}"; do echo "sysctl $s=$(sysctl -n "$s" 2>/dev/null || echo "missing (br_netfilter not loaded?)")"; done
+  if ip link show "$bridge" >/dev/null 2>&1; then echo "bridge $bridge: $(ip -br addr show "$bridge")"; else echo "bridge $bridge: absent"; fi
   grep -q ' sha_ni' /proc/cpuinfo && echo "CPU: SHA-NI present" || echo "CPU: no SHA-NI (the real sealer cannot run here)"
   local cap; cap=$(awk '/^CapBnd/{print $2}' /proc/self/status)
   if (( (16#$cap >> 24) & 1 )); then echo "CAP_SYS_RESOURCE: yes"; else echo "CAP_SYS_RESOURCE: no (containerd runs with restrict_oom_score_adj)"; fi
@@ -47,11 +55,24 @@ apply() {
   local want=${1:-2}
   need_root
   mkdir -p "$dir"
-  # sysctls the kubelet sets on start: save once, before the first kubelet start.
+  [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ] ||
+    { log "no /proc/sys/net/bridge: load br_netfilter (modprobe br_netfilter), which Services between pods on one bridge need"; exit 1; }
+  # sysctls the kubelet and the pod network set: save once, before the first kubelet start.
   if [ ! -f "$dir/sysctl.saved" ]; then
     for s in "${sysctls[@]}"; do echo "$s=$(sysctl -n "$s")"; done > "$dir/sysctl.saved.tmp"
     mv "$dir/sysctl.saved.tmp" "$dir/sysctl.saved"
   fi
+  sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
+  # The pod network's bridge, whose address is the node's: pods reach the node (and the API
+  # server, through the kubernetes Service) there, and it is not loopback, which Kubernetes
+  # keeps out of Service endpoints.
+  if ! ip link show "$bridge" >/dev/null 2>&1; then
+    ip link add "$bridge" type bridge
+    touch "$dir/bridge.created"
+    log "created bridge $bridge ($node_cidr)"
+  fi
+  ip addr replace "$node_cidr" dev "$bridge"
+  ip link set "$bridge" up
   # 1 GiB hugepages: before the kubelet starts, so the node reports them.
   if [ ! -d "$hp" ]; then
     log "this kernel/CPU has no 1 GiB hugepages ($hp missing): the real node will report none and the demo batch cannot run"
@@ -98,6 +119,10 @@ restore() {
     echo "$before" > "$hp/nr_hugepages" || true
     local now; now=$(cat "$hp/nr_hugepages")
     if [ "$now" = "$before" ]; then rm -f "$dir/hugepages.saved"; else log "nr_hugepages is $now, wanted $before (pages still in use?)"; fi
+  fi
+  if [ -f "$dir/bridge.created" ]; then
+    ip link del "$bridge" 2>/dev/null || log "could not delete bridge $bridge"
+    rm -f "$dir/bridge.created"
   fi
   if [ -f "$dir/sysctl.saved" ]; then
     while IFS== read -r k v; do sysctl -qw "$k=$v" || log "could not restore $k=$v"; done < "$dir/sysctl.saved"

@@ -10,7 +10,8 @@
 # localhost/sealfleet-sealer:dev (/sealer and the shared libraries and loader it links against),
 # and, once `hack/tools.sh monitoring` built them, localhost/prometheus:local (/bin/prometheus)
 # and localhost/prometheus-config-reloader:local for the Prometheus that prometheus-operator runs
-# (hack/demo.sh prom).
+# (hack/demo.sh prom), and localhost/coredns:local (/coredns, once `hack/tools.sh coredns` built
+# it) for the cluster DNS (hack/coredns.yaml).
 # The sealer image is skipped, with a message, while sealer-image/target/release/sealer is not built
 # (`make sealer`). Users with a container engine build the same images from Dockerfile and
 # sealer-image/Dockerfile instead.
@@ -91,6 +92,10 @@ build() {
       -entrypoint /bin/prometheus-config-reloader "$m/prometheus-config-reloader=/bin/prometheus-config-reloader:0755"
     fresh "$out/prometheus-config-reloader.tar"; log "built localhost/prometheus-config-reloader:local"
   fi
+  if [ -x "$bin/coredns" ] && stale "$out/coredns.tar" "$bin/coredns"; then
+    "$bin/mkimage" -o "$out/coredns.tar" -tag localhost/coredns:local -entrypoint /coredns "$bin/coredns=/coredns:0755"
+    fresh "$out/coredns.tar"; log "built localhost/coredns:local"
+  fi
   local sealer=$root/sealer-image/target/release/sealer
   if [ ! -x "$sealer" ]; then
     log "no sealer binary ($sealer): run 'make sealer'; localhost/sealfleet-sealer:dev not built"
@@ -110,7 +115,7 @@ import() {
   local sock=$C/run/containerd/containerd.sock
   [ -S "$sock" ] || { log "the cluster's containerd is not running ($sock): hack/cluster.sh node"; exit 1; }
   local t
-  for t in pause operator sealer prometheus prometheus-config-reloader; do
+  for t in pause operator sealer prometheus prometheus-config-reloader coredns; do
     [ -f "$out/$t.tar" ] || continue
     ctr --address "$sock" -n k8s.io images import --no-unpack=false "$out/$t.tar" >/dev/null
   done

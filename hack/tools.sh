@@ -9,6 +9,9 @@
 #   hack/tools.sh crd-ref-docs     the API reference generator (make docs)
 #   hack/tools.sh golangci-lint    the Go linters (make lint)
 #   hack/tools.sh kwok | helm      (same module as k8s: one build for all that are missing)
+#   hack/tools.sh kube-proxy       (same module and version as k8s) the real node's Service routing
+#   hack/tools.sh coredns          the cluster DNS (CoreDNS with the plugins hack/coredns.yaml uses),
+#                                  from hack/tools/coredns
 #   hack/tools.sh envtest-assets   k8s + the KUBEBUILDER_ASSETS folder (bin/envtest)
 #   hack/tools.sh monitoring       bin/monitoring/: prometheus-operator, prometheus-config-reloader,
 #                                  prometheus (Kubernetes service discovery only) and the
@@ -81,6 +84,10 @@ want_kubectl() {
     k8s_module_pkgs+=(k8s.io/kubernetes/cmd/kubectl)
 }
 
+want_kube_proxy() {
+  has_version "$bin/kube-proxy" --version "Kubernetes $KUBERNETES_VERSION" || k8s_module_pkgs+=(k8s.io/kubernetes/cmd/kube-proxy)
+}
+
 want_kwok() {
   has_version "$bin/kwok" --version "$KWOK_VERSION" || k8s_module_pkgs+=(sigs.k8s.io/kwok/cmd/kwok)
 }
@@ -150,6 +157,17 @@ build_monitoring() {
   rm -rf "$out/crds" && mkdir -p "$out/crds" && cp "$dir"/example/prometheus-operator-crd/*.yaml "$out/crds/" && chmod -R u+w "$out/crds"
 }
 
+# build_coredns: CoreDNS from its module with only the plugins the local cluster's Corefile uses
+# (hack/tools/coredns/main.go); the version stamp is CoreDNS's own (coremain.CoreVersion).
+build_coredns() {
+  local mod="$root/hack/tools/coredns" v
+  v=$(cd "$mod" && go list -m -f '{{.Version}}' github.com/coredns/coredns)
+  [ "$v" = "$COREDNS_VERSION" ] || { echo "hack/tools.sh: hack/versions.env pins CoreDNS $COREDNS_VERSION, hack/tools/coredns/go.mod has '$v'" >&2; exit 1; }
+  has_version "$bin/coredns" -version "CoreDNS-${COREDNS_VERSION#v}" && return 0
+  log "building CoreDNS $COREDNS_VERSION"
+  (cd "$mod" && go build -trimpath -ldflags "-s -w" -o "$bin/coredns" .)
+}
+
 # envtest_assets: the KUBEBUILDER_ASSETS folder, once k8s is built.
 envtest_assets() {
   mkdir -p "$bin/envtest"
@@ -167,10 +185,12 @@ for t in "$@"; do
     crd-ref-docs) build_crd_ref_docs ;;
     golangci-lint) build_golangci_lint ;;
     kwok) want_kwok ;;
+    kube-proxy) want_kube_proxy ;;
+    coredns) build_coredns ;;
     helm) want_helm ;;
     envtest-assets) want_k8s; envtest_assets_wanted=1 ;;
     monitoring) build_monitoring ;;
-    *) echo "hack/tools.sh: unknown tool '$t' (k8s, kubectl, controller-gen, crd-ref-docs, golangci-lint, kwok, helm, envtest-assets, monitoring)" >&2; exit 2 ;;
+    *) echo "hack/tools.sh: unknown tool '$t' (k8s, kubectl, controller-gen, crd-ref-docs, golangci-lint, kwok, helm, kube-proxy, coredns, envtest-assets, monitoring)" >&2; exit 2 ;;
   esac
 done
 build_k8s_module

@@ -66,9 +66,8 @@ func newCurioClient(t *testing.T, provider string) *curioClient {
 		c.complete[n.SectorNumber] = n
 		c.mu.Unlock()
 	})
-	// The provider (the operator, on the host network) reaches this on the loopback.
-	c.srv = httptest.NewServer(mux)
-	t.Cleanup(c.srv.Close)
+	// The provider (the operator, on the pod network) reaches this at the node's address.
+	c.srv = newNodeServer(t, mux)
 	return c
 }
 

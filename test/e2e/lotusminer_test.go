@@ -51,8 +51,7 @@ func newLotusMiner(t *testing.T) *lotusMiner {
 	tok := make([]byte, 24)
 	_, _ = rand.Read(tok)
 	m := &lotusMiner{t: t, token: hex.EncodeToString(tok), dir: t.TempDir(), metas: map[uint64]lotusreceive.RemoteSectorMeta{}, fetched: map[uint64]error{}}
-	m.srv = httptest.NewServer(http.HandlerFunc(m.rpc))
-	t.Cleanup(m.srv.Close)
+	m.srv = newNodeServer(t, http.HandlerFunc(m.rpc))
 	return m
 }
 

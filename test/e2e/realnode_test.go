@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -829,6 +831,26 @@ func summary(vs []float64) string {
 
 // realNode is the local cluster's real node.
 const realNode = "127.0.0.1"
+
+// nodeIP is the real node's address (hack/cluster.sh): the pod network's gateway on the host,
+// where pods reach the host and where NodePorts and hostPorts are served.
+const nodeIP = "10.244.0.1"
+
+// newNodeServer starts an HTTP test server on the node's address, where pods reach it: the
+// way a partner's service outside the cluster sits on a network the cluster routes to.
+func newNodeServer(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(nodeIP, "0"))
+	if err != nil {
+		t.Fatalf("listen on the node's address %s (hack/cluster.sh's pod network): %v", nodeIP, err)
+	}
+	s := httptest.NewUnstartedServer(h)
+	_ = s.Listener.Close()
+	s.Listener = l
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
 
 // waitQualification waits until the real node's status.qualification measured its layer file
 // and ok accepts it, and logs the figures.

@@ -38,6 +38,13 @@ func fileSHA(t *testing.T, p string) string {
 	return hex.EncodeToString(s[:])
 }
 
+// The provider's Service is a NodePort on the real node (remoteSeal.service.nodePort), the address
+// partners and lotus-miners are given.
+const (
+	providerNodePort = "30443"
+	providerURL      = "http://" + nodeIP + ":" + providerNodePort
+)
+
 // remoteSealRun is Curio's remote-seal client against sealfleet on the real node: the chart
 // with the provider on, a partner Secret, two 8 MiB CC orders (one batch), the ticket from
 // the client's chain, complete (status and notice), the replica downloaded from the node
@@ -47,7 +54,7 @@ func fileSHA(t *testing.T, p string) string {
 func remoteSealRun(t *testing.T, step func(env []string, args ...string) string) {
 	const ns, sp = "sealfleet-batches", int64(1000)
 	ctx := context.Background()
-	curio := newCurioClient(t, "http://127.0.0.1:18443")
+	curio := newCurioClient(t, providerURL)
 	partner := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-curio", Namespace: "sealfleet-system", Labels: map[string]string{provider.LabelPartner: "true"}},
 		Data: map[string][]byte{provider.KeyToken: []byte(curio.token), provider.KeyURL: []byte(curio.srv.URL),
@@ -67,9 +74,11 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), partner) })
-	// The provider on plain HTTP on the loopback (the local cluster has no certificate).
-	step(nil, "install", "--set", "remoteSeal.enabled=true", "--set", "remoteSeal.insecureHTTP=true", "--set", "remoteSeal.port=18443",
-		"--set", "remoteSeal.maxBatch=2", "--set", "remoteSeal.maxWait=2m", "--set", "remoteSeal.publicURL=http://127.0.0.1:18443")
+	// The provider behind its Service's NodePort, as partners outside the cluster reach it, on
+	// plain HTTP (the local cluster has no certificate for it).
+	step(nil, "install", "--set", "remoteSeal.enabled=true", "--set", "remoteSeal.insecureHTTP=true",
+		"--set", "remoteSeal.service.type=NodePort", "--set", "remoteSeal.service.nodePort="+providerNodePort,
+		"--set", "remoteSeal.maxBatch=2", "--set", "remoteSeal.maxWait=2m", "--set", "remoteSeal.publicURL="+providerURL)
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		resp, err := http.Get(curio.provider + v0.BasePath + "capabilities")
@@ -165,7 +174,7 @@ func remoteSealRun(t *testing.T, step func(env []string, args ...string) string)
 	}
 	resp.Body.Close()
 	// The provider's answer is the redirect and its one-line note, never the replica's bytes.
-	if resp.StatusCode != http.StatusTemporaryRedirect || !strings.HasPrefix(resp.Header.Get("Location"), "https://127.0.0.1:9470/remoteseal/node/v0/sealed?") || resp.ContentLength > 1024 {
+	if resp.StatusCode != http.StatusTemporaryRedirect || !strings.HasPrefix(resp.Header.Get("Location"), "https://"+nodeIP+":9470/remoteseal/node/v0/sealed?") || resp.ContentLength > 1024 {
 		t.Errorf("the provider answered sealed-data with %d, Location %q, %d bytes (want a redirect to the node)", resp.StatusCode, resp.Header.Get("Location"), resp.ContentLength)
 	}
 	tmp := t.TempDir()

@@ -437,6 +437,19 @@ func TestRemoteSeal(t *testing.T) {
 		get(svc, "spec", "selector", "app.kubernetes.io/component") != "operator" {
 		t.Errorf("remote-seal Service: %v", svc)
 	}
+	// A fixed node port for partners outside the cluster; none on a ClusterIP Service.
+	np := find(render(t, "--set", "remoteSeal.enabled=true", "--set", "remoteSeal.insecureHTTP=true", "--set", "remoteSeal.service.type=NodePort",
+		"--set", "remoteSeal.service.nodePort=30443"), "Service", "sf-sealfleet-remote-seal")
+	if get(np, "spec", "type") != "NodePort" || get(np, "spec", "ports", "0", "nodePort") != float64(30443) || get(np, "spec", "ports", "0", "port") != float64(80) {
+		t.Errorf("NodePort remote-seal Service: %v", np)
+	}
+	if get(svc, "spec", "ports", "0", "nodePort") != nil {
+		t.Errorf("a node port set though none was asked for: %v", svc)
+	}
+	if _, stderr, err := template(t, "--set", "remoteSeal.enabled=true", "--set", "remoteSeal.insecureHTTP=true", "--set", "remoteSeal.service.nodePort=30443"); err == nil ||
+		!strings.Contains(stderr, "remoteSeal.service.nodePort 30443: a ClusterIP Service has no node port") {
+		t.Errorf("nodePort on a ClusterIP Service: err %v, %s", err, stderr)
+	}
 	dep := find(objs, "Deployment", "sf-sealfleet-operator")
 	args := strs(container(t, dep)["args"])
 	for _, want := range []string{"--remote-seal-listen=:8443", "--remote-seal-tls-cert=/etc/sealfleet/remote-seal-tls/tls.crt",
