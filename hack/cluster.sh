@@ -390,15 +390,21 @@ node() {
   (export PATH=$PATH:/usr/sbin:/sbin; start kube-proxy "$bin/kube-proxy" --config "$C/config/kube-proxy.yaml")
   wait_for kube-proxy 60 curl -sf http://127.0.0.1:10256/healthz
   # Cluster DNS: a pod on the pod network that reaches the API server through the kubernetes
-  # Service, so its readiness also proves the network.
+  # Service, so its readiness also proves the network (dns_wait; `up` waits after the fleet).
   kc apply --server-side -f "$root/hack/coredns.yaml" >/dev/null
-  wait_for kube-proxy 120 coredns_ready
+  [ "${1:-}" = no-dns-wait ] || dns_wait
   if [ "$(node_gpu)" = opencl ]; then
     # The kubelet serves device plugins at /var/lib/kubelet/device-plugins whatever its --root-dir.
     start opencl-device-plugin "$bin/opencl-device-plugin" --kubelet-dir /var/lib/kubelet
     wait_for opencl-device-plugin 60 gpu_allocatable
   fi
   log "real node $NODE_NAME Ready in $(since "$t0") s; hugepages-1Gi: $(kc get node $NODE_NAME -o jsonpath='{.status.allocatable.hugepages-1Gi}'), nvidia.com/gpu: $(kc get node $NODE_NAME -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') ($(node_gpu))"
+}
+
+dns_wait() {
+  local t0; t0=$(date +%s%N)
+  wait_for kube-proxy 120 coredns_ready
+  log "CoreDNS Ready at $DNS_SERVICE_IP (pod network and kubernetes Service up) after $(since "$t0") s more"
 }
 
 coredns_ready() {
@@ -555,9 +561,10 @@ case "$cmd" in
   up)
     control
     if [ "${CLUSTER_NODE:-1}" = 1 ]; then
-      if [ "$(id -u)" = 0 ]; then node; else log "not root: no real node (CLUSTER_NODE=0 to silence)"; fi
+      if [ "$(id -u)" = 0 ]; then node no-dns-wait; else log "not root: no real node (CLUSTER_NODE=0 to silence)"; fi
     fi
     [ "${CLUSTER_FLEET:-1}" = 1 ] && fleet "$@"
+    if running kube-proxy; then dns_wait; fi
     status
     ;;
   control) control ;;

@@ -298,6 +298,7 @@ func TestRealNode(t *testing.T) {
 		t.Fatalf("operator-stop: %v\n%s", err, out)
 	}
 	step(nil, "install")
+	t.Run("ChartDefaultsOnPodNetwork", checkChartDefaults)
 	step(nil, "node")
 	// The node joined with spec.qualify OnJoin: the operator measured it, its layer file
 	// included (the file's write test booked the node's one slot).
