@@ -378,6 +378,7 @@ node() {
   (export PATH=$PATH:/usr/sbin:/sbin; start containerd containerd --config "$C/config/containerd.toml")
   wait_for containerd 30 ctr_ version
   "$root/hack/images.sh" import
+  log "containerd up, images imported: $(since "$t0") s"
   # The CPU manager's checkpoint names the policy it was written under; a kubelet started with
   # another policy refuses to run. No container runs now, so it starts from an empty one.
   rm -f "$C/data/kubelet/cpu_manager_state"
@@ -387,8 +388,10 @@ node() {
     --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --node-labels sealfleet.io/local-node=true --v=2)
   wait_for kubelet 60 curl -sf http://127.0.0.1:10248/healthz
   wait_for kubelet 60 node_ready
+  log "kubelet Ready: $(since "$t0") s"
   (export PATH=$PATH:/usr/sbin:/sbin; start kube-proxy "$bin/kube-proxy" --config "$C/config/kube-proxy.yaml")
   wait_for kube-proxy 60 curl -sf http://127.0.0.1:10256/healthz
+  log "kube-proxy healthy: $(since "$t0") s"
   # Cluster DNS: a pod on the pod network that reaches the API server through the kubernetes
   # Service, so its readiness also proves the network (dns_wait; `up` waits after the fleet).
   kc apply --server-side -f "$root/hack/coredns.yaml" >/dev/null
