@@ -67,6 +67,9 @@ apply() {
   # server, through the kubernetes Service) there, and it is not loopback, which Kubernetes
   # keeps out of Service endpoints.
   if ! ip link show "$bridge" >/dev/null 2>&1; then
+    # A host that already routes the pod network elsewhere would lose that route, or the pods.
+    local taken; taken=$(ip -4 -o addr show to "$node_cidr" 2>/dev/null; ip -4 route show root "$node_cidr" 2>/dev/null)
+    [ -z "$taken" ] || { log "this host already has the pod network's addresses ($node_cidr): $taken; free them first (the local cluster's addresses are fixed)"; exit 1; }
     ip link add "$bridge" type bridge
     touch "$dir/bridge.created"
     log "created bridge $bridge ($node_cidr)"
