@@ -85,6 +85,17 @@ apply() {
     echo $(( before + want )) > "$hp/nr_hugepages" || true
     local got; got=$(cat "$hp/nr_hugepages")
     if (( got - before < want )); then
+      # A 1 GiB page needs 1 GiB of contiguous memory, which page cache and scattered pages
+      # break up on a machine that has been busy (a long build): drop the clean page cache,
+      # compact, and ask again.
+      log "the kernel gave $(( got - before )) of $want 1 GiB hugepages; dropping the page cache and compacting memory to try again"
+      sync
+      echo 3 > /proc/sys/vm/drop_caches || true
+      echo 1 > /proc/sys/vm/compact_memory || true
+      echo $(( before + want )) > "$hp/nr_hugepages" || true
+      got=$(cat "$hp/nr_hugepages")
+    fi
+    if (( got - before < want )); then
       log "asked for $want more 1 GiB hugepages, the kernel gave $(( got - before )) (memory too fragmented?); reserve them at boot with hugepagesz=1G hugepages=$want"
     else
       log "reserved $want x 1 GiB hugepages (was $before, now $got)"

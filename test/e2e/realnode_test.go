@@ -298,8 +298,9 @@ func TestRealNode(t *testing.T) {
 		t.Fatalf("operator-stop: %v\n%s", err, out)
 	}
 	step(nil, "install")
-	t.Run("ChartDefaultsOnPodNetwork", checkChartDefaults)
 	step(nil, "node")
+	// Once the node is opted in: the agent runs only on nodes labelled sealfleet.io/sealer.
+	t.Run("ChartDefaultsOnPodNetwork", checkChartDefaults)
 	// The node joined with spec.qualify OnJoin: the operator measured it, its layer file
 	// included (the file's write test booked the node's one slot).
 	qualified := waitQualification(t, func(q *sealv1.Qualification) bool { return len(q.LayerDevices) > 0 })
