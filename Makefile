@@ -111,7 +111,7 @@ test-e2e: test-e2e-prep sealer ## End-to-end on the local cluster (root): simula
 ##@ Local cluster
 
 .PHONY: cluster-up
-cluster-up: ## Start the loopback-only local cluster: control plane, kwok fleet, one real node (root). State and logs in _out/cluster/.
+cluster-up: ## Start the local cluster: control plane, pod network (bridge CNI, kube-proxy, CoreDNS), kwok fleet, one real node (root). State and logs in _out/cluster/.
 	hack/cluster.sh up
 
 .PHONY: cluster-down
