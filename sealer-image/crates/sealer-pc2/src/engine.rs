@@ -3,7 +3,7 @@
 //! sector (columns, replica, every tree level the range holds) in one device pass.
 
 use crate::writer::OutputFile;
-use crate::{fr, TreeBuilder};
+use crate::TreeBuilder;
 use sealer_config::Pc2Engine;
 use sealer_error::SealerError;
 use sealer_gpu::{DeviceInfo, Gpu, RangeInput, RangeOutput, RangeShape, Slot, NODE};
@@ -414,7 +414,13 @@ pub(crate) fn put_levels<'a>(
     }
     let top_bytes = level(top).expect("the device's top level is always read back");
     for node in part(top_bytes, top).chunks(NODE) {
-        b.push(top, fr(node))?;
+        let x = crate::fr_checked(node).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the device returned a tree node that is not a field element",
+            )
+        })?;
+        b.push(top, x)?;
     }
     Ok(())
 }

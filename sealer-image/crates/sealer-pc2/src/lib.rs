@@ -41,7 +41,7 @@ use sealer_config::{sector_paths, BatchConfig};
 use sealer_error::SealerError;
 use sealer_progress::{Progress, ProgressSink};
 use sealer_slot::{Geometry, LayerReader};
-use sealer_storage::{AlignedBuf, PAGE};
+use sealer_storage::{durable, AlignedBuf, PAGE};
 use serde::Serialize;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -75,10 +75,17 @@ pub fn poseidon11(x: &[Fr]) -> Fr {
     Poseidon::new_with_preimage(x, c11()).hash()
 }
 
+/// A node the sealer computed itself (the synthetic benchmark's): always a field element.
 fn fr(b: &[u8]) -> Fr {
+    fr_checked(b).expect("a node this process computed is a canonical field element")
+}
+
+/// A node read from storage, a file or a device: None when it is not a canonical field
+/// element (the bytes were damaged; never a panic).
+pub(crate) fn fr_checked(b: &[u8]) -> Option<Fr> {
     let mut r = [0u8; 32];
-    r.copy_from_slice(&b[..32]);
-    Option::from(Fr::from_repr(r)).expect("label is a canonical field element")
+    r.copy_from_slice(b.get(..32)?);
+    Option::from(Fr::from_repr(r))
 }
 
 /// Canonical little-endian bytes of a field element.
@@ -308,9 +315,7 @@ pub struct SectorResult {
 
 /// `path` with `.tmp` appended (files are written under it and renamed when complete).
 pub(crate) fn tmp_of(path: &Path) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(".tmp");
-    PathBuf::from(s)
+    durable::tmp_path(path)
 }
 
 /// lotus' `sectorstore.json` for a storage path that only stores (sealing happened here).
@@ -325,9 +330,7 @@ fn write_sectorstore(cfg: &BatchConfig, store: &sealer_config::LotusStore) -> st
         "ID": store.storage_id, "Weight": 10, "CanSeal": false, "CanStore": true,
         "MaxStorage": 0, "Groups": [], "AllowTo": [],
     });
-    let tmp = tmp_of(&path);
-    std::fs::write(&tmp, serde_json::to_string_pretty(&meta).unwrap())?;
-    std::fs::rename(tmp, path)
+    durable::replace(&path, serde_json::to_string_pretty(&meta).unwrap().as_bytes())
 }
 
 #[derive(Serialize, serde::Deserialize)]
@@ -401,6 +404,8 @@ pub fn tree_name(kind: &str, k: usize, t: usize) -> String {
     }
 }
 
+/// Every `.tmp` file of a cache directory but `p_aux` under its final name, the directory
+/// synced after.
 fn rename_tmp(dir: &Path) -> std::io::Result<()> {
     for e in std::fs::read_dir(dir)? {
         let p = e?.path();
@@ -408,11 +413,12 @@ fn rename_tmp(dir: &Path) -> std::io::Result<()> {
             if let Some(base) = name.strip_suffix(".tmp") {
                 if base != "p_aux" {
                     std::fs::rename(&p, dir.join(base))?;
+                    durable::crash_point("pc2.rename");
                 }
             }
         }
     }
-    Ok(())
+    durable::sync_dir(dir)
 }
 
 /// Run PC2 for every sector of a batch whose PC1 is complete. Writes per-sector outputs
@@ -491,6 +497,18 @@ pub fn run_pc2_measured(
     export_layers: bool,
     sink: Option<&ProgressSink>,
 ) -> Result<Pc2Outcome, SealerError> {
+    let r = run(cfg, export_layers, sink);
+    if let Err(SealerError::Device(_)) = &r {
+        // A device that failed its check wrote the ranges its checkpoint covers too, checked only
+        // at samples: the retry must not resume over them.
+        if let Err(e) = checkpoint::remove(&cfg.output_dir) {
+            log::error!("{e}");
+        }
+    }
+    r
+}
+
+fn run(cfg: &BatchConfig, export_layers: bool, sink: Option<&ProgressSink>) -> Result<Pc2Outcome, SealerError> {
     let own_sink;
     let sink = match sink {
         Some(s) => s,
@@ -501,7 +519,7 @@ pub fn run_pc2_measured(
     };
     let slow_ms: u64 = std::env::var("SEALER_TEST_SLOW_PC2_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     let layers = cfg.num_layers();
-    let done = sealer_slot::layers_done(cfg);
+    let done = sealer_slot::layers_intact(cfg)?;
     if done < layers {
         return Err(SealerError::Input(format!("PC1 has finished {done} of {layers} layers; run `sealer pc1` first")));
     }
@@ -509,32 +527,24 @@ pub fn run_pc2_measured(
     let (rids, cds) = sealer_slot::sector_ids(cfg);
     let batch_id = checkpoint::batch_id(cfg.sector_size, &rids, &cds);
     let t = base_tree_count(cfg.sector_size);
-    let resume = checkpoint::load(&cfg.output_dir, &batch_id).filter(|c| {
-        // Every file the checkpoint covers must still be there, or PC2 starts again.
-        let missing: Vec<PathBuf> = cfg
-            .sectors
-            .iter()
-            .filter(|s| !c.lost.iter().any(|l| l.sector_id == s.sector_id))
-            .flat_map(|s| {
-                let p = sector_paths(cfg, s.sector_id);
-                // Finished base trees, and the one in progress when the checkpoint is mid-tree.
-                let upto = if c.tc.is_empty() { c.k } else { c.k + 1 };
-                let trees = (0..upto.min(t)).flat_map(move |k| {
-                    ["tree-c", "tree-r-last"].map(|kind| p.cache.join(format!("{}.tmp", tree_name(kind, k, t))))
-                });
-                std::iter::once(tmp_of(&p.sealed)).chain(trees)
-            })
-            .filter(|f| !f.exists())
-            .collect();
-        if let Some(f) = missing.first() {
-            log::warn!("PC2 checkpoint ignored: {} is gone ({} files missing)", f.display(), missing.len());
-        }
-        missing.is_empty()
-    });
     let g = sealer_slot::geometry(cfg, sealer_slot::Tuning::default());
     let n = cfg.sectors.len();
     let leaves = g.nodes / t as u64;
     let rtd = rows_to_discard(leaves);
+    // What a resume trusts, checked once, before anything is written: a checkpoint that fails
+    // a check is deleted first, so no later run can trust it over the files this one truncates.
+    let sector_files = |s: usize| {
+        let p = sector_paths(cfg, cfg.sectors[s].sector_id);
+        (tmp_of(&p.sealed), p.cache)
+    };
+    let shape = checkpoint::Shape {
+        ids: cfg.sectors.iter().map(|s| s.sector_id).collect(),
+        t,
+        leaves,
+        r_first: rtd + 1,
+        paths: &sector_files,
+    };
+    let resume = checkpoint::plan_resume(&cfg.output_dir, &batch_id, &shape)?;
 
     // Output dirs, replica files.
     if let Some(store) = &cfg.lotus {
@@ -628,21 +638,29 @@ pub fn run_pc2_measured(
             gpus.len()
         );
     }
-    let (mut roots_c, mut roots_r) = match resume
-        .as_ref()
-        .and_then(|c| Some((checkpoint::parse_roots(&c.roots_c)?, checkpoint::parse_roots(&c.roots_r)?)))
-    {
-        Some(r) => r,
+    let (mut roots_c, mut roots_r) = match &resume {
+        // Checked by the resume plan.
+        Some(c) => (
+            checkpoint::parse_roots(&c.roots_c).map_err(SealerError::Internal)?,
+            checkpoint::parse_roots(&c.roots_r).map_err(SealerError::Internal)?,
+        ),
         None => (vec![Vec::new(); n], vec![Vec::new(); n]),
     };
+    // Per sector, the finished base trees' file digests, carried into every checkpoint.
+    let mut finished: Vec<Vec<checkpoint::TreeDigests>> =
+        resume.as_ref().map_or_else(|| vec![Vec::new(); n], |c| c.finished.clone());
     let (k0, next0) = match &resume {
         Some(c) => {
-            log::info!(
-                "PC2 resumes at base tree {} of {t}, node {} (checkpoint {})",
-                c.k + 1,
-                c.next,
-                checkpoint::FILE
-            );
+            if c.k == t {
+                log::info!("PC2 resumes with every base tree finished (checkpoint {})", checkpoint::FILE);
+            } else {
+                log::info!(
+                    "PC2 resumes at base tree {} of {t}, node {} (checkpoint {})",
+                    c.k + 1,
+                    c.next,
+                    checkpoint::FILE
+                );
+            }
             (c.k, c.next)
         }
         None => (0, 0),
@@ -807,7 +825,10 @@ pub fn run_pc2_measured(
                         for i in 0..cnt as usize {
                             let off = (first_row + i) * g.row + s * 32;
                             for l in 0..layers {
-                                col[l] = fr(&cur[l].as_slice()[off..off + 32]);
+                                col[l] = fr_checked(&cur[l].as_slice()[off..off + 32]).ok_or_else(|| {
+                                    let node = v + i as u64;
+                                    ("io", format!("layer {} holds a label that is not a field element at node {node}: the layer on storage is damaged; seal the sector again", l + 1))
+                                })?;
                             }
                             let leaf = if layers == 2 { poseidon2(col[0], col[1]) } else { poseidon11(&col[..11]) };
                             bc.push(0, leaf).map_err(written)?;
@@ -860,19 +881,28 @@ pub fn run_pc2_measured(
                     tc: Vec::with_capacity(n),
                     tr: Vec::with_capacity(n),
                     lost: Vec::new(),
+                    replica: Vec::with_capacity(n),
+                    finished: finished.clone(),
                 };
                 for (s, ((bc, br), rep)) in tc.iter_mut().zip(tr.iter_mut()).zip(&replicas).enumerate() {
                     let synced = match rep {
                         Some(rep) if !losses.is_lost(s) => (|| {
                             rep.sync_data()?;
-                            Ok::<_, std::io::Error>((bc.checkpoint()?, br.checkpoint()?))
+                            let (replica, cache) = sector_files(s);
+                            let tree = |kind| cache.join(format!("{}.tmp", tree_name(kind, k, t)));
+                            Ok::<_, std::io::Error>((
+                                checkpoint::digest(&replica, &[(0, written_to)])?,
+                                bc.checkpoint(&tree("tree-c"))?,
+                                br.checkpoint(&tree("tree-r-last"))?,
+                            ))
                         })(),
                         _ => Ok(Default::default()),
                     };
-                    let (c, r) = synced.unwrap_or_else(|e| {
+                    let (d, c, r) = synced.unwrap_or_else(|e| {
                         losses.io(s, "syncing its replica and trees", e);
                         Default::default()
                     });
+                    cp.replica.push(d);
                     cp.tc.push(c);
                     cp.tr.push(r);
                 }
@@ -911,20 +941,31 @@ pub fn run_pc2_measured(
             if losses.is_lost(s) {
                 continue;
             }
-            match bc.finish().and_then(|c| Ok((c, br.finish()?))) {
-                Ok((c, r)) => {
+            let cache = &caches[s];
+            let digests = |c, r| -> std::io::Result<_> {
+                let tree = |kind| cache.join(format!("{}.tmp", tree_name(kind, k, t)));
+                Ok((c, r, [checkpoint::file_digest(&tree("tree-c"))?, checkpoint::file_digest(&tree("tree-r-last"))?]))
+            };
+            match bc.finish().and_then(|c| digests(c, br.finish()?)) {
+                Ok((c, r, d)) => {
                     roots_c[s].push(c);
                     roots_r[s].push(r);
+                    finished[s].push(d);
                 }
                 Err(e) => losses.io(s, "finishing its trees", e),
             }
         }
-        if k + 1 < t {
-            // A base tree done: the next starts fresh.
+        {
+            // A base tree done: the next starts fresh. After the last, the checkpoint says
+            // every tree is finished, so a failure in what follows (tree-d, the layer export)
+            // does not hash them again.
+            let mut replica_digests = vec![String::new(); n];
             for (s, rep) in replicas.iter().enumerate() {
                 if let Some(rep) = rep.as_ref().filter(|_| !losses.is_lost(s)) {
-                    if let Err(e) = rep.sync_data() {
-                        losses.io(s, "syncing its replica", e);
+                    let end = (k as u64 + 1) * leaves;
+                    match rep.sync_data().and_then(|()| checkpoint::digest(&sector_files(s).0, &[(0, end)])) {
+                        Ok(d) => replica_digests[s] = d,
+                        Err(e) => losses.io(s, "syncing its replica", e),
                     }
                 }
             }
@@ -932,6 +973,8 @@ pub fn run_pc2_measured(
                 return Err(e);
             }
             let cp = checkpoint::Checkpoint {
+                replica: replica_digests,
+                finished: finished.clone(),
                 batch: batch_id.clone(),
                 range,
                 k: k + 1,
@@ -987,11 +1030,11 @@ pub fn run_pc2_measured(
         let aux = (|| {
             replicas[s].as_ref().expect("a sector not given up has its replica").sync_all()?;
             let abs = std::fs::canonicalize(cache)?;
-            std::fs::write(cache.join("t_aux.tmp"), t_aux_bytes(&abs, g.nodes, layers, cfg.sector_size))?;
+            durable::write_synced(&cache.join("t_aux.tmp"), &t_aux_bytes(&abs, g.nodes, layers, cfg.sector_size))?;
             let mut paux = Vec::with_capacity(64);
             paux.extend_from_slice(&fr_bytes(&comm_c));
             paux.extend_from_slice(&fr_bytes(&comm_r_last));
-            std::fs::write(cache.join("p_aux.tmp"), &paux)
+            durable::write_synced(&cache.join("p_aux.tmp"), &paux)
         })();
         if let Err(e) = aux {
             losses.io(s, &format!("writing its t_aux and p_aux in {}", cache.display()), e);
@@ -1009,20 +1052,23 @@ pub fn run_pc2_measured(
     if let Some(e) = losses.all_lost() {
         return Err(e);
     }
-    // Everything is written under .tmp names: from here a restart starts PC2 again.
-    let _ = std::fs::remove_file(checkpoint::path(&cfg.output_dir));
+    // The export keeps the checkpoint: a failure there (ENOSPC) resumes after every tree.
     if export_layers {
         export_into_caches(cfg, &caches, |s| losses.is_lost(s))?;
     }
+    // Every output is written and synced under its .tmp name; from the first rename on, a
+    // restart starts PC2 again.
+    checkpoint::remove(&cfg.output_dir)?;
     for (s, sec) in cfg.sectors.iter().enumerate() {
         if losses.is_lost(s) {
             continue;
         }
         let sealed = sector_paths(cfg, sec.sector_id).sealed;
-        let renamed = rename_tmp(&caches[s]).and_then(|()| std::fs::rename(tmp_of(&sealed), &sealed));
+        let renamed = rename_tmp(&caches[s]).and_then(|()| durable::rename(&tmp_of(&sealed), &sealed));
         if let Err(e) = renamed.and_then(|()| {
             // The replica is in place: a failure from here leaves it this run's to delete.
-            std::fs::rename(caches[s].join("p_aux.tmp"), caches[s].join("p_aux")).inspect_err(|_| {
+            // p_aux last: a cache directory with p_aux is complete, and durable.
+            durable::rename(&caches[s].join("p_aux.tmp"), &caches[s].join("p_aux")).inspect_err(|_| {
                 let _ = std::fs::remove_file(&sealed);
             })
         }) {
@@ -1043,9 +1089,8 @@ pub fn run_pc2_measured(
         }
     }
     let summary = serde_json::json!({ "sectors": results });
-    let tmp = cfg.output_dir.join("results.json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&summary).unwrap()).map_err(|e| io("writing results.json", e))?;
-    std::fs::rename(&tmp, cfg.output_dir.join("results.json")).map_err(|e| io("renaming results.json", e))?;
+    durable::replace(&cfg.output_dir.join("results.json"), serde_json::to_string_pretty(&summary).unwrap().as_bytes())
+        .map_err(|e| io("writing results.json", e))?;
     prog.finish();
     sink.publish(&prog);
     bd.total = started.elapsed().as_secs_f64();

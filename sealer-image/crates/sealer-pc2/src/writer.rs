@@ -30,6 +30,23 @@ struct Job {
     len: usize,
 }
 
+impl Job {
+    /// Write the chunk and report it to its file, whatever happens: a panic in the write
+    /// (a bug) becomes the file's error instead of a count that never reaches zero, so
+    /// [`OutputFile::wait`] never hangs.
+    fn run(self) {
+        let Job { file, offset, buf, len } = self;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| file.write(&buf.as_slice()[..len], offset)))
+            .unwrap_or_else(|p| {
+                let why =
+                    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+                Err(io::Error::other(format!("the writer thread panicked: {}", why.unwrap_or_default())))
+            });
+        file.done(r);
+        recycle(buf);
+    }
+}
+
 fn queue() -> &'static SyncSender<Job> {
     static Q: OnceLock<SyncSender<Job>> = OnceLock::new();
     Q.get_or_init(|| {
@@ -40,12 +57,11 @@ fn queue() -> &'static SyncSender<Job> {
             std::thread::Builder::new()
                 .name(format!("pc2-writer-{i}"))
                 .spawn(move || loop {
-                    // The lock only for the receive: the writers write at once.
-                    let next = rx.lock().expect("writer queue").recv();
+                    // The lock only for the receive: the writers write at once. A writer that
+                    // panicked held no lock (see `Job::run`), so the lock is never poisoned.
+                    let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                     let Ok(job) = next else { return };
-                    let r = job.file.write(&job.buf.as_slice()[..job.len], job.offset);
-                    job.file.done(r);
-                    recycle(job.buf);
+                    job.run();
                 })
                 .expect("starting a PC2 writer thread");
         }
@@ -104,7 +120,7 @@ impl Inner {
     }
 
     fn done(&self, r: io::Result<()>) {
-        let mut st = self.state.lock().expect("output file state");
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.pending -= 1;
         if let Err(e) = r {
             st.error.get_or_insert(io::Error::new(e.kind(), format!("writing {}: {e}", self.path.display())));
@@ -172,9 +188,7 @@ impl OutputFile {
         let job = Job { file: self.inner.clone(), offset, buf, len };
         if let Err(e) = queue().send(job) {
             // The writers are gone (never: they live as long as the process); write here.
-            let j = e.0;
-            let r = j.file.write(&j.buf.as_slice()[..j.len], j.offset);
-            j.file.done(r);
+            e.0.run();
         }
         Ok(())
     }
@@ -252,5 +266,23 @@ mod tests {
         assert!(e.to_string().contains(&p.display().to_string()), "{e}");
         assert!(ro.wait().is_ok(), "reported once");
         f.wait().unwrap();
+    }
+
+    #[test]
+    fn a_writer_that_panics_fails_its_file_and_wait_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let f = OutputFile::create(&p, 4 * PAGE as u64).unwrap();
+        // A length past the buffer's end: the slice in the writer panics.
+        f.write_buf(AlignedBuf::new(PAGE), 2 * PAGE, 0).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let g = f.clone();
+        std::thread::spawn(move || tx.send(g.wait().map_err(|e| e.to_string())).unwrap());
+        let got = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("wait() returned");
+        assert!(got.unwrap_err().contains("panicked"));
+        // The writers still write.
+        f.write_at(&[7u8; 100], 0).unwrap();
+        f.sync_all().unwrap();
+        assert_eq!(&std::fs::read(&p).unwrap()[..100], &[7u8; 100]);
     }
 }

@@ -133,9 +133,12 @@ pub fn verified_layers(cfg: &BatchConfig, explain: bool) -> Vec<String> {
     };
     let claimed = st.layers_done.min(st.layers);
     let want = &st.layer_digests[..claimed.min(st.layer_digests.len())];
-    let (ok, why) = if want.is_empty() { (Vec::new(), None) } else { matching_prefix(cfg, want) };
+    let (ok, stop) = if want.is_empty() { (Vec::new(), None) } else { matching_prefix(cfg, want) };
     if explain && ok.len() < claimed {
-        let why = why.unwrap_or_else(|| format!("the state file has no digest for layer {}", ok.len() + 1));
+        let why = match stop {
+            Some(s) => s.to_string(),
+            None => format!("the state file has no digest for layer {}", ok.len() + 1),
+        };
         log::warn!(
             "state file {} lists {claimed} finished layers but {why}; labelling from layer {}",
             spath.display(),
@@ -145,27 +148,54 @@ pub fn verified_layers(cfg: &BatchConfig, explain: bool) -> Vec<String> {
     ok
 }
 
+/// The layers PC1 finished for this batch that storage still holds, for a step that reads
+/// them all (PC2, the layer export): like [`layers_done`], but storage that cannot be opened
+/// or read is an error of its own (exit 3, the storage's), not "PC1 has not run".
+pub fn layers_intact(cfg: &BatchConfig) -> Result<usize, SealerError> {
+    let Some(st) = own_state(cfg) else { return Ok(0) };
+    let claimed = st.layers_done.min(st.layers);
+    let want = &st.layer_digests[..claimed.min(st.layer_digests.len())];
+    if want.is_empty() {
+        return Ok(0);
+    }
+    match matching_prefix(cfg, want) {
+        (_, Some(PrefixStop::Storage(e))) => Err(e),
+        (ok, _) => Ok(ok.len()),
+    }
+}
+
+/// Why [`matching_prefix`] stopped before the end.
+enum PrefixStop {
+    /// The layer (1-based) on storage is not the one this batch wrote.
+    Differs(usize),
+    /// Storage could not be opened or read.
+    Storage(SealerError),
+}
+
+impl std::fmt::Display for PrefixStop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PrefixStop::Differs(l) => {
+                write!(f, "layer {l} on storage is not the one this batch wrote (scrubbed or overwritten)")
+            }
+            PrefixStop::Storage(e) => write!(f, "{e}"),
+        }
+    }
+}
+
 /// The leading digests of `want` (layer 1 first) that storage still matches, and why the
 /// next one does not.
-fn matching_prefix(cfg: &BatchConfig, want: &[String]) -> (Vec<String>, Option<String>) {
+fn matching_prefix(cfg: &BatchConfig, want: &[String]) -> (Vec<String>, Option<PrefixStop>) {
     let mut rd = match LayerReader::open(cfg) {
         Ok(rd) => rd,
-        Err(e) => return (Vec::new(), Some(e.to_string())),
+        Err(e) => return (Vec::new(), Some(PrefixStop::Storage(e))),
     };
     let mut ok = Vec::new();
     for (i, w) in want.iter().enumerate() {
         match layer_digest(&rd.g, rd.stripe, &mut rd.rings[0], i as u32 + 1) {
             Ok(d) if &d == w => ok.push(d),
-            Ok(_) => {
-                return (
-                    ok,
-                    Some(format!(
-                        "layer {} on storage is not the one this batch wrote (scrubbed or overwritten)",
-                        i + 1
-                    )),
-                )
-            }
-            Err(e) => return (ok, Some(e.to_string())),
+            Ok(_) => return (ok, Some(PrefixStop::Differs(i + 1))),
+            Err(e) => return (ok, Some(PrefixStop::Storage(e))),
         }
     }
     (ok, None)
@@ -193,8 +223,8 @@ impl LayerReader {
     pub fn open(cfg: &BatchConfig) -> Result<Self, SealerError> {
         let g = geometry(cfg, Tuning::default());
         let stripe = stripe(cfg, &g);
-        let devs =
-            Devices::open_existing(&cfg.layers.paths).map_err(|e| SealerError::io("opening layer storage", e))?;
+        let devs = Devices::open_existing(&cfg.layers.paths, stripe.bytes_per_device(cfg.num_layers()))
+            .map_err(|e| SealerError::io("opening layer storage", e))?;
         let rings = (0..devs.len())
             .map(|_| UringBackend::new(devs.clone(), READ_DEPTH))
             .collect::<Result<_, _>>()
@@ -313,7 +343,7 @@ impl LayerReader {
 /// Returns the number of layers exported.
 pub fn export_layers(cfg: &BatchConfig, out: &Path) -> Result<usize, SealerError> {
     use std::io::Write;
-    let done = layers_done(cfg);
+    let done = layers_intact(cfg)?;
     if done == 0 {
         return Err(SealerError::Input(format!(
             "no completed layers for this batch (state file {}); run `sealer pc1` first",

@@ -8,7 +8,6 @@
 
 use sealer_config::BatchConfig;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::Path;
 
 /// Contents of `pc1-state.json`.
@@ -50,21 +49,9 @@ pub fn load(path: &Path) -> Option<State> {
     serde_json::from_str(&s).ok()
 }
 
-/// Store the state atomically.
+/// Store the state atomically and durably (synced, renamed, its directory synced).
 pub fn store(path: &Path, st: &State) -> std::io::Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(serde_json::to_string_pretty(st).unwrap().as_bytes())?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
+    sealer_storage::durable::replace(path, serde_json::to_string_pretty(st).unwrap().as_bytes())
 }
 
 /// SHA-256 via the label hasher's dependency, without pulling another crate.

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod aligned;
+pub mod durable;
 mod extent;
 pub use aligned::{AlignedBuf, HugeArena, HUGEPAGE};
 pub use extent::{plan, plan_range, Extent, DEFAULT_REQUEST_BYTES, MAX_SEGMENTS, MIN_REQUEST_BYTES};
@@ -147,8 +148,10 @@ impl Devices {
         Ok(Arc::new(Devices { files, paths: paths.to_vec() }))
     }
 
-    /// Open existing devices/files without resizing (for reads of a finished batch).
-    pub fn open_existing(paths: &[PathBuf]) -> io::Result<Arc<Devices>> {
+    /// Open existing devices/files without resizing (for reads of a finished batch); each must
+    /// hold at least `bytes` (the slot's end), or it was truncated or replaced since the layers
+    /// were written and its missing tail would read as nothing.
+    pub fn open_existing(paths: &[PathBuf], bytes: u64) -> io::Result<Arc<Devices>> {
         let mut files = Vec::new();
         for p in paths {
             let f = OpenOptions::new()
@@ -157,6 +160,22 @@ impl Devices {
                 .custom_flags(libc::O_DIRECT)
                 .open(p)
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
+            let meta = f.metadata().map_err(|e| io::Error::new(e.kind(), format!("{}: stat: {e}", p.display())))?;
+            let size = if meta.file_type().is_block_device() {
+                block_device_size(&f)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: device size: {e}", p.display())))?
+            } else {
+                meta.len()
+            };
+            if size < bytes {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "{} has {size} bytes but the batch's layer slot ends at byte {bytes}: it was truncated or replaced after PC1 wrote it; run PC1 again on a whole device",
+                        p.display()
+                    ),
+                ));
+            }
             files.push(f);
         }
         Ok(Arc::new(Devices { files, paths: paths.to_vec() }))
@@ -387,44 +406,40 @@ impl UringBackend {
     }
 
     fn run(&mut self, reqs: &dyn Requests, write: bool) -> io::Result<()> {
-        let mut next = 0usize;
-        let mut inflight = 0usize;
+        let UringBackend { ring, devs, depth, registered, fixed_files } = self;
+        let target = |dev: usize| if *fixed_files { Target::Fixed(dev as u32) } else { Target::Fd(devs.fd(dev)) };
         let count = reqs.count();
-        while next < count || inflight > 0 {
-            // fill the queue
-            {
-                let registered = &self.registered;
-                let target = |dev: usize| {
-                    if self.fixed_files {
-                        Target::Fixed(dev as u32)
-                    } else {
-                        Target::Fd(self.devs.fd(dev))
-                    }
-                };
-                let mut sq = self.ring.submission();
-                while next < count && inflight < self.depth {
+        let mut next = 0usize;
+        // Dropped on every way out of this function, `?` included: it waits for what is in flight.
+        let mut flight = InFlight { ring, n: 0 };
+        let mut failure: Option<io::Error> = None;
+        while (next < count && failure.is_none()) || flight.n > 0 {
+            if failure.is_none() {
+                let mut sq = flight.ring.submission();
+                while next < count && flight.n < *depth {
                     let e = reqs.entry(next, &target, registered, write).user_data(next as u64);
-                    // SAFETY: the fd belongs to `self.devs`, kept open by the Arc in self; the memory
-                    // of request `next` is valid for its length by PageIo's / Extent's contract (not
+                    // SAFETY: the fd belongs to `devs`, kept open by the Arc in self; the memory of
+                    // request `next` is valid for its length by PageIo's / Extent's contract (not
                     // checkable here), and `reqs` (with any iovec array an entry points to) is
-                    // borrowed for the whole call. run() waits for every submitted entry before
-                    // returning Ok or the `failure` error, but NOT when submit_and_wait, drain or
-                    // sync_io fails with entries still in flight.
+                    // borrowed for the whole call, which `flight` outlives only by waiting for
+                    // every submitted entry.
                     if unsafe { sq.push(&e) }.is_err() {
                         break;
                     }
                     next += 1;
-                    inflight += 1;
+                    flight.n += 1;
                 }
             }
-            self.ring.submit_and_wait(1)?;
+            flight.wait_one()?;
             let mut short: Vec<(usize, usize)> = Vec::new();
-            let mut failure: Option<io::Error> = None;
-            for cqe in self.ring.completion() {
-                inflight -= 1;
+            for cqe in flight.ring.completion() {
+                flight.n -= 1;
                 let i = cqe.user_data() as usize;
                 let r = cqe.result();
-                if r < 0 {
+                if r == -libc::EINTR || r == -libc::EAGAIN {
+                    // Interrupted before any byte moved: the whole request again, synchronously.
+                    short.push((i, 0));
+                } else if r < 0 {
                     let e = io::Error::from_raw_os_error(-r);
                     let (dev, offset) = reqs.place(i);
                     failure.get_or_insert(io::Error::new(
@@ -432,76 +447,131 @@ impl UringBackend {
                         format!(
                             "{} {} at offset {offset}: {e}",
                             if write { "write to" } else { "read from" },
-                            self.devs.paths[dev].display(),
+                            devs.paths[dev].display(),
                         ),
                     ));
                 } else if (r as usize) < reqs.len(i) {
                     short.push((i, r as usize));
                 }
             }
-            if let Some(e) = failure {
-                self.drain(inflight)?;
-                return Err(e);
-            }
-            // Finish a short transfer synchronously (rare: end of a file, signals).
+            // Finish a short transfer synchronously (rare: signals, the end of a file).
             for (i, done) in short {
+                if failure.is_some() {
+                    break;
+                }
                 for rest in reqs.rest(i, done) {
-                    self.sync_io(&rest, write)?;
+                    if let Err(e) = sync_io(devs, &rest, write) {
+                        failure = Some(e);
+                        break;
+                    }
                 }
             }
         }
-        Ok(())
+        failure.map_or(Ok(()), Err)
     }
+}
 
-    fn drain(&mut self, mut inflight: usize) -> io::Result<()> {
-        while inflight > 0 {
-            self.ring.submit_and_wait(1)?;
-            inflight -= self.ring.completion().count();
-        }
-        Ok(())
-    }
+/// Whether a failed `io_uring_enter` is only to be tried again: a signal (a debugger, SIGSTOP
+/// and SIGCONT, the cgroup freezer), or a full completion queue the next wait drains.
+fn retry_enter(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY))
+}
 
-    fn sync_io(&self, io: &PageIo, write: bool) -> io::Result<()> {
-        let fd = self.devs.fd(io.dev);
-        let mut done = 0usize;
-        while done < io.len {
-            // SAFETY: fd stays open (self.devs); done < io.len, so buf + done and the io.len - done
-            // bytes after it lie inside the io.len bytes that PageIo's contract says are valid (and not
-            // otherwise in use) for this transfer.
-            let r = unsafe {
-                if write {
-                    libc::pwrite(
-                        fd,
-                        io.buf.add(done) as *const libc::c_void,
-                        io.len - done,
-                        (io.offset + done as u64) as i64,
-                    )
-                } else {
-                    libc::pread(
-                        fd,
-                        io.buf.add(done) as *mut libc::c_void,
-                        io.len - done,
-                        (io.offset + done as u64) as i64,
-                    )
+/// Requests submitted to a ring and not yet completed. Dropping it waits for every one (on an
+/// error as on success), so the memory a request points at is never freed, or handed back to
+/// the caller, while the kernel may still read or write it.
+struct InFlight<'r> {
+    ring: &'r mut io_uring::IoUring,
+    n: usize,
+}
+
+impl InFlight<'_> {
+    /// Submit what is queued and wait for at least one completion, through signals.
+    fn wait_one(&mut self) -> io::Result<()> {
+        loop {
+            match self.ring.submit_and_wait(1) {
+                Err(e) if retry_enter(&e) => {
+                    // EBUSY: completions are waiting; the caller reaps them.
+                    if !self.ring.completion().is_empty() {
+                        return Ok(());
+                    }
                 }
+                r => return r.map(|_| ()),
+            }
+        }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        while self.n > 0 {
+            if let Err(e) = self.wait_one() {
+                // A ring that can no longer wait leaves the kernel writing into memory about to be
+                // freed: stopping here is the only safe way out.
+                eprintln!("io_uring: cannot wait for {} requests in flight: {e}; aborting", self.n);
+                std::process::abort();
+            }
+            self.n -= self.ring.completion().count();
+        }
+    }
+}
+
+/// One transfer with `pread`/`pwrite`, through signals; the end of the file inside it is an
+/// error (a layer file shorter than its slot must not read as zeros).
+fn sync_io(devs: &Devices, io: &PageIo, write: bool) -> io::Result<()> {
+    let fd = devs.fd(io.dev);
+    let mut done = 0usize;
+    while done < io.len {
+        // SAFETY: fd stays open (devs); done < io.len, so buf + done and the io.len - done bytes
+        // after it lie inside the io.len bytes that PageIo's contract says are valid (and not
+        // otherwise in use) for this transfer.
+        let r = unsafe {
+            if write {
+                libc::pwrite(
+                    fd,
+                    io.buf.add(done) as *const libc::c_void,
+                    io.len - done,
+                    (io.offset + done as u64) as i64,
+                )
+            } else {
+                libc::pread(fd, io.buf.add(done) as *mut libc::c_void, io.len - done, (io.offset + done as u64) as i64)
+            }
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EAGAIN)) {
+                continue;
+            }
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "{} {} at offset {}: {e}",
+                    if write { "write to" } else { "read from" },
+                    devs.paths[io.dev].display(),
+                    io.offset + done as u64
+                ),
+            ));
+        }
+        if r == 0 {
+            let (kind, what) = if write {
+                (io::ErrorKind::WriteZero, "accepted no bytes")
+            } else {
+                (io::ErrorKind::UnexpectedEof, "ends before the layer slot does (the file was truncated or replaced)")
             };
-            if r < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if r == 0 {
-                if write {
-                    return Err(io::Error::new(io::ErrorKind::WriteZero, "device accepted no bytes"));
-                }
-                // reading past the end of a (sparse) file: zeros
-                // SAFETY: done < io.len, so these io.len - done bytes lie inside the writable io.len
-                // bytes at io.buf (PageIo's contract).
-                unsafe { std::ptr::write_bytes(io.buf.add(done), 0, io.len - done) };
-                return Ok(());
-            }
-            done += r as usize;
+            return Err(io::Error::new(
+                kind,
+                format!(
+                    "{} {what}: offset {} of a {}-byte transfer at {}",
+                    devs.paths[io.dev].display(),
+                    io.offset + done as u64,
+                    io.len,
+                    io.offset
+                ),
+            ));
         }
-        Ok(())
+        done += r as usize;
     }
+    Ok(())
 }
 
 impl PageBackend for UringBackend {
@@ -634,6 +704,98 @@ mod tests {
         be.read(&rios).unwrap();
         assert_eq!(src.as_slice(), dst.as_slice());
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// Pages `0..pages` of layer 1 over `devs` (stripe `st`) into `buf`, in order.
+    fn page_ios(st: &Stripe, buf: &AlignedBuf, pages: u64) -> Vec<PageIo> {
+        (0..pages)
+            .map(|p| {
+                let (dev, offset) = st.locate(1, p);
+                // SAFETY: p < pages and `buf` holds that many pages.
+                PageIo { dev, offset, buf: unsafe { buf.as_mut_ptr().add(p as usize * PAGE) }, len: PAGE }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_layer_file_shorter_than_its_slot_is_an_error_never_zeros() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = vec![dir.path().join("a.img"), dir.path().join("b.img")];
+        let st = Stripe::new(2, 1, 16);
+        let bytes = st.bytes_per_device(1);
+        Devices::open(&paths, bytes).unwrap();
+        // Cut b.img short by a page: opening it for the batch's reads is refused, naming it.
+        std::fs::OpenOptions::new().write(true).open(&paths[1]).unwrap().set_len(bytes - PAGE as u64).unwrap();
+        let e = Devices::open_existing(&paths, bytes).err().expect("a short file refused");
+        assert!(e.to_string().contains("b.img") && e.to_string().contains("truncated"), "{e}");
+        // Read anyway (opened for fewer bytes): the page past its end is an error, not zeros.
+        let devs = Devices::open_existing(&paths, 0).unwrap();
+        let mut be = UringBackend::new(devs, 8).unwrap();
+        let buf = AlignedBuf::new(16 * PAGE);
+        let e = be.read(&page_ios(&st, &buf, 16)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+        assert!(e.to_string().contains("b.img"), "{e}");
+    }
+
+    extern "C" fn ignore_signal(_: libc::c_int) {}
+
+    /// Reads under a storm of signals (what a debugger, SIGSTOP/SIGCONT or the cgroup freezer
+    /// send) return every byte: an interrupted wait is waited again, never an error and never
+    /// a return with requests in flight.
+    #[test]
+    fn reads_under_a_signal_storm_complete_with_the_right_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = vec![dir.path().join("a.img")];
+        let pages = 256u64;
+        let st = Stripe::new(1, 0, pages);
+        let devs = Devices::open(&paths, st.bytes_per_device(1)).unwrap();
+        let mut be = UringBackend::new(devs, 4).unwrap();
+        let mut src = AlignedBuf::new(pages as usize * PAGE);
+        for (i, b) in src.as_mut_slice().iter_mut().enumerate() {
+            *b = (i / 4099) as u8;
+        }
+        be.write(&page_ios(&st, &src, pages)).unwrap();
+        // SIGUSR2 with a handler that does nothing and no SA_RESTART: every blocking call it
+        // lands in returns EINTR.
+        // SAFETY: a plain handler that touches nothing; sigaction is given valid pointers.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = ignore_signal as *const () as usize;
+            sa.sa_flags = 0;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
+        }
+        let me = unsafe { libc::pthread_self() };
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let storm = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut sent = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    // SAFETY: the test thread outlives the storm (joined below).
+                    unsafe { libc::pthread_kill(me, libc::SIGUSR2) };
+                    sent += 1;
+                    std::thread::sleep(std::time::Duration::from_micros(50));
+                }
+                sent
+            })
+        };
+        let mut dst = AlignedBuf::new(pages as usize * PAGE);
+        let started = std::time::Instant::now();
+        let mut reads = 0;
+        let mut result = Ok(());
+        // No panic while the storm runs: it signals this thread until it is stopped.
+        while started.elapsed() < std::time::Duration::from_secs(2) && result.is_ok() {
+            dst.as_mut_slice().fill(0xaa);
+            result = be.read(&page_ios(&st, &dst, pages)).and_then(|()| {
+                (src.as_slice() == dst.as_slice()).then_some(()).ok_or_else(|| io::Error::other("other bytes"))
+            });
+            reads += 1;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let sent = storm.join().unwrap();
+        result.unwrap_or_else(|e| panic!("read {reads} failed under {sent} signals: {e}"));
+        assert!(sent > 100, "only {sent} signals sent");
     }
 
     #[test]

@@ -1267,8 +1267,18 @@ fn pc2_with_ranges_in_flight_writes_what_the_cpu_writes_and_refuses_a_wrong_devi
                 "{spoil}: sector {id}'s replica renamed into place"
             );
         }
-        std::fs::remove_file(out.join("pc2-checkpoint.json")).ok();
+        assert!(!out.join("pc2-checkpoint.json").exists(), "{spoil}: a checkpoint left after exit 8");
     }
+    // A device that fails its check also drops the checkpoint its run resumed from: the
+    // retry must not resume over rows a faulty device may have written.
+    let o = pc2(&cpu, &[("SEALER_TEST_PC2_STOP_AFTER_RANGES", "2")]);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.join("pc2-checkpoint.json").exists());
+    let o = pc2(&gpu, &[("SEALER_TEST_GPU_RANGE", "65536"), ("SEALER_TEST_GPU_SPOIL", "columns")]);
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(8), "{log}");
+    assert!(log.contains("PC2 resumes at base tree 1 of 1, node 131072"), "{log}");
+    assert!(!out.join("pc2-checkpoint.json").exists(), "the checkpoint survived exit 8: {log}");
 }
 
 /// PC2 on two OpenCL devices (pocl's CPU device listed twice) splits each range's rows between
@@ -1562,4 +1572,171 @@ fn bench_pc2_io_runs_and_reports_its_keys() {
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("--request-kib") && e.contains("at least 256 KiB"), "{e}");
+}
+
+/// A PC2 stopped with a checkpoint, and sealer outputs for `json` as an uninterrupted run
+/// writes them (kept aside under `whole`): the start of the crash-safety cases below.
+fn pc2_stopped_beside_a_whole_run(json: &serde_json::Value, work: &Path, stop_after: &str) -> (ConfigFile, PathBuf) {
+    let cfg = ConfigFile::write(work.join("c.json"), json);
+    assert!(cfg.seal("pc1").status().unwrap().success());
+    let out = work.join("out");
+    assert!(cfg.cmd("pc2", &["--no-layer-files"]).status().unwrap().success());
+    let whole = work.join("whole");
+    std::fs::create_dir_all(&whole).unwrap();
+    for s in json["sectors"].as_array().unwrap() {
+        let id = s["sector_id"].as_u64().unwrap().to_string();
+        std::fs::rename(out.join(&id), whole.join(&id)).unwrap();
+    }
+    std::fs::remove_file(out.join("results.json")).unwrap();
+    let stopped =
+        cfg.cmd("pc2", &["--no-layer-files"]).env("SEALER_TEST_PC2_STOP_AFTER_RANGES", stop_after).output().unwrap();
+    assert_eq!(stopped.status.code(), Some(1), "{}", String::from_utf8_lossy(&stopped.stderr));
+    assert!(out.join("pc2-checkpoint.json").exists());
+    (cfg, whole)
+}
+
+/// Issue 60's reproduction: a checkpoint is rightly ignored because one sector's replica is
+/// gone; the run that starts afresh is killed before its own first checkpoint; the run after
+/// must not resume from the stale checkpoint over the rows the killed run never wrote. It
+/// ends byte-identical to an uninterrupted run (itself equal to filecoin-proofs' in the
+/// oracle tests).
+#[test]
+fn a_rejected_pc2_checkpoint_is_deleted_before_the_fresh_run_writes() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (_, json) = common::config(8 << 20, 6, 2, common::random_seed("rejected_checkpoint"), work.path(), 1);
+    let (cfg, whole) = pc2_stopped_beside_a_whole_run(&json, work.path(), "3");
+    let out = work.path().join("out");
+    let first = json["sectors"][0]["sector_id"].as_u64().unwrap().to_string();
+    std::fs::remove_file(out.join(&first).join("sealed.tmp")).unwrap();
+    // Killed as it was about to save its first checkpoint, after one range.
+    let killed = cfg
+        .cmd("pc2", &["--no-layer-files"])
+        .env("SEALER_TEST_PC2_STOP_AFTER_RANGES", "4")
+        .env("SEALER_TEST_CRASH_AT", "pc2.checkpoint:1")
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&killed.stderr);
+    assert_eq!(killed.status.code(), Some(137), "{log}");
+    assert!(log.contains("ignored and deleted") && log.contains("sealed.tmp"), "{log}");
+    assert!(!out.join("pc2-checkpoint.json").exists(), "the stale checkpoint outlived the run that rejected it");
+    let resumed = cfg.cmd("pc2", &["--no-layer-files"]).output().unwrap();
+    let log = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{log}");
+    assert!(!log.contains("PC2 resumes"), "{log}");
+    assert_same_outputs(&whole, &out_sectors(&json, &out, work.path()));
+}
+
+/// Rows a checkpoint covers that are no longer what was synced (a file replaced, rows zeroed
+/// as lost writes leave them, a tree truncated and grown again) fail the resume's sampled
+/// digests: the checkpoint is deleted, PC2 starts afresh and ends byte-identical.
+#[test]
+fn a_pc2_checkpoint_over_changed_rows_is_not_trusted() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (_, json) = common::config(8 << 20, 6, 1, common::random_seed("changed_rows"), work.path(), 1);
+    let (cfg, whole) = pc2_stopped_beside_a_whole_run(&json, work.path(), "3");
+    let out = work.path().join("out");
+    let id = json["sectors"][0]["sector_id"].as_u64().unwrap().to_string();
+    let dir = out.join(&id);
+    // The rows of the second range of the replica read as zeros again, its size unchanged.
+    let replica = std::fs::OpenOptions::new().write(true).open(dir.join("sealed.tmp")).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&replica, &vec![0u8; 65536 * 32], 65536 * 32).unwrap();
+    drop(replica);
+    let resumed = cfg.cmd("pc2", &["--no-layer-files"]).output().unwrap();
+    let log = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{log}");
+    assert!(log.contains("is not what it was at the checkpoint") && !log.contains("PC2 resumes"), "{log}");
+    assert_same_outputs(&whole, &out_sectors(&json, &out, work.path()));
+    // Stopped again; tree-c's file cut short and grown back to its size.
+    let stopped = cfg.cmd("pc2", &["--no-layer-files"]).env("SEALER_TEST_PC2_STOP_AFTER_RANGES", "2").output().unwrap();
+    assert_eq!(stopped.status.code(), Some(1));
+    let tree_c = dir.join("cache/sc-02-data-tree-c.dat.tmp");
+    let len = std::fs::metadata(&tree_c).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&tree_c).unwrap();
+    f.set_len(1024).unwrap();
+    f.set_len(len).unwrap();
+    drop(f);
+    let resumed = cfg.cmd("pc2", &["--no-layer-files"]).output().unwrap();
+    let log = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success() && log.contains("tree-c.dat.tmp is not what it was"), "{log}");
+    assert_same_outputs(&whole, &out_sectors(&json, &out, work.path()));
+}
+
+/// A checkpoint whose fields do not fit the batch (roots that are not field elements, a
+/// misaligned next node, a base tree past the last) is refused and deleted, never resumed
+/// from and never a panic.
+#[test]
+fn a_pc2_checkpoint_with_fields_that_do_not_fit_is_refused() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (_, json) = common::config(8 << 20, 6, 1, common::random_seed("bad_fields"), work.path(), 1);
+    let (cfg, whole) = pc2_stopped_beside_a_whole_run(&json, work.path(), "2");
+    let out = work.path().join("out");
+    let path = out.join("pc2-checkpoint.json");
+    let good: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    // Each edit, and the words its refusal says.
+    type Edit = fn(&mut serde_json::Value);
+    let edits: [(&str, Edit); 6] = [
+        ("is not a range start", |c| c["next"] = (c["next"].as_u64().unwrap() + 8).into()),
+        ("at base tree 8 of 1", |c| c["k"] = 7.into()),
+        ("pending node is not a field element", |c| {
+            c["tc"][0]["pending"][1] = serde_json::json!([hex::encode([0xffu8; 32])])
+        }),
+        ("is not a field element", |c| c["roots_c"][0] = serde_json::json!([hex::encode([0xffu8; 32])])),
+        ("finished base trees", |c| c["roots_c"][0] = serde_json::json!([hex::encode([1u8; 32])])),
+        ("lists replica of 0 sectors", |c| c["replica"] = serde_json::json!([])),
+    ];
+    for (what, edit) in edits {
+        let mut c = good.clone();
+        edit(&mut c);
+        std::fs::write(&path, c.to_string()).unwrap();
+        let o = cfg.cmd("pc2", &["--no-layer-files"]).env("SEALER_TEST_PC2_STOP_AFTER_RANGES", "1").output().unwrap();
+        let log = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{what}: {log}");
+        assert!(
+            log.contains("ignored and deleted") && log.contains(what) && !log.contains("PC2 resumes"),
+            "{what}: {log}"
+        );
+    }
+    std::fs::write(&path, good.to_string()).unwrap();
+    let o = cfg.cmd("pc2", &["--no-layer-files"]).output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{log}");
+    assert_same_outputs(&whole, &out_sectors(&json, &out, work.path()));
+}
+
+/// PC2 over layer storage that is gone or cut short fails as storage (exit 3, naming the
+/// file), not as "run PC1 first" (exit 2), and never reads the missing tail as zeros.
+#[test]
+fn pc2_over_missing_or_truncated_layer_storage_is_a_storage_error() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (_, json) = common::config(2048, 5, 1, 11, work.path(), 2);
+    let cfg = ConfigFile::write(work.path().join("c.json"), &json);
+    assert!(cfg.seal("pc1").status().unwrap().success());
+    let dev1 = work.path().join("dev1.img");
+    let len = std::fs::metadata(&dev1).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&dev1).unwrap().set_len(len - 4096).unwrap();
+    let o = cfg.cmd("pc2", &["--no-layer-files"]).output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{log}");
+    assert!(log.contains("dev1.img") && log.contains("truncated"), "{log}");
+    std::fs::remove_file(&dev1).unwrap();
+    let o = cfg.cmd("pc2", &["--no-layer-files"]).output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{log}");
+    assert!(log.contains("dev1.img") && !log.contains("run `sealer pc1` first"), "{log}");
+}
+
+/// The sector directories of `json` moved from `out` to a fresh directory under `work`, and
+/// results.json removed: what [`assert_same_outputs`] compares with an uninterrupted run.
+fn out_sectors(json: &serde_json::Value, out: &Path, work: &Path) -> PathBuf {
+    let kept = tempfile::tempdir_in(work).unwrap().keep();
+    for s in json["sectors"].as_array().unwrap() {
+        let id = s["sector_id"].as_u64().unwrap().to_string();
+        std::fs::rename(out.join(&id), kept.join(&id)).unwrap();
+    }
+    std::fs::remove_file(out.join("results.json")).unwrap();
+    kept
 }
