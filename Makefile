@@ -90,6 +90,10 @@ manifests-check: manifests ## Fail when generated files are out of date.
 test-sealer: ## Rust sealer tests, including the rust-fil-proofs oracle.
 	@if [ -f sealer-image/Cargo.toml ]; then cd sealer-image && cargo test --release --locked; else echo "sealer-image has no workspace yet"; fi
 
+.PHONY: test-crash
+test-crash: ## The full crash-point matrix (every point, with and without lost writes, both PC2 engines: every pass at 2 KiB, first/middle/last at 8 MiB); make test runs its 2 KiB share.
+	cd sealer-image && cargo test --release --locked --test crash -- --ignored --nocapture the_full_crash_matrix
+
 .PHONY: test-gpu-bench
 test-gpu-bench: ## The prepared GPU measurement (hack/gpu-bench.sh) end to end at test sizes on pocl's CPU OpenCL device: pack, run --quick, gpu-run.json.
 	hack/gpu-bench.sh pack

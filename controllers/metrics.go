@@ -45,7 +45,7 @@ var (
 	}, []string{"phase"})
 	metricSectorFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sealfleet_sector_failures_total",
-		Help: "Sectors a batch went on without: a check of their own failed before PC1 (reason input, data-mismatch or io); the others were sealed.",
+		Help: "Sectors a batch went on without: a check of their own failed (reason input, data-mismatch or io), or their outputs failed the audit before handoff (reason audit); the others were sealed.",
 	}, []string{"reason"})
 	metricBatchPhaseSeconds = &phaseClock{desc: prometheus.NewDesc("sealfleet_batch_phase_seconds",
 		"Seconds a batch has spent in its current phase.",

@@ -144,8 +144,9 @@ type SectorResult struct {
 
 	// Failed says why the sealer left the sector out of the batch (a check of its own failed
 	// before PC1: its data file, pieces, commD or output directory) or gave it up later (its
-	// data or output files in PC2, its proofs); FailureClass is the kind (input,
-	// data-mismatch, io). The other sectors were sealed.
+	// data or output files in PC2, its proofs, or its outputs failed the audit before handoff:
+	// WindowPoSt proofs and spot checks); FailureClass is the kind (input, data-mismatch, io,
+	// audit). The other sectors were sealed; a failed sector's files were deleted.
 	Failed       string `json:"failed"`
 	FailureClass string `json:"failure_class"`
 }

@@ -119,6 +119,17 @@ func TestResultsContract(t *testing.T) {
 		!strings.Contains(c.Message, "1 of 1 sectors") || !strings.Contains(c.Message, "9 (data-mismatch)") {
 		t.Errorf("SectorsFailed condition %+v", c)
 	}
+	// A sector whose outputs failed the audit: Failed, and the condition's reason is Audit.
+	audited := Results{Sectors: []SectorResult{left.Sectors[0], {SectorID: 11, Failed: "sector 11: its outputs failed the audit before handoff: a WindowPoSt vanilla proof does not verify", FailureClass: "audit"}}}
+	if st := audited.toStatus(); st[1].State != "Failed" || !strings.Contains(st[1].Reason, "audit") {
+		t.Errorf("an audited-out sector reads as %+v", st)
+	}
+	ab := b.DeepCopy()
+	ab.Status.Conditions = nil
+	recordSectorFailures(ab, &audited)
+	if c := meta.FindStatusCondition(ab.Status.Conditions, sealv1.CondSectorsFailed); c == nil || c.Reason != string(sealv1.ReasonAudit) || !strings.Contains(c.Message, "11 (audit)") {
+		t.Errorf("SectorsFailed condition with an audit failure %+v", c)
+	}
 	// An update's sector left out beside one updated: the condition says the others were updated.
 	mixed := Results{Sectors: append(append([]SectorResult{}, update.Sectors...), left.Sectors...)}
 	if st := mixed.toStatus(); st[0].State != "Updated" || st[1].State != "Failed" {

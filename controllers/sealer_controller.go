@@ -511,8 +511,12 @@ func recordSectorFailures(b *sealv1.SealBatch, res *Results) {
 		return
 	}
 	var named []string
+	reason := sealv1.ReasonSectorChecksFailed
 	for _, f := range failed {
 		named = append(named, fmt.Sprintf("%d (%s)", f.SectorID, f.FailureClass))
+		if failureReason(f) == sealv1.ReasonAudit {
+			reason = sealv1.ReasonAudit // the graver: outputs that were wrong, not inputs
+		}
 	}
 	others := "sealed"
 	if b.Spec.IsUpdate() {
@@ -520,7 +524,7 @@ func recordSectorFailures(b *sealv1.SealBatch, res *Results) {
 	}
 	msg := fmt.Sprintf("%d of %d sectors failed and were left out, the others %s: %s; status.sectors[].reason says why each",
 		len(failed), len(res.Sectors), others, strings.Join(named, ", "))
-	setCondition(b, sealv1.CondSectorsFailed, metav1.ConditionTrue, sealv1.ReasonSectorChecksFailed, msg)
+	setCondition(b, sealv1.CondSectorsFailed, metav1.ConditionTrue, reason, msg)
 	b.Status.Message += "; " + msg
 }
 
@@ -528,9 +532,21 @@ func recordSectorFailures(b *sealv1.SealBatch, res *Results) {
 func (r *SealerReconciler) sectorFailuresSeen(b *sealv1.SealBatch, pod *corev1.Pod, res *Results) {
 	for _, f := range res.failed() {
 		metricSectorFailures.WithLabelValues(f.FailureClass).Inc()
-		r.Recorder.Eventf(b, pod, corev1.EventTypeWarning, string(sealv1.ReasonSectorChecksFailed), "Seal", "sector %d left out of the batch: %s", f.SectorID, truncate(f.Failed, 900))
+		r.Recorder.Eventf(b, pod, corev1.EventTypeWarning, string(failureReason(f)), "Seal", "sector %d left out of the batch: %s", f.SectorID, truncate(f.Failed, 900))
 	}
 }
+
+// failureReason is the typed reason of a left-out sector: Audit for outputs that failed the
+// audit before handoff, SectorChecksFailed for the rest.
+func failureReason(f SectorResult) sealv1.Reason {
+	if f.FailureClass == failureClassAudit {
+		return sealv1.ReasonAudit
+	}
+	return sealv1.ReasonSectorChecksFailed
+}
+
+// failureClassAudit: the sealer's class of a sector whose outputs failed its audit.
+const failureClassAudit = "audit"
 
 // failOrRetry starts the next attempt on the same node and slot when retries remain and the
 // failure could go differently next time, else fails the batch.

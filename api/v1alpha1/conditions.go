@@ -61,6 +61,10 @@ const (
 	// ReasonSectorChecksFailed: some sectors failed their own checks before PC1; the batch
 	// sealed the rest (condition SectorsFailed).
 	ReasonSectorChecksFailed Reason = "SectorChecksFailed"
+	// ReasonAudit: a sealed or updated sector's outputs failed the audit every sector answers
+	// before it leaves the sealer (WindowPoSt vanilla proofs, spot checks of labels, replica and
+	// tree-c): its files were deleted and it is never handed off (condition SectorsFailed).
+	ReasonAudit Reason = "Audit"
 	// ReasonGPUFailed: pc2Engine gpu found no usable device, or the device failed (lost, out
 	// of memory); the message names the device. Retried; PC2 resumes from its checkpoint.
 	ReasonGPUFailed      Reason = "GPUFailed"

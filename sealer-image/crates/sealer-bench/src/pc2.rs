@@ -111,7 +111,10 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
             );
         }
         let t0 = Instant::now();
-        let out = sealer_pc2::run_pc2_measured(&c, false, None).map_err(|e| err(&e))?;
+        // The audit needs real labels: on random layers their parents do not match.
+        let audit = sealer_proofs::audit::Audit::new();
+        let audit = (!random_layers).then_some(&audit as &dyn sealer_pc2::SectorAudit);
+        let out = sealer_pc2::run_pc2_measured(&c, false, None, audit).map_err(|e| err(&e))?;
         if let Some(f) = out.failed.first() {
             return Err(format!("{}: {}", engine.as_str(), f.reason));
         }
@@ -162,7 +165,7 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
             "ratio_vs_baseline": ratio, "breakdown_seconds": bd,
         }));
         notes += &format!(
-            "sealfleet {}: waiting for layer reads {:.2} s, columns and trees {:.2} s (device: column kernels {:.2} s, tree kernels {:.2} s, uploads {:.2} s, readbacks {:.2} s, {:.2} s of uploads beside column kernels; {} ranges at once, waiting for the oldest {:.2} s, {} nodes checked on the CPU), tree-d {:.2} s, of {:.2} s.\n",
+            "sealfleet {}: waiting for layer reads {:.2} s, columns and trees {:.2} s (device: column kernels {:.2} s, tree kernels {:.2} s, uploads {:.2} s, readbacks {:.2} s, {:.2} s of uploads beside column kernels; {} ranges at once, waiting for the oldest {:.2} s, {} nodes checked on the CPU), tree-d {:.2} s, audit {} of {:.2} s.\n",
             engine.as_str(),
             bd.read_wait,
             bd.columns_and_trees,
@@ -175,6 +178,11 @@ pub fn run_pc2(b: &Pc2Bench) -> Result<String, String> {
             bd.device_wait,
             bd.checked_nodes,
             bd.tree_d,
+            if random_layers {
+                "not run (random layers have no parents to check)".to_string()
+            } else {
+                format!("{:.3} s per sector ({:.2} % of PC2's)", bd.audit / n as f64, 100.0 * bd.audit / bd.total.max(1e-9))
+            },
             bd.total
         );
     }

@@ -282,7 +282,7 @@ fn pc2_on_slot(cfg: &BatchConfig, engine: Pc2Engine, slot_bytes: u64) -> Result<
     let mut c = cfg.clone();
     c.pc2_engine = engine;
     log::info!("pc2-io: PC2 on the {engine:?} engine…");
-    let o = sealer_pc2::run_pc2_measured(&c, false, None).map_err(|e| e.to_string())?;
+    let o = sealer_pc2::run_pc2_measured(&c, false, None, None).map_err(|e| e.to_string())?;
     let b = o.breakdown;
     Ok(Hashing {
         engine: format!("{engine:?}").to_lowercase(),

@@ -307,12 +307,13 @@ pub fn check_data(cfg: &BatchConfig) -> Result<usize, DataError> {
 }
 
 /// One sector a batch goes on without: its number, the class of the problem (the sealer's
-/// exit name: `input`, `data-mismatch` or `io`) and why, naming the file and the fix.
+/// exit name: `input`, `data-mismatch`, `io`, or `audit`: outputs that failed the audit before
+/// handoff) and why, naming the file and the fix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SectorFailure {
     /// The sector's number.
     pub sector_id: u64,
-    /// `input`, `data-mismatch` or `io`.
+    /// `input`, `data-mismatch`, `io` or `audit`.
     pub class: &'static str,
     /// What is wrong and how to fix it.
     pub reason: String,
@@ -320,7 +321,7 @@ pub struct SectorFailure {
 
 impl SectorFailure {
     /// The classes a failure may have, as the sealer's exit names spell them.
-    pub const CLASSES: [&'static str; 3] = ["input", "data-mismatch", "io"];
+    pub const CLASSES: [&'static str; 4] = ["input", "data-mismatch", "io", "audit"];
 
     /// The class named `name`, when it is one of [`SectorFailure::CLASSES`].
     pub fn class_named(name: &str) -> Option<&'static str> {
@@ -337,11 +338,13 @@ impl SectorFailure {
     }
 
     /// The failure of sector `sector_id` for the sealer error `e`: its class is the error's
-    /// (`input`, `data-mismatch`; any other is `io`).
+    /// (`input`, `data-mismatch`, `audit` for outputs that are not what they should be; any
+    /// other is `io`).
     pub fn of_error(sector_id: u64, e: &sealer_error::SealerError) -> Self {
         let class = match e {
             sealer_error::SealerError::Input(_) => "input",
             sealer_error::SealerError::DataMismatch(_) => "data-mismatch",
+            sealer_error::SealerError::VerifyMismatch(_) => "audit",
             _ => "io",
         };
         Self::new(sector_id, class, e.message())
@@ -360,13 +363,14 @@ impl SectorFailure {
 
 /// The error of a batch none of whose sectors is left: `what` says at which step ("every
 /// sector of the update failed"), then every sector's reason; its class is the first
-/// failure's (exit 2, 7 or 3).
+/// failure's (exit 2, 7, 5 for `audit`, or 3).
 pub fn all_failed(what: &str, failed: &[SectorFailure]) -> sealer_error::SealerError {
     let reasons: Vec<&str> = failed.iter().map(|f| f.reason.as_str()).collect();
     let msg = format!("{what}: {}", reasons.join("; "));
     match failed.first().map(|f| f.class) {
         Some("data-mismatch") => sealer_error::SealerError::DataMismatch(msg),
         Some("input") => sealer_error::SealerError::Input(msg),
+        Some("audit") => sealer_error::SealerError::VerifyMismatch(msg),
         _ => sealer_error::SealerError::Io(msg),
     }
 }
@@ -445,6 +449,7 @@ fn writable_outputs(cfg: &BatchConfig, sector_id: u64) -> Result<(), DataError> 
 /// root: from its data for a data sector, the constant all-zero tree for a CC one.
 pub fn write_tree_d(sector: &SectorSpec, sector_size: u64, path: &Path) -> Result<[u8; 32], DataError> {
     let out = File::create(path).map_err(|e| DataError::Io(format!("creating {}: {e}", path.display())))?;
+    sealer_storage::durable::track(path);
     let nodes = sector_size / 32;
     let root = match &sector.data {
         Some(_) => {
@@ -453,7 +458,9 @@ pub fn write_tree_d(sector: &SectorSpec, sector_size: u64, path: &Path) -> Resul
         }
         None => write_cc_tree_d(&out, nodes).map_err(|e| DataError::Io(format!("writing {}: {e}", path.display())))?,
     };
+    sealer_storage::durable::crash_point("tree-d.written");
     out.sync_all().map_err(|e| DataError::Io(format!("syncing {}: {e}", path.display())))?;
+    sealer_storage::durable::synced(path);
     Ok(root)
 }
 

@@ -28,9 +28,9 @@ pub enum SealerError {
     /// memory): the message names the device. Never a silent fall back to the CPU.
     #[error("GPU engine: {0}")]
     Device(String),
-    /// `verify-pc1` found stored labels that do not match their parents: the layers are
-    /// damaged, PC1 must run again.
-    #[error("verify-pc1: {0}")]
+    /// `verify-pc1` found stored labels that do not match their parents (the layers are
+    /// damaged, PC1 must run again), or every sealed sector failed its audit before handoff.
+    #[error("verification failed: {0}")]
     VerifyMismatch(String),
     /// Another thread failed first (internal; never returned from a command).
     #[error("aborted")]

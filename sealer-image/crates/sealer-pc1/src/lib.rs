@@ -380,7 +380,9 @@ fn label_layers(
             sink.publish(prog);
         })?;
         prog.update(g.nodes);
+        sealer_storage::durable::crash_point("pc1.layer-written");
         be_w.flush().map_err(|e| SealerError::io("flushing layer storage", e))?;
+        sealer_storage::durable::crash_point("pc1.layer-flushed");
         per_layer.push(LayerStats {
             layer,
             seconds: start.0.elapsed().as_secs_f64(),

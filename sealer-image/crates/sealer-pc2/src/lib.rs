@@ -296,6 +296,36 @@ pub fn combine_roots(roots: &[Fr]) -> Fr {
     }
 }
 
+/// A sealed sector's outputs as PC2 wrote them, all still under their `.tmp` names (`p_aux`
+/// too): what an audit reads before anything is renamed into place.
+#[derive(Clone, Debug)]
+pub struct SealedOutputs {
+    /// The sector's index in the batch.
+    pub index: usize,
+    /// The replica (its `.tmp` name).
+    pub replica: PathBuf,
+    /// The cache directory; its files are named [`tree_name`] + `.tmp`, `p_aux.tmp`, `t_aux.tmp`.
+    pub cache: PathBuf,
+    /// comm_c, canonical bytes.
+    pub comm_c: [u8; 32],
+    /// comm_r_last, canonical bytes.
+    pub comm_r_last: [u8; 32],
+    /// comm_r, canonical bytes.
+    pub comm_r: [u8; 32],
+}
+
+/// What every sealed sector must pass before its outputs leave PC2: a sector that fails is
+/// given up with the failure's class (`audit` for outputs that are not what their
+/// commitments say) and its files deleted, never handed off.
+pub trait SectorAudit: Sync {
+    /// One verdict per sector of `outputs`, in their order.
+    fn audit(&self, cfg: &BatchConfig, outputs: &[SealedOutputs]) -> Vec<Result<(), sealer_data::SectorFailure>>;
+}
+
+fn unhex32(h: &str) -> [u8; 32] {
+    hex::decode(h).ok().and_then(|b| b.try_into().ok()).expect("a commitment this run encoded")
+}
+
 /// Results of one sector.
 #[derive(Clone, Debug, Serialize)]
 pub struct SectorResult {
@@ -412,8 +442,7 @@ fn rename_tmp(dir: &Path) -> std::io::Result<()> {
         if let Some(name) = p.file_name().and_then(|n| n.to_str()) {
             if let Some(base) = name.strip_suffix(".tmp") {
                 if base != "p_aux" {
-                    std::fs::rename(&p, dir.join(base))?;
-                    durable::crash_point("pc2.rename");
+                    durable::rename_only(&p, &dir.join(base))?;
                 }
             }
         }
@@ -426,7 +455,7 @@ fn rename_tmp(dir: &Path) -> std::io::Result<()> {
 /// dir (needed by rust-fil-proofs' C1; 11 × sector size per sector for 32 GiB). A sector
 /// given up fails the call ([`run_pc2_with`] goes on without it).
 pub fn run_pc2(cfg: &BatchConfig, export_layers: bool) -> Result<Vec<SectorResult>, SealerError> {
-    let out = run_pc2_with(cfg, export_layers, None)?;
+    let out = run_pc2_with(cfg, export_layers, None, None)?;
     match out.failed.first() {
         None => Ok(out.results),
         Some(f) => Err(SealerError::Io(format!(
@@ -451,13 +480,14 @@ pub struct Pc2Outcome {
 }
 
 /// [`run_pc2`] publishing progress to `sink` (phase `pc2`), going on without a sector whose
-/// own files fail.
+/// own files fail, or that fails `audit` (the sealer's production path always gives one).
 pub fn run_pc2_with(
     cfg: &BatchConfig,
     export_layers: bool,
     sink: Option<&ProgressSink>,
+    audit: Option<&dyn SectorAudit>,
 ) -> Result<Pc2Outcome, SealerError> {
-    run_pc2_measured(cfg, export_layers, sink)
+    run_pc2_measured(cfg, export_layers, sink, audit)
 }
 
 /// How much PC2 work a restart may redo at most: a checkpoint (every output file synced, then
@@ -475,6 +505,8 @@ pub struct Pc2Breakdown {
     pub columns_and_trees: f64,
     /// tree-d of every sector (from its data, or the CC tree).
     pub tree_d: f64,
+    /// The audit of every sealed sector before its outputs leave (0 without one).
+    pub audit: f64,
     /// The GPU engine: seconds its device spent in kernels and in copies (0 on the CPU).
     pub device: sealer_gpu::DeviceTime,
     /// The GPU engine: seconds the host waited for the devices' oldest range (0 on the CPU).
@@ -496,8 +528,9 @@ pub fn run_pc2_measured(
     cfg: &BatchConfig,
     export_layers: bool,
     sink: Option<&ProgressSink>,
+    audit: Option<&dyn SectorAudit>,
 ) -> Result<Pc2Outcome, SealerError> {
-    let r = run(cfg, export_layers, sink);
+    let r = run(cfg, export_layers, sink, audit);
     if let Err(SealerError::Device(_)) = &r {
         // A device that failed its check wrote the ranges its checkpoint covers too, checked only
         // at samples: the retry must not resume over them.
@@ -508,7 +541,12 @@ pub fn run_pc2_measured(
     r
 }
 
-fn run(cfg: &BatchConfig, export_layers: bool, sink: Option<&ProgressSink>) -> Result<Pc2Outcome, SealerError> {
+fn run(
+    cfg: &BatchConfig,
+    export_layers: bool,
+    sink: Option<&ProgressSink>,
+    audit: Option<&dyn SectorAudit>,
+) -> Result<Pc2Outcome, SealerError> {
     let own_sink;
     let sink = match sink {
         Some(s) => s,
@@ -667,6 +705,8 @@ fn run(cfg: &BatchConfig, export_layers: bool, sink: Option<&ProgressSink>) -> R
     };
     let stop_after: Option<usize> =
         std::env::var("SEALER_TEST_PC2_STOP_AFTER_RANGES").ok().and_then(|s| s.parse().ok());
+    // Tests (the crash matrix): a checkpoint after every range.
+    let every_range = stop_after.is_some() || std::env::var_os("SEALER_TEST_PC2_CHECKPOINT_EVERY_RANGE").is_some();
     let mut ranges_done = 0usize;
     let mut last_checkpoint = Instant::now();
     let pages_per_range = range.div_ceil(g.npp) as usize;
@@ -867,7 +907,7 @@ fn run(cfg: &BatchConfig, export_layers: bool, sink: Option<&ProgressSink>) -> R
             }
             // A checkpoint syncs every output file: every CHECKPOINT_EVERY, not every range, so
             // that the files are synced a few times in all (every range under the test hook).
-            let due = stop_after.is_some() || last_checkpoint.elapsed() >= CHECKPOINT_EVERY;
+            let due = every_range || last_checkpoint.elapsed() >= CHECKPOINT_EVERY;
             if v + cnt < (k as u64 + 1) * leaves && due {
                 last_checkpoint = Instant::now();
                 // Mid-tree: the files so far, synced, then where the trees stand.
@@ -1052,6 +1092,33 @@ fn run(cfg: &BatchConfig, export_layers: bool, sink: Option<&ProgressSink>) -> R
     if let Some(e) = losses.all_lost() {
         return Err(e);
     }
+    // Every sector answers its audit before anything of it is renamed into place.
+    if let Some(audit) = audit {
+        let t_a = Instant::now();
+        let written: Vec<SealedOutputs> = results
+            .iter()
+            .filter_map(|r| {
+                let s = cfg.sectors.iter().position(|x| x.sector_id == r.sector_id)?;
+                Some(SealedOutputs {
+                    index: s,
+                    replica: tmp_of(&sector_paths(cfg, r.sector_id).sealed),
+                    cache: caches[s].clone(),
+                    comm_c: unhex32(&r.comm_c),
+                    comm_r_last: unhex32(&r.comm_r_last),
+                    comm_r: unhex32(&r.comm_r),
+                })
+            })
+            .collect();
+        for (o, verdict) in written.iter().zip(audit.audit(cfg, &written)) {
+            if let Err(f) = verdict {
+                losses.give_up(o.index, f.class, f.reason);
+            }
+        }
+        bd.audit = t_a.elapsed().as_secs_f64();
+        if let Some(e) = losses.all_lost() {
+            return Err(e);
+        }
+    }
     // The export keeps the checkpoint: a failure there (ENOSPC) resumes after every tree.
     if export_layers {
         export_into_caches(cfg, &caches, |s| losses.is_lost(s))?;
@@ -1098,7 +1165,7 @@ fn run(cfg: &BatchConfig, export_layers: bool, sink: Option<&ProgressSink>) -> R
         bd.device_name = gpus.iter().map(|g| g.info().name.clone()).collect::<Vec<_>>().join(" + ");
     }
     log::info!(
-        "PC2 took {:.2} s: waiting for layer reads {:.2} s, columns and trees {:.2} s (device: column kernels {:.2} s, tree kernels {:.2} s, uploads {:.2} s, readbacks {:.2} s, {:.2} s of uploads beside column kernels; {} ranges at once, waiting for the oldest {:.2} s, {} nodes checked on the CPU), tree-d {:.2} s",
+        "PC2 took {:.2} s: waiting for layer reads {:.2} s, columns and trees {:.2} s (device: column kernels {:.2} s, tree kernels {:.2} s, uploads {:.2} s, readbacks {:.2} s, {:.2} s of uploads beside column kernels; {} ranges at once, waiting for the oldest {:.2} s, {} nodes checked on the CPU), tree-d {:.2} s, audit {:.2} s",
         bd.total,
         bd.read_wait,
         bd.columns_and_trees,
@@ -1110,7 +1177,8 @@ fn run(cfg: &BatchConfig, export_layers: bool, sink: Option<&ProgressSink>) -> R
         bd.in_flight,
         bd.device_wait,
         bd.checked_nodes,
-        bd.tree_d
+        bd.tree_d,
+        bd.audit
     );
     Ok(Pc2Outcome { results, failed, breakdown: bd })
 }

@@ -26,6 +26,7 @@ use neptune::Strength;
 use rayon::prelude::*;
 use sealer_config::SectorSpec;
 use sealer_error::SealerError;
+use sealer_storage::durable;
 use serde::Serialize;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -94,25 +95,44 @@ fn fr_of(b: &[u8], what: &str) -> Result<Fr, SealerError> {
     Option::from(Fr::from_repr(r)).ok_or_else(|| SealerError::Input(format!("{what} is not a field element")))
 }
 
+/// What every updated sector must pass before its outputs are renamed into place: its new
+/// replica and tree-r-last (under `.tmp` names, `p_aux.tmp` with comm_c and comm_r_last_new)
+/// against its new commitments. An error is the sector's failure (class `audit`).
+pub trait UpdateAudit: Sync {
+    /// Ok, or why the outputs are not what their commitments say.
+    fn audit(&self, sector_size: u64, sector_id: u64, out: &crate::SealedOutputs) -> Result<(), String>;
+}
+
 /// Encode every sector's data into its sector key, all sectors in parallel; the first failure
 /// in sector order is returned. Files are written under `.tmp` names and renamed when complete
-/// (`p_aux` last).
+/// (`p_aux` last), after `audit` passed (the sealer's production path always gives one).
 /// tree-r-last is built by `engine` (the encoding itself is one multiply-add a node, on the CPU).
 pub fn encode_sectors(
     sector_size: u64,
     sectors: &[SnapSector],
     engine: &Engine,
+    audit: Option<&dyn UpdateAudit>,
 ) -> Result<Vec<SnapResult>, SealerError> {
-    encode_each(sector_size, sectors, engine).into_iter().collect()
+    encode_each(sector_size, sectors, engine, audit).into_iter().collect()
 }
 
 /// [`encode_sectors`], each sector's outcome apart: a sector that fails costs only itself.
-pub fn encode_each(sector_size: u64, sectors: &[SnapSector], engine: &Engine) -> Vec<Result<SnapResult, SealerError>> {
-    sectors.par_iter().map(|s| encode_sector(sector_size, s, engine)).collect()
+pub fn encode_each(
+    sector_size: u64,
+    sectors: &[SnapSector],
+    engine: &Engine,
+    audit: Option<&dyn UpdateAudit>,
+) -> Vec<Result<SnapResult, SealerError>> {
+    sectors.par_iter().map(|s| encode_sector(sector_size, s, engine, audit)).collect()
 }
 
 /// [`encode_sectors`] for one sector.
-pub fn encode_sector(sector_size: u64, s: &SnapSector, engine: &Engine) -> Result<SnapResult, SealerError> {
+pub fn encode_sector(
+    sector_size: u64,
+    s: &SnapSector,
+    engine: &Engine,
+    audit: Option<&dyn UpdateAudit>,
+) -> Result<SnapResult, SealerError> {
     let id = s.sector.sector_id;
     let nodes = sector_size / 32;
     let key = File::open(&s.sector_key)
@@ -205,13 +225,24 @@ pub fn encode_sector(sector_size: u64, s: &SnapSector, engine: &Engine) -> Resul
     let comm_r_new = poseidon2(comm_c, comm_r_last_new);
 
     // t_aux is the sector key's (filecoin-proofs persists it unchanged); p_aux last.
-    std::fs::write(s.cache.join("t_aux.tmp"), &t_aux).map_err(|e| io("writing t_aux", e))?;
+    durable::write_synced(&s.cache.join("t_aux.tmp"), &t_aux).map_err(|e| io("writing t_aux", e))?;
     let mut paux = fr_bytes(&comm_c).to_vec();
     paux.extend_from_slice(&fr_bytes(&comm_r_last_new));
-    std::fs::write(s.cache.join("p_aux.tmp"), &paux).map_err(|e| io("writing p_aux", e))?;
+    durable::write_synced(&s.cache.join("p_aux.tmp"), &paux).map_err(|e| io("writing p_aux", e))?;
+    if let Some(audit) = audit {
+        let out = crate::SealedOutputs {
+            index: 0,
+            replica: tmp_of(&s.replica),
+            cache: s.cache.clone(),
+            comm_c: fr_bytes(&comm_c),
+            comm_r_last: fr_bytes(&comm_r_last_new),
+            comm_r: fr_bytes(&comm_r_new),
+        };
+        audit.audit(sector_size, id, &out).map_err(|why| SealerError::VerifyMismatch(format!("sector {id}: {why}")))?;
+    }
     crate::rename_tmp(&s.cache).map_err(|e| io("renaming outputs", e))?;
-    std::fs::rename(tmp_of(&s.replica), &s.replica).map_err(|e| io("renaming the updated replica", e))?;
-    std::fs::rename(s.cache.join("p_aux.tmp"), s.cache.join("p_aux")).map_err(|e| io("renaming p_aux", e))?;
+    durable::rename(&tmp_of(&s.replica), &s.replica).map_err(|e| io("renaming the updated replica", e))?;
+    durable::rename(&s.cache.join("p_aux.tmp"), &s.cache.join("p_aux")).map_err(|e| io("renaming p_aux", e))?;
     Ok(SnapResult {
         sector_id: id,
         comm_d_new: hex::encode(root),

@@ -5,7 +5,7 @@
 //! ordinary one. A file is synced when its writer asks ([`OutputFile::sync_data`]): once when it
 //! is complete, and at PC2's checkpoints.
 
-use sealer_storage::{AlignedBuf, PAGE};
+use sealer_storage::{durable, AlignedBuf, PAGE};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -36,6 +36,7 @@ impl Job {
     /// [`OutputFile::wait`] never hangs.
     fn run(self) {
         let Job { file, offset, buf, len } = self;
+        durable::crash_point("pc2.write");
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| file.write(&buf.as_slice()[..len], offset)))
             .unwrap_or_else(|p| {
                 let why =
@@ -142,7 +143,9 @@ impl OutputFile {
     pub fn create(path: &Path, len: u64) -> io::Result<Self> {
         let f = File::create(path)?;
         f.set_len(len)?;
-        Self::from_file(path, f)
+        let out = Self::from_file(path, f)?;
+        durable::crash_point("pc2.create");
+        Ok(out)
     }
 
     /// Open an existing `path` for writing (a resumed run's).
@@ -153,6 +156,7 @@ impl OutputFile {
 
     /// An output file over `buffered`, opened for writing (and again with `O_DIRECT`).
     pub fn from_file(path: &Path, buffered: File) -> io::Result<Self> {
+        durable::track(path);
         let direct = OpenOptions::new().write(true).custom_flags(libc::O_DIRECT).open(path).ok();
         Ok(OutputFile {
             inner: Arc::new(Inner {
@@ -215,13 +219,19 @@ impl OutputFile {
     /// [`wait`](Self::wait), then make the data durable.
     pub fn sync_data(&self) -> io::Result<()> {
         self.wait()?;
-        self.inner.buffered.sync_data()
+        self.inner.buffered.sync_data()?;
+        durable::synced(&self.inner.path);
+        durable::crash_point("pc2.sync");
+        Ok(())
     }
 
     /// [`wait`](Self::wait), then make data and metadata durable.
     pub fn sync_all(&self) -> io::Result<()> {
         self.wait()?;
-        self.inner.buffered.sync_all()
+        self.inner.buffered.sync_all()?;
+        durable::synced(&self.inner.path);
+        durable::crash_point("pc2.sync");
+        Ok(())
     }
 }
 

@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod c1;
 pub mod porep;
 pub mod synth;

@@ -14,7 +14,7 @@ pub use geometry::{Geometry, Tuning};
 use sealer_config::{ApiVersion, BatchConfig};
 use sealer_error::SealerError;
 use sealer_graph::{GraphApi, Parents};
-use sealer_storage::{AlignedBuf, Devices, Extent, PageBackend, PageIo, Stripe, UringBackend, PAGE};
+use sealer_storage::{durable, AlignedBuf, Devices, Extent, PageBackend, PageIo, Stripe, UringBackend, PAGE};
 use std::path::{Path, PathBuf};
 
 /// comm_d and replica_id of every sector.
@@ -365,6 +365,7 @@ pub fn export_layers(cfg: &BatchConfig, out: &Path) -> Result<usize, SealerError
             let tmp = dir.join(format!("sc-02-data-layer-{layer}.dat.tmp"));
             let f =
                 std::fs::File::create(&tmp).map_err(|e| SealerError::io(&format!("creating {}", tmp.display()), e))?;
+            durable::track(&tmp);
             files.push((std::io::BufWriter::with_capacity(1 << 20, f), tmp, path));
         }
         let mut p = 0u64;
@@ -393,8 +394,11 @@ pub fn export_layers(cfg: &BatchConfig, out: &Path) -> Result<usize, SealerError
         }
         for (w, tmp, path) in files {
             let f = w.into_inner().map_err(|e| SealerError::io("flushing layer file", e.error()))?;
+            durable::crash_point("export.written");
             f.sync_all().map_err(|e| SealerError::io("syncing layer file", e))?;
-            std::fs::rename(&tmp, &path).map_err(|e| SealerError::io(&format!("renaming {}", tmp.display()), e))?;
+            durable::synced(&tmp);
+            durable::rename_only(&tmp, &path)
+                .map_err(|e| SealerError::io(&format!("renaming {}", tmp.display()), e))?;
         }
     }
     Ok(done)

@@ -144,6 +144,7 @@ impl Devices {
         let mut files = Vec::new();
         for p in paths {
             files.push(Self::open_one(p, bytes)?);
+            durable::track(p);
         }
         Ok(Arc::new(Devices { files, paths: paths.to_vec() }))
     }
@@ -596,7 +597,7 @@ impl PageBackend for UringBackend {
         self.run(&ext, true)
     }
     fn flush(&mut self) -> io::Result<()> {
-        for f in &self.devs.files {
+        for (f, p) in self.devs.files.iter().zip(&self.devs.paths) {
             // SAFETY: plain syscall on an fd that is open for the lifetime of `f` (owned by self.devs).
             let r = unsafe { libc::fdatasync(f.as_raw_fd()) };
             if r != 0 {
@@ -606,6 +607,7 @@ impl PageBackend for UringBackend {
                     return Err(e);
                 }
             }
+            durable::synced(p);
         }
         Ok(())
     }

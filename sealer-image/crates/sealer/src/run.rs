@@ -323,7 +323,8 @@ fn pc2_and_report(
     failed: &[sealer_data::SectorFailure],
 ) -> Result<(), SealerError> {
     let t = std::time::Instant::now();
-    let out = sealer_pc2::run_pc2_with(cfg, layer_files, Some(sink))?;
+    let audit = sealer_proofs::audit::Audit::new();
+    let out = sealer_pc2::run_pc2_with(cfg, layer_files, Some(sink), Some(&audit))?;
     let pc2_seconds = t.elapsed().as_secs_f64();
     let mut res = out.results;
     res.retain(|r| !cfg.fillers.contains(&r.sector_id));
@@ -490,11 +491,9 @@ fn gpu_device() -> Result<sealer_gpu::DeviceInfo, String> {
         .map(|g| g.info().clone())
 }
 
-/// Write `text` to `path` whole or not at all: a temporary file beside it, then a rename.
+/// Write `text` to `path` whole or not at all, and durably (synced, renamed, directory synced).
 fn write_atomically(path: &Path, text: &str) -> Result<(), SealerError> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|_| std::fs::rename(&tmp, path))
+    sealer_storage::durable::replace(path, text.as_bytes())
         .map_err(|e| SealerError::io(&format!("writing {}", path.display()), e))
 }
 
@@ -658,7 +657,8 @@ fn snap(path: &Path) -> Result<(serde_json::Value, sealer_config::SnapConfig), S
     if !sectors.is_empty() {
         let engine = sealer_pc2::engine::Engine::open(cfg.pc2_engine)?;
         let t = std::time::Instant::now();
-        for (s, r) in sectors.iter().zip(sealer_pc2::snap::encode_each(size, &sectors, &engine)) {
+        let audit = sealer_proofs::audit::Audit::new();
+        for (s, r) in sectors.iter().zip(sealer_pc2::snap::encode_each(size, &sectors, &engine, Some(&audit))) {
             match r {
                 Ok(r) => res.push(r),
                 // The device is every sector's.
@@ -682,10 +682,7 @@ fn snap(path: &Path) -> Result<(serde_json::Value, sealer_config::SnapConfig), S
     for f in &failed {
         entries.push(serde_json::json!({"sector_id": f.sector_id, "failed": f.reason, "failure_class": f.class}));
     }
-    let tmp = cfg.output_dir.join("results.json.tmp");
-    std::fs::write(&tmp, pretty(&v)).map_err(|e| SealerError::io("writing results.json", e))?;
-    std::fs::rename(&tmp, cfg.output_dir.join("results.json"))
-        .map_err(|e| SealerError::io("renaming results.json", e))?;
+    write_atomically(&cfg.output_dir.join("results.json"), &pretty(&v))?;
     Ok((v, cfg))
 }
 

@@ -1740,3 +1740,80 @@ fn out_sectors(json: &serde_json::Value, out: &Path, work: &Path) -> PathBuf {
     std::fs::remove_file(out.join("results.json")).unwrap();
     kept
 }
+
+/// Runs `sealer pc2` on `cfg` with the audit's seed fixed and `spoil` (if any) flipping one
+/// byte of the first sector's outputs before the audit reads them; the first sector must be
+/// failed by the audit (class `audit`, its files deleted) and the second sealed.
+fn assert_audit_fails_the_first_sector(cfg: &ConfigFile, json: &serde_json::Value, spoil: Option<&str>, why: &str) {
+    let mut c = cfg.cmd("pc2", &["--no-layer-files"]);
+    c.env(sealer_proofs::audit::SEED_ENV, "5");
+    if let Some(s) = spoil {
+        c.env(sealer_proofs::audit::SPOIL_ENV, s);
+    }
+    let o = c.output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{spoil:?}: {log}");
+    let res: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cfg = sealer_config::BatchConfig::from_json(&json.to_string()).unwrap();
+    let (first, second) = (cfg.sectors[0].sector_id, cfg.sectors[1].sector_id);
+    let entry = |id: u64| res["sectors"].as_array().unwrap().iter().find(|e| e["sector_id"] == id).cloned().unwrap();
+    let failed = entry(first);
+    assert_eq!(failed["failure_class"], "audit", "{spoil:?}: {res}\n{log}");
+    // `why`: the words the failure says, alternatives separated by `|`.
+    let said = failed["failed"].as_str().unwrap();
+    assert!(why.split('|').any(|w| said.contains(w)), "{spoil:?}: {failed}");
+    let p = sealer_config::sector_paths(&cfg, first);
+    assert!(!p.sealed.exists() && !p.cache.exists(), "{spoil:?}: the audited-out sector's files were kept");
+    assert!(entry(second)["comm_r"].is_string(), "{spoil:?}: {res}");
+    assert!(sealer_config::sector_paths(&cfg, second).cache.join("p_aux").exists());
+    // Ready for the next case: the sealed sector's outputs go too.
+    std::fs::remove_dir_all(cfg.output_dir.join(second.to_string())).unwrap();
+    std::fs::remove_file(cfg.output_dir.join("results.json")).unwrap();
+}
+
+/// Every sector answers WindowPoSt challenges and spot checks before it leaves PC2: one bit
+/// flipped in the replica, in tree-r-last or in tree-c between PC2's writes and the audit
+/// fails that sector (class `audit`, files deleted) and not the other, on either engine.
+#[test]
+fn the_audit_catches_a_flipped_bit_in_each_output_on_either_engine() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (_, mut json) = common::config(2048, 5, 2, common::random_seed("audit_outputs"), work.path(), 1);
+    let cpu = ConfigFile::write(work.path().join("cpu.json"), &json);
+    assert!(cpu.seal("pc1").status().unwrap().success());
+    json["pc2_engine"] = "gpu".into();
+    let gpu = ConfigFile::write(work.path().join("gpu.json"), &json);
+    for (engine, cfg) in [("cpu", &cpu), ("gpu", &gpu)] {
+        for (spoil, why) in [
+            // The PoSt challenge flipped may also be a spot-checked node.
+            ("replica", "WindowPoSt|the replica's node"),
+            ("tree-r-last", "WindowPoSt"),
+            ("tree-c", "tree-c's leaf"),
+        ] {
+            eprintln!("{engine}: {spoil}");
+            assert_audit_fails_the_first_sector(cfg, &json, Some(spoil), why);
+        }
+    }
+}
+
+/// A label flipped in the slot after PC1 and before PC2 makes outputs that agree with each
+/// other and with their CommR; only recomputing the label from its parents shows it. The
+/// audit's spot check does, at its first node.
+#[test]
+fn the_audit_catches_a_layer_damaged_before_pc2() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (cfg, json) = common::config(8 << 20, 6, 2, common::random_seed("audit_layer"), work.path(), 1);
+    let file = ConfigFile::write(work.path().join("c.json"), &json);
+    assert!(file.seal("pc1").status().unwrap().success());
+    let g = sealer_slot::geometry(&cfg, sealer_slot::Tuning::default());
+    let v = sealer_proofs::audit::spot_nodes(&sealer_proofs::audit::seed_of(5), g.nodes)[0];
+    let (dev, off) = sealer_slot::stripe(&cfg, &g).locate(2, v / g.npp);
+    let at = off + (v % g.npp) * g.row as u64;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(&cfg.layers.paths[dev]).unwrap();
+    let mut b = [0u8; 1];
+    std::os::unix::fs::FileExt::read_exact_at(&f, &mut b, at).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[b[0] ^ 1], at).unwrap();
+    drop(f);
+    assert_audit_fails_the_first_sector(&file, &json, None, &format!("layer 2's label at node {v} does not match"));
+}

@@ -56,7 +56,8 @@ fn snap_case(sector_size: u64, proof_id: u64, seed: u64, layouts: &[&[usize]], e
         });
     }
     let engine = Engine::open(engine).expect("the engine's device");
-    let ours = encode_sectors(sector_size, &sectors, &engine).expect("snap encode");
+    let audit = sealer_proofs::audit::Audit::new();
+    let ours = encode_sectors(sector_size, &sectors, &engine, Some(&audit)).expect("snap encode");
 
     for (i, s) in sectors.iter().enumerate() {
         assert_eq!(ours[i].comm_r_old, sealed[i].comm_r, "comm_r_old of sector {i}");
@@ -86,7 +87,7 @@ fn snap_case(sector_size: u64, proof_id: u64, seed: u64, layouts: &[&[usize]], e
     bad.sector.comm_d = Some([7; 32]);
     bad.replica = work.path().join("bad/sealed");
     bad.cache = work.path().join("bad/cache");
-    let e = encode_sectors(sector_size, &[bad.clone()], &engine).unwrap_err();
+    let e = encode_sectors(sector_size, &[bad.clone()], &engine, None).unwrap_err();
     assert_eq!(e.exit_code(), 7, "{e}");
     assert!(e.to_string().contains(&format!("sector {}", bad.sector.sector_id)), "{e}");
     assert!(!bad.replica.exists() && !work.path().join("bad/sealed.tmp").exists());
