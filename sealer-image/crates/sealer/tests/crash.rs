@@ -218,3 +218,50 @@ fn the_full_crash_matrix() {
         }
     }
 }
+
+/// PC1 and PC2 stopped and continued every 50 ms (SIGSTOP/SIGCONT, as a debugger, a job
+/// control shell or the cgroup freezer do) finish byte-identical to an undisturbed run.
+#[test]
+fn a_seal_under_a_sigstop_sigcont_storm_is_byte_identical() {
+    let sc = Scenario::new(8 << 20, "cpu");
+    sc.wipe();
+    let whole = sc.batch(&[]);
+    assert!(whole.status.success(), "{}", String::from_utf8_lossy(&whole.stderr));
+    let (want_files, want_results) = (sc.outputs(), sc.results());
+    sc.wipe();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sealer"))
+        .args(["batch", "--quiet", "--allow-portable-hash", "--config"])
+        .arg(&sc.config)
+        .env("SEALER_TEST_SLOW_CHUNK_US", "0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let pause = std::time::Duration::from_millis(50);
+    let mut stops = 0;
+    // Signalled only while not reaped: the pid cannot be another process's.
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        // SAFETY: plain kill(2) of our own child, which exists until try_wait reaps it.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        stops += 1;
+        std::thread::sleep(pause);
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        std::thread::sleep(pause);
+    };
+    let mut log = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut log).unwrap();
+    assert!(status.success(), "after {stops} stops: {log}");
+    assert!(stops > 10, "only {stops} stops: the storm did not cover the seal");
+    let got = sc.outputs();
+    assert_eq!(got.keys().collect::<Vec<_>>(), want_files.keys().collect::<Vec<_>>());
+    for (f, bytes) in &want_files {
+        assert!(got[f] == *bytes, "{} differs after {stops} stops", f.display());
+    }
+    assert_eq!(sc.results(), want_results);
+    eprintln!("BENCH sigstop storm: {stops} stops of 50 ms, outputs byte-identical");
+}
