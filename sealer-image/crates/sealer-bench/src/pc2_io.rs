@@ -262,7 +262,7 @@ fn read_as_pc2(cfg: &BatchConfig, range: u64, request_bytes: usize) -> Result<(u
     rd.set_request_bytes(request_bytes).map_err(|e| e.to_string())?;
     let all: Vec<&AlignedBuf> = bufs.iter().collect();
     // SAFETY: `bufs` is declared before `rd` (dropped after it) and its buffers never move.
-    let registered = unsafe { rd.register_buffers(&all) };
+    let registered = unsafe { rd.register_buffers(&all) }.is_ok();
     log::info!("pc2-io: reading with {} KiB requests, buffers registered: {registered}", request_bytes >> 10);
     let (c0, t0) = (cpu_now(), Instant::now());
     let mut bytes = 0u64;

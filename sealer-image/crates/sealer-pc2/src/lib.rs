@@ -24,6 +24,7 @@
 pub mod bounds;
 mod checkpoint;
 pub mod engine;
+mod finish;
 mod losses;
 pub mod outputs;
 pub mod shaped;
@@ -726,8 +727,8 @@ fn run(
     let mut rd = LayerReader::open(cfg)?;
     let all: Vec<&AlignedBuf> = sets.iter().flatten().collect();
     // SAFETY: `sets` is declared before `rd` (dropped after it) and its buffers never move.
-    if !unsafe { rd.register_buffers(&all) } {
-        log::info!("PC2 reads into unregistered buffers (RLIMIT_MEMLOCK too small to register them with io_uring)");
+    if let Err(why) = unsafe { rd.register_buffers(&all) } {
+        log::info!("PC2 reads into unregistered buffers: io_uring refused to register them ({why})");
     }
     // Declared after the buffers, so dropped before them: the devices may still read them.
     let parts = match &engine {
@@ -1029,135 +1030,8 @@ fn run(
         }
     }
 
-    // tree-d from the data (the CC tree for CC sectors), all sectors at once; each root must be
-    // the comm_d the replica id was made with, or the data changed under the batch.
-    let t_d = Instant::now();
-    let mut tree_d_roots: Vec<Option<Result<[u8; 32], sealer_data::DataError>>> = cfg
-        .sectors
-        .par_iter()
-        .zip(caches.par_iter())
-        .enumerate()
-        .map(|(s, (sec, cache))| {
-            (!losses.is_lost(s))
-                .then(|| sealer_data::write_tree_d(sec, cfg.sector_size, &cache.join("sc-02-data-tree-d.dat.tmp")))
-        })
-        .collect();
-    bd.tree_d = t_d.elapsed().as_secs_f64();
-    let mut results = Vec::new();
-    for (s, sec) in cfg.sectors.iter().enumerate() {
-        let root = match tree_d_roots[s].take() {
-            None => continue,
-            Some(Ok(root)) => root,
-            Some(Err(e)) => {
-                let f = sealer_data::SectorFailure::of(sec.sector_id, e);
-                losses.give_up(s, f.class, f.reason);
-                continue;
-            }
-        };
-        if root != cds[s] {
-            let why = format!(
-                "its data now has comm_d {} but it was labelled under {}: the staged file changed during the batch; stage it again and seal it in another batch",
-                hex::encode(root),
-                hex::encode(cds[s])
-            );
-            losses.give_up(s, "data-mismatch", why);
-            continue;
-        }
-        let comm_c = combine_roots(&roots_c[s]);
-        let comm_r_last = combine_roots(&roots_r[s]);
-        let comm_r = poseidon2(comm_c, comm_r_last);
-        let cache = &caches[s];
-        let aux = (|| {
-            replicas[s].as_ref().expect("a sector not given up has its replica").sync_all()?;
-            let abs = std::fs::canonicalize(cache)?;
-            durable::write_synced(&cache.join("t_aux.tmp"), &t_aux_bytes(&abs, g.nodes, layers, cfg.sector_size))?;
-            let mut paux = Vec::with_capacity(64);
-            paux.extend_from_slice(&fr_bytes(&comm_c));
-            paux.extend_from_slice(&fr_bytes(&comm_r_last));
-            durable::write_synced(&cache.join("p_aux.tmp"), &paux)
-        })();
-        if let Err(e) = aux {
-            losses.io(s, &format!("writing its t_aux and p_aux in {}", cache.display()), e);
-            continue;
-        }
-        results.push(SectorResult {
-            sector_id: sec.sector_id,
-            replica_id: hex::encode(rids[s]),
-            comm_d: hex::encode(cds[s]),
-            comm_c: hex::encode(fr_bytes(&comm_c)),
-            comm_r_last: hex::encode(fr_bytes(&comm_r_last)),
-            comm_r: hex::encode(fr_bytes(&comm_r)),
-        });
-    }
-    if let Some(e) = losses.all_lost() {
-        return Err(e);
-    }
-    // Every sector answers its audit before anything of it is renamed into place.
-    if let Some(audit) = audit {
-        let t_a = Instant::now();
-        let written: Vec<SealedOutputs> = results
-            .iter()
-            .filter_map(|r| {
-                let s = cfg.sectors.iter().position(|x| x.sector_id == r.sector_id)?;
-                Some(SealedOutputs {
-                    index: s,
-                    replica: tmp_of(&sector_paths(cfg, r.sector_id).sealed),
-                    cache: caches[s].clone(),
-                    comm_c: unhex32(&r.comm_c),
-                    comm_r_last: unhex32(&r.comm_r_last),
-                    comm_r: unhex32(&r.comm_r),
-                })
-            })
-            .collect();
-        for (o, verdict) in written.iter().zip(audit.audit(cfg, &written)) {
-            if let Err(f) = verdict {
-                losses.give_up(o.index, f.class, f.reason);
-            }
-        }
-        bd.audit = t_a.elapsed().as_secs_f64();
-        if let Some(e) = losses.all_lost() {
-            return Err(e);
-        }
-    }
-    // The export keeps the checkpoint: a failure there (ENOSPC) resumes after every tree.
-    if export_layers {
-        export_into_caches(cfg, &caches, |s| losses.is_lost(s))?;
-    }
-    // Every output is written and synced under its .tmp name; from the first rename on, a
-    // restart starts PC2 again.
-    checkpoint::remove(&cfg.output_dir)?;
-    for (s, sec) in cfg.sectors.iter().enumerate() {
-        if losses.is_lost(s) {
-            continue;
-        }
-        let sealed = sector_paths(cfg, sec.sector_id).sealed;
-        let renamed = rename_tmp(&caches[s]).and_then(|()| durable::rename(&tmp_of(&sealed), &sealed));
-        if let Err(e) = renamed.and_then(|()| {
-            // The replica is in place: a failure from here leaves it this run's to delete.
-            // p_aux last: a cache directory with p_aux is complete, and durable.
-            durable::rename(&caches[s].join("p_aux.tmp"), &caches[s].join("p_aux")).inspect_err(|_| {
-                let _ = std::fs::remove_file(&sealed);
-            })
-        }) {
-            losses.io(s, "renaming its outputs", e);
-        }
-    }
-    if let Some(e) = losses.all_lost() {
-        return Err(e);
-    }
-    // A sector given up leaves nothing behind: its outputs would pass for a sealed sector's.
-    let failed = losses.failures();
-    results.retain(|r| !failed.iter().any(|f| f.sector_id == r.sector_id));
-    for (s, sec) in cfg.sectors.iter().enumerate() {
-        // Only the batch's own: a path PC2 could not open is not its to delete.
-        if losses.is_lost(s) && ours[s] {
-            let _ = std::fs::remove_file(tmp_of(&sector_paths(cfg, sec.sector_id).sealed));
-            let _ = std::fs::remove_dir_all(&caches[s]);
-        }
-    }
-    let summary = serde_json::json!({ "sectors": results });
-    durable::replace(&cfg.output_dir.join("results.json"), serde_json::to_string_pretty(&summary).unwrap().as_bytes())
-        .map_err(|e| io("writing results.json", e))?;
+    let hashed = finish::Hashed { caches, replicas, ours, roots_c, roots_r, rids, cds, nodes: g.nodes };
+    let (results, failed) = finish::finish(cfg, hashed, &mut losses, export_layers, audit, &mut bd)?;
     prog.finish();
     sink.publish(&prog);
     bd.total = started.elapsed().as_secs_f64();
@@ -1317,8 +1191,11 @@ fn export_into_caches(cfg: &BatchConfig, caches: &[PathBuf], lost: impl Fn(usize
     for (s, sec) in cfg.sectors.iter().enumerate().filter(|(s, _)| !lost(*s)) {
         for l in 1..=cfg.num_layers() {
             let name = format!("sc-02-data-layer-{l}.dat");
-            std::fs::rename(scratch.join(sec.sector_id.to_string()).join(&name), caches[s].join(format!("{name}.tmp")))
-                .map_err(|e| io("moving layer file", e))?;
+            durable::rename_only(
+                &scratch.join(sec.sector_id.to_string()).join(&name),
+                &caches[s].join(format!("{name}.tmp")),
+            )
+            .map_err(|e| io("moving layer file", e))?;
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);

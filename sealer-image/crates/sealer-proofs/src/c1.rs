@@ -196,9 +196,8 @@ fn commit_and_clear(
     };
     let c1 = with_shape!(cfg.sector_size, commit_phase1_json, &input)
         .with_context(|| format!("sector {}: seal_commit_phase1", s.sector_id))?;
-    let tmp = cache.join(format!("{C1_OUTPUT_FILE}.tmp"));
-    std::fs::write(&tmp, c1).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &out).with_context(|| format!("renaming {}", tmp.display()))?;
+    // Synced, renamed and its directory synced before the layers it came from are removed.
+    sealer_storage::durable::replace(&out, &c1).with_context(|| format!("writing {}", out.display()))?;
     for l in layers {
         std::fs::remove_file(l).with_context(|| format!("removing {}", l.display()))?;
     }

@@ -256,19 +256,31 @@ impl LayerReader {
     }
 
     /// Register long-lived buffers (PC2's range buffers) with every ring, for reads without a
-    /// per-request page pinning; true when the rings took them (RLIMIT_MEMLOCK allowing).
+    /// per-request page pinning; Err with the kernel's reason when a ring refused them (reads
+    /// then go through plain buffers).
     ///
     /// # Safety
     /// Every buffer must stay allocated and unmoved until this reader is dropped.
-    pub unsafe fn register_buffers(&mut self, bufs: &[&AlignedBuf]) -> bool {
+    pub unsafe fn register_buffers(&mut self, bufs: &[&AlignedBuf]) -> Result<(), String> {
         let regions: Vec<(*mut u8, usize)> = bufs.iter().map(|b| (b.as_mut_ptr(), b.len())).collect();
+        let bytes: usize = regions.iter().map(|r| r.1).sum();
         // Every ring is offered them, whether or not an earlier one took them.
-        let mut all = true;
+        let mut refused = None;
         for r in &mut self.rings {
             // SAFETY: forwarded: the caller keeps the buffers alive and in place as long as self.
-            all &= unsafe { r.register_buffers(&regions) };
+            if !unsafe { r.register_buffers(&regions) } && refused.is_none() {
+                refused = r.register_error().map(|e| match e.kind() {
+                    std::io::ErrorKind::OutOfMemory => {
+                        format!(
+                            "{e}: RLIMIT_MEMLOCK is below the {} MiB of buffers; raise the pod's memlock limit",
+                            bytes >> 20
+                        )
+                    }
+                    _ => format!("{e} ({} buffers, {} MiB)", regions.len(), bytes >> 20),
+                });
+            }
         }
-        all
+        refused.map_or(Ok(()), Err)
     }
 
     /// Run `ext` (already planned), each device's requests on its ring, the devices at once.

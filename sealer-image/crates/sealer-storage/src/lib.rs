@@ -394,6 +394,8 @@ pub struct UringBackend {
     /// The devices' descriptors are registered with the ring (fixed files: no per-request
     /// descriptor lookup).
     fixed_files: bool,
+    /// Why io_uring refused the last buffers offered to [`PageBackend::register_buffers`].
+    register_error: Option<io::Error>,
 }
 
 impl UringBackend {
@@ -403,11 +405,18 @@ impl UringBackend {
         let fds: Vec<i32> = (0..devs.files.len()).map(|i| devs.fd(i)).collect();
         // Fixed files index the ring's table by device number; plain descriptors when refused.
         let fixed_files = ring.submitter().register_files(&fds).is_ok();
-        Ok(UringBackend { ring, devs, depth: depth as usize, registered: Vec::new(), fixed_files })
+        Ok(UringBackend {
+            ring,
+            devs,
+            depth: depth as usize,
+            registered: Vec::new(),
+            fixed_files,
+            register_error: None,
+        })
     }
 
     fn run(&mut self, reqs: &dyn Requests, write: bool) -> io::Result<()> {
-        let UringBackend { ring, devs, depth, registered, fixed_files } = self;
+        let UringBackend { ring, devs, depth, registered, fixed_files, .. } = self;
         let target = |dev: usize| if *fixed_files { Target::Fixed(dev as u32) } else { Target::Fd(devs.fd(dev)) };
         let count = reqs.count();
         let mut next = 0usize;
@@ -624,10 +633,24 @@ impl PageBackend for UringBackend {
         match self.ring.submitter().register_buffers(&iov) {
             Ok(()) => {
                 self.registered = regions.iter().map(|&(p, l)| (p as usize, l)).collect();
+                self.register_error = None;
                 true
             }
-            Err(_) => false, // e.g. RLIMIT_MEMLOCK too small: plain reads/writes still work
+            // Plain reads and writes still work; the caller says why (register_error).
+            Err(e) => {
+                self.register_error = Some(e);
+                false
+            }
         }
+    }
+}
+
+impl UringBackend {
+    /// Why io_uring refused the last buffers offered to it (None: they were taken, or none
+    /// were offered): ENOMEM when RLIMIT_MEMLOCK is smaller than them, EINVAL for a region the
+    /// kernel does not take (too large, or more regions than it allows), or another errno.
+    pub fn register_error(&self) -> Option<&io::Error> {
+        self.register_error.as_ref()
     }
 }
 

@@ -17,7 +17,12 @@ fn main() -> ExitCode {
     // facade to stderr; RUST_LOG sets the level (default info).
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     match run::run(cli::Cli::parse().cmd) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            // Tests: a power loss right after exit 0 (with lost writes, every output must be
+            // synced by now).
+            sealer_storage::durable::crash_point("sealer.exit");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("sealer: {e}");
             ExitCode::from(e.exit_code() as u8)

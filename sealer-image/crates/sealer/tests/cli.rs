@@ -1817,3 +1817,59 @@ fn the_audit_catches_a_layer_damaged_before_pc2() {
     drop(f);
     assert_audit_fails_the_first_sector(&file, &json, None, &format!("layer 2's label at node {v} does not match"));
 }
+
+/// A label that is not a field element (a damaged layer page PC1's digests did not sample)
+/// gives its sector up with a reason, never a panic (exit 101, which the operator retries
+/// without end); the other sector is sealed.
+#[test]
+fn a_label_that_is_not_a_field_element_fails_its_sector_not_the_run() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (cfg, json) = common::config(8 << 20, 6, 2, common::random_seed("bad_label"), work.path(), 1);
+    let file = ConfigFile::write(work.path().join("c.json"), &json);
+    assert!(file.seal("pc1").status().unwrap().success());
+    let g = sealer_slot::geometry(&cfg, sealer_slot::Tuning::default());
+    // Page 100 of layer 1: not one of the pages the resume digests sample.
+    let v = 100 * g.npp + 3;
+    let (dev, off) = sealer_slot::stripe(&cfg, &g).locate(1, v / g.npp);
+    let f = std::fs::OpenOptions::new().write(true).open(&cfg.layers.paths[dev]).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[0xff; 32], off + (v % g.npp) * g.row as u64).unwrap();
+    drop(f);
+    let o = file.cmd("pc2", &["--no-layer-files"]).output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{log}");
+    let res: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let first =
+        &res["sectors"].as_array().unwrap().iter().find(|e| e["sector_id"] == cfg.sectors[0].sector_id).unwrap();
+    assert_eq!(first["failure_class"], "io", "{res}");
+    assert!(first["failed"].as_str().unwrap().contains(&format!("not a field element at node {v}")), "{res}");
+    let second =
+        &res["sectors"].as_array().unwrap().iter().find(|e| e["sector_id"] == cfg.sectors[1].sector_id).unwrap();
+    assert!(second["comm_r"].is_string(), "{res}");
+}
+
+/// A layer export that fails after every tree is hashed (here its scratch directory is in the
+/// way; in production ENOSPC) keeps the checkpoint that says so: the run after it does not
+/// hash the trees again, and ends with the outputs of an uninterrupted run.
+#[test]
+fn a_failed_layer_export_resumes_after_the_trees() {
+    common::init();
+    let work = tempfile::tempdir().unwrap();
+    let (_, json) = common::config(8 << 20, 6, 1, common::random_seed("failed_export"), work.path(), 1);
+    let cfg = ConfigFile::write(work.path().join("c.json"), &json);
+    assert!(cfg.seal("pc1").status().unwrap().success());
+    assert!(cfg.cmd("pc2", &[]).status().unwrap().success());
+    let out = work.path().join("out");
+    let whole = out_sectors(&json, &out, work.path());
+    std::fs::write(out.join(".layer-export"), b"in the way").unwrap();
+    let o = cfg.cmd("pc2", &[]).output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{log}");
+    assert!(out.join("pc2-checkpoint.json").exists(), "the checkpoint went with the failed export");
+    std::fs::remove_file(out.join(".layer-export")).unwrap();
+    let o = cfg.cmd("pc2", &[]).output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && log.contains("PC2 resumes with every base tree finished"), "{log}");
+    assert!(!out.join("pc2-checkpoint.json").exists());
+    assert_same_outputs(&whole, &out_sectors(&json, &out, work.path()));
+}

@@ -114,7 +114,9 @@ fn matrix(sc: &Scenario, pick: fn(u64) -> Vec<u64>, modes: &[bool]) -> (BTreeMap
     let log = String::from_utf8_lossy(&whole.stderr);
     assert!(whole.status.success(), "{log}");
     let all = points(&log);
-    for want in ["pc1.layer-flushed", "pc2.create", "pc2.write", "pc2.sync", "pc2.checkpoint", "durable.rename"] {
+    for want in
+        ["pc1.layer-flushed", "pc2.create", "pc2.write", "pc2.sync", "pc2.checkpoint", "durable.rename", "sealer.exit"]
+    {
         assert!(all.contains_key(want), "no crash point {want} in {all:?}");
     }
     let (want_files, want_results) = (sc.outputs(), sc.results());
@@ -141,6 +143,26 @@ fn matrix(sc: &Scenario, pick: fn(u64) -> Vec<u64>, modes: &[bool]) -> (BTreeMap
                 );
                 if lose {
                     sealer_storage::durable::restore_synced(&lost).unwrap();
+                    if name == "sealer.exit" {
+                        // A power loss after exit 0: every output is one the sealer tracks
+                        // (written through its durable steps), and was synced before it.
+                        let index = std::fs::read_to_string(lost.join("index")).unwrap();
+                        let tracked: Vec<&str> =
+                            index.lines().filter_map(|l| l.split_once('\t')).map(|x| x.1).collect();
+                        for f in want_files.keys() {
+                            let p = sc.out.join(f);
+                            assert!(
+                                tracked.contains(&p.to_str().unwrap()),
+                                "{case}: {} is written outside the durable steps",
+                                p.display()
+                            );
+                        }
+                        let got = sc.outputs();
+                        for (f, bytes) in &want_files {
+                            assert!(got.get(f) == Some(bytes), "{case}: {} was not synced before exit 0", f.display());
+                        }
+                        assert_eq!(sc.results(), want_results, "{case}: results.json not synced before exit 0");
+                    }
                 }
                 let again = sc.batch(&[]);
                 let log = String::from_utf8_lossy(&again.stderr);

@@ -467,6 +467,7 @@ pub fn write_in_chunks(
     } else {
         let _ = std::fs::remove_file(&ckpt_path);
         let f = File::create(&partial).with_context(|| format!("creating {}", partial.display()))?;
+        sealer_storage::durable::track(&partial);
         f.write_all_at(&header, 0)?;
         f
     };
@@ -489,18 +490,15 @@ pub fn write_in_chunks(
         })?;
         file.write_all_at(&buf, 96 + (range.start * rb) as u64)?;
         file.sync_data()?;
+        sealer_storage::durable::synced(&partial);
         done = range.end;
-        let tmp = side(&ckpt_path, ".tmp");
-        std::fs::write(&tmp, serde_json::to_vec(&want(done))?)?;
-        std::fs::rename(&tmp, &ckpt_path)?;
+        sealer_storage::durable::replace(&ckpt_path, &serde_json::to_vec(&want(done))?)?;
         progress(done, challenges.len())?;
     }
     file.sync_all()?;
-    std::fs::rename(&partial, out).with_context(|| format!("naming {}", out.display()))?;
+    sealer_storage::durable::synced(&partial);
+    sealer_storage::durable::rename(&partial, out).with_context(|| format!("naming {}", out.display()))?;
     let _ = std::fs::remove_file(&ckpt_path);
-    if let Some(dir) = out.parent() {
-        File::open(dir)?.sync_all()?;
-    }
     Ok(Written { challenges: challenges.len(), resumed: kept, bytes: 96 + (challenges.len() * rb) as u64 })
 }
 
