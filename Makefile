@@ -92,7 +92,7 @@ test-sealer: ## Rust sealer tests, including the rust-fil-proofs oracle.
 
 .PHONY: test-crash
 test-crash: ## The full crash-point matrix (every point, with and without lost writes, both PC2 engines: every pass at 2 KiB, first/middle/last at 8 MiB); make test runs its 2 KiB share.
-	cd sealer-image && cargo test --release --locked --test crash -- --ignored --nocapture the_full_crash_matrix
+	cd sealer-image && cargo test --release --locked --test crash -- --ignored --nocapture --test-threads 1 full_crash_matrix
 
 .PHONY: test-gpu-bench
 test-gpu-bench: ## The prepared GPU measurement (hack/gpu-bench.sh) end to end at test sizes on pocl's CPU OpenCL device: pack, run --quick, gpu-run.json.
