@@ -65,7 +65,13 @@ func TestSealerPodsRunInTheOperatorsNamespace(t *testing.T) {
 	h.setPod(pod, corev1.PodRunning, 0, "")
 	h.waitPhase(tenant, "b", sealv1.PhasePC1)
 	h.setPod(pod, corev1.PodSucceeded, 0, results(b))
-	h.waitPhase(tenant, "b", sealv1.PhaseCompleted)
+	// Released first: the slot is recorded dirty only then, and a scrub wait before it finds
+	// nothing to scrub and leaves the slot dirty for good (the claim below would never place).
+	h.eventually("completed and released", func() (bool, string) {
+		got := h.batch(tenant, "b")
+		r := condition(got, sealv1.CondReleased)
+		return got.Status.Phase == sealv1.PhaseCompleted && r != nil && r.Status == "True", got.Status.Message
+	})
 	h.succeedScrubs("node-h")
 
 	claim := h.newBatch(tenant, "claim", 1, func(b *sealv1.SealBatch) {
