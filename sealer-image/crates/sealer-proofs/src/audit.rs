@@ -191,6 +191,11 @@ fn tree_file(o: &SealedOutputs, kind: &str, k: usize, t: usize) -> PathBuf {
 
 fn read_node(f: &Path, at: u64) -> Result<[u8; 32], String> {
     let file = std::fs::File::open(f).map_err(|e| format!("{}: {e}", f.display()))?;
+    read_node_of(&file, f, at)
+}
+
+/// Node at byte `at` of `file`, open (named `f` in errors).
+fn read_node_of(file: &std::fs::File, f: &Path, at: u64) -> Result<[u8; 32], String> {
     let mut b = [0u8; 32];
     file.read_exact_at(&mut b, at).map_err(|e| format!("{} at byte {at}: {e}", f.display()))?;
     Ok(b)
@@ -281,7 +286,8 @@ fn column_check(cfg: &BatchConfig, o: &SealedOutputs, rows: &[Vec<u8>], v: u64) 
     let f = tree_file(o, "tree-c", k, t);
     let leaf = if col.len() == 2 { poseidon2(col[0], col[1]) } else { poseidon11(&col) };
     let mut node = fr_bytes(&leaf);
-    if read_node(&f, i * 32)? != node {
+    let file = std::fs::File::open(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+    if read_node_of(&file, &f, i * 32)? != node {
         return Err(format!("tree-c's leaf of node {v} is not the hash of its column"));
     }
     // Up the tree: each group of 8 hashes to its parent in the file.
@@ -290,7 +296,7 @@ fn column_check(cfg: &BatchConfig, o: &SealedOutputs, rows: &[Vec<u8>], v: u64) 
         let group = i & !7;
         let kids: Vec<Fr> = (0..8)
             .map(|c| {
-                let b = read_node(&f, level_off + (group + c) * 32)?;
+                let b = read_node_of(&file, &f, level_off + (group + c) * 32)?;
                 field(&b, || format!("tree-c node {} of a level of {size}", group + c))
             })
             .collect::<Result<_, _>>()?;
@@ -298,7 +304,7 @@ fn column_check(cfg: &BatchConfig, o: &SealedOutputs, rows: &[Vec<u8>], v: u64) 
         level_off += size * 32;
         size /= 8;
         i /= 8;
-        if read_node(&f, level_off + i * 32)? != node {
+        if read_node_of(&file, &f, level_off + i * 32)? != node {
             return Err(format!("tree-c's path from node {v} does not hash to its stored parent"));
         }
     }

@@ -106,7 +106,8 @@ fn armed() -> Option<&'static (String, u64)> {
 /// test can enumerate every point a run passes.
 pub fn crash_point(name: &str) {
     static PASSES: AtomicU64 = AtomicU64::new(0);
-    if std::env::var_os("SEALER_TEST_CRASH_LIST").is_some() {
+    static LIST: OnceLock<bool> = OnceLock::new();
+    if *LIST.get_or_init(|| std::env::var_os("SEALER_TEST_CRASH_LIST").is_some()) {
         eprintln!("crash point: {name}");
     }
     let Some((want, n)) = armed() else { return };
