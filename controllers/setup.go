@@ -42,6 +42,8 @@ type Options struct {
 	MemoryBase        string
 	// SealerPriorityClass names the PriorityClass of sealer pods ("" = cluster default).
 	SealerPriorityClass string
+	// SealerRuntimeClass names the RuntimeClass of sealer and C1 pods ("" = the default runtime).
+	SealerRuntimeClass string
 	MemoryPerSector     string
 	ProgressInterval    time.Duration
 	ReleaseTimeout      time.Duration
@@ -80,6 +82,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.SealerHostNetwork, "sealer-host-network", false, "run sealer pods on the host network (nodes without pod networking)")
 	fs.IntVar(&o.SealerMetricsPort, "sealer-metrics-port", 9464, "port of the sealer's /metrics and /progress; with host networking, slot i uses port+i")
 	fs.StringVar(&o.SealerMetricsAddr, "sealer-metrics-address", "", "address the sealer's metrics port listens on (empty: all addresses of the pod; use the node's scrape address, e.g. 127.0.0.1, with host networking)")
+	fs.StringVar(&o.SealerRuntimeClass, "sealer-runtime-class", "", "RuntimeClass of sealer and C1 pods (empty: containerd's default runtime); name the NVIDIA container runtime's class where it is not the default, or GPU batches see no driver")
 	fs.StringVar(&o.SealerPriorityClass, "sealer-priority-class", "", "PriorityClass of sealer pods (empty: the cluster default); give one above your preemptible workloads so a preemption does not kill a multi-hour PC1")
 	fs.StringVar(&o.MemoryBase, "sealer-memory-base", "2Gi", "memory (besides hugepages) every sealer pod starts from; at most 1Gi for 2KiB and 8MiB sectors")
 	fs.StringVar(&o.MemoryPerSector, "sealer-memory-per-sector", "256Mi", "memory added per sector of the batch")
@@ -139,7 +142,7 @@ func (o *Options) podOptions() (render.PodOptions, error) {
 		Image: o.SealerImage, ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
 		HostNetwork: o.SealerHostNetwork, MemoryBase: base, MemoryPerSector: per,
 		MetricsPort: o.SealerMetricsPort, MetricsAddress: o.SealerMetricsAddr,
-		PriorityClassName: o.SealerPriorityClass, PullSecrets: o.pullSecrets(), HelperImage: o.ScrubImage,
+		PriorityClassName: o.SealerPriorityClass, RuntimeClassName: o.SealerRuntimeClass, PullSecrets: o.pullSecrets(), HelperImage: o.ScrubImage,
 		Home: render.Home{Namespace: o.SealerNamespace},
 	}, nil
 }

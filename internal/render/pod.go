@@ -143,6 +143,9 @@ type PodOptions struct {
 	MetricsAddress string
 	// PriorityClassName of sealer pods ("" = the cluster default).
 	PriorityClassName string
+	// RuntimeClassName of sealer and C1 pods ("" = containerd's default runtime): the NVIDIA
+	// container runtime's class where it is not the default, so GPU batches see the driver.
+	RuntimeClassName string
 	// PullSecrets name the image pull secrets of sealer and scrub pods (they must exist in
 	// each batch namespace).
 	PullSecrets []string
@@ -359,6 +362,7 @@ func Pod(in PodInput, o PodOptions) *corev1.Pod {
 			HostNetwork:                   o.HostNetwork,
 			Tolerations:                   tolerations,
 			PriorityClassName:             o.PriorityClassName,
+			RuntimeClassName:              nonEmpty(o.RuntimeClassName),
 			ImagePullSecrets:              pullSecrets(o.PullSecrets),
 			TerminationGracePeriodSeconds: ptr.To[int64](30),
 			AutomountServiceAccountToken:  ptr.To(false),
@@ -554,3 +558,11 @@ func resourceMilli(m int64) resource.Quantity {
 }
 
 func resourceMi(mi int64) resource.Quantity { return *resource.NewQuantity(mi<<20, resource.BinarySI) }
+
+// nonEmpty is s as an optional field: nil when empty, so the API server's default applies.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -307,7 +307,8 @@ func TestPodPrivilegeFollowsDeviceMode(t *testing.T) {
 }
 
 // Every attempt's pod is covered by the batch's disruption budget, which allows no eviction;
-// the pod carries the operator's priority class and pull secrets (the scrub pod too).
+// the pod carries the operator's priority class, runtime class and pull secrets (the scrub
+// pod its pull secrets too).
 func TestDisruptionBudgetPriorityAndPullSecrets(t *testing.T) {
 	b := testBatch()
 	pdb := DisruptionBudget(b, Home{})
@@ -318,6 +319,10 @@ func TestDisruptionBudgetPriorityAndPullSecrets(t *testing.T) {
 	o := podOpts()
 	o.PriorityClassName = "sealfleet-sealer"
 	o.PullSecrets = []string{"reg-a", "reg-b"}
+	if p := Pod(PodInput{Batch: b, Node: "n1", Attempt: 1, CPUs: 2}, o); p.Spec.RuntimeClassName != nil {
+		t.Errorf("runtime class %q set though none was given (the default runtime must apply)", *p.Spec.RuntimeClassName)
+	}
+	o.RuntimeClassName = "nvidia"
 	for attempt := int32(1); attempt <= 3; attempt++ {
 		p := Pod(PodInput{Batch: b, Node: "n1", Attempt: attempt, CPUs: 2}, o)
 		if !sel.Matches(labels.Set(p.Labels)) {
@@ -325,6 +330,9 @@ func TestDisruptionBudgetPriorityAndPullSecrets(t *testing.T) {
 		}
 		if p.Spec.PriorityClassName != "sealfleet-sealer" {
 			t.Errorf("priority class %q", p.Spec.PriorityClassName)
+		}
+		if p.Spec.RuntimeClassName == nil || *p.Spec.RuntimeClassName != "nvidia" {
+			t.Errorf("runtime class %v", p.Spec.RuntimeClassName)
 		}
 		if len(p.Spec.ImagePullSecrets) != 2 || p.Spec.ImagePullSecrets[1].Name != "reg-b" {
 			t.Errorf("pull secrets %v", p.Spec.ImagePullSecrets)

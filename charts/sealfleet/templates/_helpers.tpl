@@ -98,6 +98,21 @@ it, else the first namespace it serves.
 {{- end -}}
 {{- end }}
 
+{{/* Pod Security level of the batch namespace: batchNamespace.podSecurity, or when empty
+privileged only where the operator runs its pods there (the legacy mode, or a node-pod
+namespace set to it) and restricted otherwise: tenants there get no privileged pods. */}}
+{{- define "sealfleet.batchNamespacePodSecurity" -}}
+{{- $ns := .Values.batchNamespace.name -}}
+{{- $pods := list (include "sealfleet.sealerNamespace" .) (include "sealfleet.scrubNamespace" .) (include "sealfleet.parentCacheNamespace" .) -}}
+{{- if .Values.batchNamespace.podSecurity -}}
+{{- .Values.batchNamespace.podSecurity -}}
+{{- else if or .Values.operator.podRightsInBatchNamespaces (has $ns $pods) -}}
+privileged
+{{- else -}}
+restricted
+{{- end -}}
+{{- end }}
+
 {{/* Name of the Role that grants the operator its pod rights in each node-pod namespace. */}}
 {{- define "sealfleet.operatorPodsRole" -}}
 {{- printf "%s-operator-pods" (include "sealfleet.fullname" .) -}}
@@ -146,24 +161,28 @@ subjects:
 {{- default .Values.batchNamespace.name .Values.remoteSeal.namespace -}}
 {{- end }}
 
-{{/* The Secret holding the key that signs sector data URLs (operator and node agents). */}}
+{{/* The Secret holding the key that signs sector data URLs (operator and node agents): the one named in remoteSeal.sectorData.keySecret, or the chart's. */}}
 {{- define "sealfleet.sectorDataKeySecret" -}}
-{{- printf "%s-sector-data-key" (include "sealfleet.fullname" .) -}}
+{{- .Values.remoteSeal.sectorData.keySecret | default (printf "%s-sector-data-key" (include "sealfleet.fullname" .)) -}}
 {{- end }}
 
-{{/* The Secret holding the CA node agents issue their sector data certificates from (ChartCA). */}}
+{{/* The Secret holding the CA node agents issue their sector data certificates from (modes ChartCA and CertManager): the one named in remoteSeal.sectorData.tls.caSecretName, or the chart's (or its Certificate's). */}}
 {{- define "sealfleet.sectorDataCASecret" -}}
-{{- printf "%s-sector-data-ca" (include "sealfleet.fullname" .) -}}
+{{- $t := .Values.remoteSeal.sectorData.tls -}}
+{{- if and (eq $t.mode "CertManager") $t.caSecretName -}}
+{{- fail (printf "remoteSeal.sectorData.tls.caSecretName %q: with mode CertManager the chart's Certificate writes the CA Secret; unset caSecretName, or use mode ChartCA to name a CA Secret you keep" $t.caSecretName) -}}
+{{- end -}}
+{{- $t.caSecretName | default (printf "%s-sector-data-ca" (include "sealfleet.fullname" .)) -}}
 {{- end }}
 
 {{/* The Secret mounted as the node agents' sector data TLS material ("" for plain HTTP). */}}
 {{- define "sealfleet.sectorDataTLSSecret" -}}
 {{- $t := .Values.remoteSeal.sectorData.tls -}}
-{{- if eq $t.mode "ChartCA" -}}
+{{- if or (eq $t.mode "ChartCA") (eq $t.mode "CertManager") -}}
 {{- include "sealfleet.sectorDataCASecret" . -}}
 {{- else if eq $t.mode "Secret" -}}
 {{- required "remoteSeal.sectorData.tls.secretName: name the kubernetes.io/tls Secret (release namespace) whose certificate names every node agent's sector data address (or use mode ChartCA)" $t.secretName -}}
 {{- else if ne $t.mode "None" -}}
-{{- fail (printf "remoteSeal.sectorData.tls.mode %q: use ChartCA (default), Secret or None" $t.mode) -}}
+{{- fail (printf "remoteSeal.sectorData.tls.mode %q: use ChartCA (default), CertManager, Secret or None" $t.mode) -}}
 {{- end -}}
 {{- end }}

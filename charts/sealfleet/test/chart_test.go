@@ -40,8 +40,13 @@ func helmBin(t *testing.T) string {
 func template(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	// The oldest Kubernetes the chart supports (Chart.yaml kubeVersion; helm's default is older).
-	full := append([]string{"template", "sf", filepath.Join(root, "charts", "sealfleet"), "-n", "sealfleet-system", "--kube-version", "1.32.0"}, args...)
-	cmd := exec.Command(helmBin(t), full...)
+	return helm(t, append([]string{"template", "sf", filepath.Join(root, "charts", "sealfleet"), "-n", "sealfleet-system", "--kube-version", "1.32.0"}, args...)...)
+}
+
+// helm runs bin/helm and returns stdout, stderr and the error.
+func helm(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := exec.Command(helmBin(t), args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -55,6 +60,12 @@ func render(t *testing.T, args ...string) []obj {
 	if err != nil {
 		t.Fatalf("helm template %v: %v\n%s", args, err, stderr)
 	}
+	return parse(t, out)
+}
+
+// parse splits rendered YAML into its documents.
+func parse(t *testing.T, out string) []obj {
+	t.Helper()
 	var objs []obj
 	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(out, -1) {
 		if strings.TrimSpace(doc) == "" {
@@ -271,11 +282,7 @@ func TestDefaults(t *testing.T) {
 	if ns == nil {
 		t.Fatal("no batch namespace")
 	}
-	for _, mode := range []string{"enforce", "audit", "warn"} {
-		if v := get(ns, "metadata", "labels", "pod-security.kubernetes.io/"+mode); v != "privileged" {
-			t.Errorf("batch namespace %s = %v", mode, v)
-		}
-	}
+	// Its Pod Security level: TestBatchNamespaceIsPrivilegedOnlyWhereOperatorPodsRun.
 	if role := find(objs, "Role", "sf-sealfleet-leader-election"); role == nil || get(role, "metadata", "namespace") != "sealfleet-system" {
 		t.Errorf("leader election Role: %v", role)
 	}
@@ -442,6 +449,11 @@ func TestRemoteSeal(t *testing.T) {
 		"--set", "remoteSeal.service.nodePort=30443"), "Service", "sf-sealfleet-remote-seal")
 	if get(np, "spec", "type") != "NodePort" || get(np, "spec", "ports", "0", "nodePort") != float64(30443) || get(np, "spec", "ports", "0", "port") != float64(80) {
 		t.Errorf("NodePort remote-seal Service: %v", np)
+	}
+	// The port publicURL and partners use: remoteSeal.service.port, not the container's.
+	if p := find(render(t, "--set", "remoteSeal.enabled=true", "--set", "remoteSeal.tlsSecret=provider-tls", "--set", "remoteSeal.service.port=8443"),
+		"Service", "sf-sealfleet-remote-seal"); get(p, "spec", "ports", "0", "port") != float64(8443) || get(p, "spec", "ports", "0", "targetPort") != "remote-seal" {
+		t.Errorf("remoteSeal.service.port=8443: %v", get(p, "spec", "ports"))
 	}
 	if get(svc, "spec", "ports", "0", "nodePort") != nil {
 		t.Errorf("a node port set though none was asked for: %v", svc)
