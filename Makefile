@@ -37,6 +37,10 @@ manifests: generate ## Generate CRDs and RBAC into config/ and the chart.
 docs: ## Render the API reference docs/api.md from the types' comments (crd-ref-docs from the Go module proxy).
 	hack/api-docs.sh
 
+.PHONY: chart-readme
+chart-readme: ## Render charts/sealfleet/README.md from README.md.gotmpl and values.yaml's `# --` comments (helm-docs from the Go module proxy).
+	hack/chart-readme.sh generate
+
 .PHONY: build
 build: ## Build the manager, node-agent and kubectl-sealfleet (the kubectl plugin) binaries into bin/.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/ ./cmd/manager ./cmd/node-agent ./cmd/kubectl-sealfleet
@@ -100,7 +104,7 @@ test-gpu-bench: ## The prepared GPU measurement (hack/gpu-bench.sh) end to end a
 	hack/gpu-bench.sh run --quick
 
 .PHONY: test-chart
-test-chart: envtest ## Helm chart: helm lint, template assertions (the admission policy on envtest), promtool check/test of the alert rules.
+test-chart: envtest ## Helm chart: helm lint, the generated README current, template assertions (the admission policy, upgrade, rollback and uninstall on envtest), promtool check/test of the alert rules.
 	hack/tools.sh helm
 	hack/test-chart.sh
 

@@ -25,6 +25,9 @@ if "$helm" template sf "$chart" --kube-version 1.31.9 >/dev/null 2>"$tmp/old.err
   exit 1
 fi
 
+echo "== chart README (helm-docs)"
+"$root/hack/chart-readme.sh" check
+
 echo "== helm template assertions"
 (cd "$root" && HELM="$helm" go test -count=1 ./charts/sealfleet/test/)
 

@@ -8,6 +8,7 @@
 #   hack/tools.sh controller-gen
 #   hack/tools.sh crd-ref-docs     the API reference generator (make docs)
 #   hack/tools.sh golangci-lint    the Go linters (make lint)
+#   hack/tools.sh helm-docs        the chart README generator (hack/chart-readme.sh)
 #   hack/tools.sh kwok | helm      (same module as k8s: one build for all that are missing)
 #   hack/tools.sh kube-proxy       (same module and version as k8s) the real node's Service routing
 #   hack/tools.sh coredns          the cluster DNS (CoreDNS with the plugins hack/coredns.yaml uses),
@@ -127,6 +128,13 @@ build_golangci_lint() {
     "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
 }
 
+build_helm_docs() {
+  [ -x "$bin/helm-docs" ] && "$bin/helm-docs" --version 2>/dev/null | grep -q "version ${HELM_DOCS_VERSION#v}$" && return 0
+  log "building helm-docs $HELM_DOCS_VERSION"
+  GOBIN="$bin" go install -trimpath -ldflags "-X main.version=${HELM_DOCS_VERSION#v}" \
+    "github.com/norwoodj/helm-docs/cmd/helm-docs@$HELM_DOCS_VERSION"
+}
+
 # build_monitoring: prometheus-operator, its config reloader and Prometheus from one module, so
 # the client libraries they share compile once. Prometheus keeps only Kubernetes service
 # discovery (the one the operator's configuration uses) and serves no web UI (the module zip
@@ -184,13 +192,14 @@ for t in "$@"; do
     controller-gen) build_controller_gen ;;
     crd-ref-docs) build_crd_ref_docs ;;
     golangci-lint) build_golangci_lint ;;
+    helm-docs) build_helm_docs ;;
     kwok) want_kwok ;;
     kube-proxy) want_kube_proxy ;;
     coredns) build_coredns ;;
     helm) want_helm ;;
     envtest-assets) want_k8s; envtest_assets_wanted=1 ;;
     monitoring) build_monitoring ;;
-    *) echo "hack/tools.sh: unknown tool '$t' (k8s, kubectl, controller-gen, crd-ref-docs, golangci-lint, kwok, helm, kube-proxy, coredns, envtest-assets, monitoring)" >&2; exit 2 ;;
+    *) echo "hack/tools.sh: unknown tool '$t' (k8s, kubectl, controller-gen, crd-ref-docs, golangci-lint, helm-docs, kwok, helm, kube-proxy, coredns, envtest-assets, monitoring)" >&2; exit 2 ;;
   esac
 done
 build_k8s_module
