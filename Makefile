@@ -37,6 +37,10 @@ manifests: generate ## Generate CRDs and RBAC into config/ and the chart.
 docs: ## Render the API reference docs/api.md from the types' comments (crd-ref-docs from the Go module proxy).
 	hack/api-docs.sh
 
+.PHONY: troubleshooting
+troubleshooting: ## Generate docs/troubleshooting.md from the reason constants (api/v1alpha1/conditions.go), the event reasons in the code and docs/troubleshooting/reasons.yaml.
+	hack/troubleshooting.sh generate
+
 .PHONY: chart-readme
 chart-readme: ## Render charts/sealfleet/README.md from README.md.gotmpl and values.yaml's `# --` comments (helm-docs from the Go module proxy).
 	hack/chart-readme.sh generate
@@ -59,11 +63,12 @@ test: ## Run every test suite: repository checks, Go unit + envtest, Rust sealer
 test-repo: test-hygiene lint ## Repository checks: hygiene, then the Go and Rust linters.
 
 .PHONY: test-hygiene
-test-hygiene: ## No tracked file over 1 MiB (exceptions in hack/large-files.allow), the operator image's build context builds (the sealer image's builds in `make sealer`), Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod, docs/api.md as the API types render it.
+test-hygiene: ## No tracked file over 1 MiB (exceptions in hack/large-files.allow), the operator image's build context builds (the sealer image's builds in `make sealer`), Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod, docs/api.md as the API types render it, docs/troubleshooting.md as the reasons in the code render it.
 	hack/check-tracked-sizes.sh
 	hack/check-build-contexts.sh
 	hack/tools/k8s/regen.sh check
 	hack/api-docs.sh check
+	hack/troubleshooting.sh check
 	@unformatted=$$(git ls-files -z '*.go' | xargs -0 gofmt -l); [ -z "$$unformatted" ] || { echo "not gofmt-clean (run gofmt -w): $$unformatted" >&2; exit 1; }
 
 .PHONY: lint

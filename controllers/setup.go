@@ -44,9 +44,9 @@ type Options struct {
 	SealerPriorityClass string
 	// SealerRuntimeClass names the RuntimeClass of sealer and C1 pods ("" = the default runtime).
 	SealerRuntimeClass string
-	MemoryPerSector     string
-	ProgressInterval    time.Duration
-	ReleaseTimeout      time.Duration
+	MemoryPerSector    string
+	ProgressInterval   time.Duration
+	ReleaseTimeout     time.Duration
 	// ParentCacheNamespace holds the pods that build nodes' parent caches; empty: no node
 	// caches (each sealer pod builds its own, as a standalone sealer does).
 	ParentCacheNamespace string

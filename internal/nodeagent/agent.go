@@ -353,7 +353,7 @@ func (a *Agent) buildStatus(sn *sealv1.SealerNode, node *corev1.Node, topo *topo
 
 // kubeletReservesMore says when the kubelet allocates fewer whole CPUs to pods than the
 // sealer may use by spec.reservedCPUs: a batch laid out on every usable CPU asks for more
-// than the node can admit (the kubelet refuses the pod with OutOfcpu), so the reservations
+// than the node can admit (kube-scheduler never binds the pod: it stays Pending), so the reservations
 // must agree. Empty when they do.
 func kubeletReservesMore(node *corev1.Node, t layout.Topology, reserved []int) string {
 	alloc, ok := node.Status.Allocatable[corev1.ResourceCPU]
@@ -362,7 +362,7 @@ func kubeletReservesMore(node *corev1.Node, t layout.Topology, reserved []int) s
 	}
 	usable := usableCPUs(t, reserved)
 	if whole := alloc.MilliValue() / 1000; int64(usable) > whole {
-		return fmt.Sprintf("the kubelet allocates %s CPUs to pods but spec.reservedCPUs leaves the sealer %d: a batch on every usable CPU would be refused (OutOfcpu); "+
+		return fmt.Sprintf("the kubelet allocates %s CPUs to pods but spec.reservedCPUs leaves the sealer %d: a batch on every usable CPU would never be scheduled (its pod stays Pending); "+
 			"add the CPUs the kubelet keeps (its reservedSystemCPUs, or as many low-numbered cores as kubeReserved+systemReserved round up to) to spec.reservedCPUs",
 			alloc.String(), usable)
 	}

@@ -35,7 +35,7 @@ type OwnedError struct {
 
 func (e *OwnedError) Error() string {
 	if e.Owner == nil {
-		return fmt.Sprintf("output directory %s holds files but no %s: they are not batch %s's, and it will not write over them; move them away (or delete them) and the batch retries, or give the batch another name or output path",
+		return fmt.Sprintf("output directory %s holds files but no %s: they are not batch %s's, and it will not write over them; move them away (or delete them) and re-create the batch (this one has failed), or give it another name or output path",
 			e.Dir, Marker, e.Want.Batch)
 	}
 	return fmt.Sprintf("output directory %s belongs to batch %s (uid %s, claimed %s); batch %s (uid %s) will not overwrite its outputs: take them away and delete the directory, or give this batch another name or output path",

@@ -74,7 +74,7 @@ func TestUpgradeRollbackUninstall(t *testing.T) {
 	values := []string{"--set", "remoteSeal.enabled=true", "--set", "remoteSeal.insecureHTTP=true"}
 	helmDo := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(h, append(append([]string{"--kubeconfig", kubeconfig, "-n", "sealfleet-system"}, args...))...)
+		cmd := exec.Command(h, append([]string{"--kubeconfig", kubeconfig, "-n", "sealfleet-system"}, args...)...)
 		var out, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &stderr
 		if err := cmd.Run(); err != nil {
