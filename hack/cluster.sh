@@ -13,6 +13,7 @@
 #                                    its pod network, kube-proxy and CoreDNS (root)
 #   hack/cluster.sh fleet [FILE]     create the kwok nodes and their SealerNodes from a fleet description
 #   hack/cluster.sh operator [ARGS]  run bin/manager as a local process against the cluster (ARGS: its flags)
+#   hack/cluster.sh kubelet-restart  restart the real node's kubelet (it reads hugepage capacity at start)
 #   hack/cluster.sh down             stop exactly what was started (by pid) and give the host back
 #   hack/cluster.sh wipe             down, then delete all state
 #   hack/cluster.sh env              print export lines (KUBECONFIG, CONTAINERD_ADDRESS, ...)
@@ -65,6 +66,16 @@ running() {
 }
 
 # start NAME BINARY ARGS...: start in its own session, log to logs/NAME.log, remember the pid.
+# start_kubelet: the real node's kubelet, until it is healthy and its Node Ready.
+start_kubelet() {
+  # No /usr/sbin in PATH: the kubelet then cannot run iptables (it would add host firewall rules).
+  (export PATH=/usr/local/bin:/usr/bin:/bin; start kubelet "$bin/kubelet" --config "$C/config/kubelet.yaml" \
+    --kubeconfig "$C/pki/node.kubeconfig" --root-dir "$C/data/kubelet" --cert-dir "$C/data/kubelet/pki" \
+    --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --node-labels sealfleet.io/local-node=true --v=2)
+  wait_for kubelet 60 curl -sf http://127.0.0.1:10248/healthz
+  wait_for kubelet 60 node_ready
+}
+
 start() {
   local name=$1; shift
   if running "$name"; then return 0; fi
@@ -382,12 +393,7 @@ node() {
   # The CPU manager's checkpoint names the policy it was written under; a kubelet started with
   # another policy refuses to run. No container runs now, so it starts from an empty one.
   rm -f "$C/data/kubelet/cpu_manager_state"
-  # No /usr/sbin in PATH: the kubelet then cannot run iptables (it would add host firewall rules).
-  (export PATH=/usr/local/bin:/usr/bin:/bin; start kubelet "$bin/kubelet" --config "$C/config/kubelet.yaml" \
-    --kubeconfig "$C/pki/node.kubeconfig" --root-dir "$C/data/kubelet" --cert-dir "$C/data/kubelet/pki" \
-    --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --node-labels sealfleet.io/local-node=true --v=2)
-  wait_for kubelet 60 curl -sf http://127.0.0.1:10248/healthz
-  wait_for kubelet 60 node_ready
+  start_kubelet
   log "kubelet Ready: $(since "$t0") s"
   (export PATH=$PATH:/usr/sbin:/sbin; start kube-proxy "$bin/kube-proxy" --config "$C/config/kube-proxy.yaml")
   wait_for kube-proxy 60 curl -sf http://127.0.0.1:10256/healthz
@@ -575,6 +581,9 @@ case "$cmd" in
   operator) operator "$@" ;;
   operator-stop) stop manager ;;
   fleet) fleet "$@" ;;
+  # What a node's admin does after the agent grew the hugepage pool: the kubelet reads its
+  # capacity only at start. Running pods keep running (same CPU manager policy and checkpoint).
+  kubelet-restart) stop kubelet; start_kubelet; log "kubelet restarted: hugepages-1Gi allocatable $(kc get node "$NODE_NAME" -o jsonpath='{.status.allocatable.hugepages-1Gi}')" ;;
   down) down ;;
   wipe) down; rm -rf "$C"; log "wiped $C" ;;
   env) env_ ;;

@@ -158,7 +158,11 @@ func (a *Agent) SyncOnce(ctx context.Context) (wrote bool, err error) {
 	a.batches = batches
 	st := a.buildStatus(&sn, &node, topo, prep, perr, batches)
 	geometry := ledger.GeometryOf(&sealv1.SealerNode{Spec: sn.Spec, Status: *st})
-	st.Slots = geometry.Status()
+	// No slot (no ready layer device) is no slots field at all: an empty object would reach
+	// the API server as null, which the schema refuses, and the whole status write with it.
+	if geometry.Count > 0 {
+		st.Slots = geometry.Status()
+	}
 	st.FreeSlots = max(geometry.Count-int32(held)-int32(len(sn.Status.DirtySlots)), 0) // dirty: released, not scrubbed yet
 	if a.Metrics != nil {
 		a.Metrics.ObserveInventory(topo, prep)

@@ -181,4 +181,25 @@ func TestAgentPublishesStatus(t *testing.T) {
 	if len(got.Status.DirtySlots) != 1 || got.Status.DirtySlots[0].Batch != "agent-ns/b1" || got.Status.FreeSlots != 0 {
 		t.Errorf("after the agent's apply: dirty slots %+v, free slots %d (want the record kept, 0 free)", got.Status.DirtySlots, got.Status.FreeSlots)
 	}
+
+	// The admin takes every layer device away: the node has no slot any more (it stays Ready:
+	// updates need no slot). The agent's write must still be accepted: a status the API server
+	// refuses would leave the old one, offering the removed device's slot, in place.
+	got.Spec.LayerDevices = nil
+	if err := c.Update(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(time.Minute)
+	if wrote, err := a.SyncOnce(ctx); err != nil || !wrote {
+		t.Fatalf("sync after every layer device was removed: wrote=%v err=%v", wrote, err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Name: "sealer-1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.LayerDevices) != 0 || (got.Status.Slots != nil && got.Status.Slots.Count != 0) || got.Status.FreeSlots != 0 {
+		t.Errorf("without layer devices: devices %+v, slots %+v, free %d", got.Status.LayerDevices, got.Status.Slots, got.Status.FreeSlots)
+	}
+	if r := meta.FindStatusCondition(got.Status.Conditions, sealv1.CondDevicesNotReady); r == nil || r.Reason != sealv1.NodeReasonNoDevices {
+		t.Errorf("DevicesNotReady without layer devices: %+v", r)
+	}
 }
