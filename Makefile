@@ -63,22 +63,24 @@ test: ## Run every test suite: repository checks, Go unit + envtest, Rust sealer
 test-repo: test-hygiene lint ## Repository checks: hygiene, then the Go and Rust linters.
 
 .PHONY: test-hygiene
-test-hygiene: ## No tracked file over 1 MiB (exceptions in hack/large-files.allow), the operator image's build context builds (the sealer image's builds in `make sealer`), Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod, docs/api.md as the API types render it, docs/troubleshooting.md as the reasons in the code render it.
+test-hygiene: ## No tracked file over 1 MiB (exceptions in hack/large-files.allow), the operator image's build context builds (the sealer image's builds in `make sealer`), Go sources gofmt-clean, the Kubernetes tools module on the same module versions as go.mod, docs/api.md as the API types render it, docs/troubleshooting.md as the reasons in the code render it, the release workflow actionlint-clean.
 	hack/check-tracked-sizes.sh
 	hack/check-build-contexts.sh
 	hack/tools/k8s/regen.sh check
 	hack/api-docs.sh check
 	hack/troubleshooting.sh check
+	hack/tools.sh actionlint && $(BIN)/actionlint .github/workflows/*.yaml
 	@unformatted=$$(git ls-files -z '*.go' | xargs -0 gofmt -l); [ -z "$$unformatted" ] || { echo "not gofmt-clean (run gofmt -w): $$unformatted" >&2; exit 1; }
 
 .PHONY: lint
 lint: lint-go lint-rust ## The field's linters: golangci-lint, rustfmt and clippy.
 
 .PHONY: lint-go
-lint-go: ## golangci-lint (pinned in hack/versions.env, built from the Go module proxy) with .golangci.yml, on the main module and hack/tools/gpustandin.
+lint-go: ## golangci-lint (pinned in hack/versions.env, built from the Go module proxy) with .golangci.yml, on the main module, hack/tools/gpustandin and hack/tools/img.
 	hack/tools.sh golangci-lint
 	$(BIN)/golangci-lint run ./...
 	cd hack/tools/gpustandin && $(BIN)/golangci-lint run ./...
+	cd hack/tools/img && $(BIN)/golangci-lint run ./...
 
 .PHONY: lint-rust
 lint-rust: ## The sealer workspace rustfmt-clean and clippy-clean (warnings are errors).
@@ -90,6 +92,7 @@ test-go: envtest manifests-check ## Go unit tests and envtest suites.
 	go vet ./...
 	go test $(GO_TEST_FLAGS) ./...
 	cd hack/tools/gpustandin && go vet ./... && go test $(GO_TEST_FLAGS) ./...
+	cd hack/tools/img && go vet ./... && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: manifests-check
 manifests-check: manifests ## Fail when generated files are out of date.
@@ -120,6 +123,12 @@ test-e2e-prep: build ## What the e2e needs besides the sealer: the operator bina
 .PHONY: test-e2e
 test-e2e: test-e2e-prep sealer ## End-to-end on the local cluster (root): simulated fleet scenario, real-node batch.
 	SEALFLEET_E2E=1 SEALFLEET_E2E_NODE=1 go test -count=1 -v -timeout 45m ./test/e2e
+
+##@ Release
+
+.PHONY: release
+release: ## Write dist/ for VERSION=x.y.z (semver, no leading v; a CHANGELOG.md section): the Helm chart packaged with the release's images as its defaults (REGISTRY, default ghcr.io/sealfleet), the operator, sealer and GPU sealer images as OCI archives, kubectl-sealfleet for linux/amd64, linux/arm64 and darwin/arm64, the release notes and SHA256SUMS; then check it (hack/release.sh check dist).
+	hack/release.sh build "$(VERSION)"
 
 ##@ Local cluster
 

@@ -12,7 +12,9 @@
 #   hack/demo.sh build      host packages, Kubernetes tools, Go binaries; the sealer (Rust) builds
 #                           in the background meanwhile (log _out/demo/sealer-build.log)
 #   hack/demo.sh up         the local cluster (control plane, real node, kwok fleet of 300 nodes)
-#   hack/demo.sh install    the Helm chart into sealfleet-system with its defaults (CRDs, pod network)
+#   hack/demo.sh install    build the release (hack/release.sh: the packaged chart, the images as OCI
+#                           archives, under localhost/) into _out/demo/dist, import its images, and
+#                           install its chart into sealfleet-system with its defaults (CRDs, pod network)
 #   hack/demo.sh images     wait for the sealer build, then import its image into the node
 #   hack/demo.sh node       label node 127.0.0.1, give its SealerNode a file layer device, wait until Ready
 #   hack/demo.sh seal [NAME [SECTORS]]   seal a batch on 127.0.0.1 (default cc-8mib-demo, 4 sectors)
@@ -51,6 +53,7 @@ PC2_ENGINE=${PC2_ENGINE:-}                        # spec.pc2Engine of sealed bat
 PROOF=StackedDrg8MiBV1_1  # the node's parent cache: 8 MiB, V1_1
 NODE=127.0.0.1
 LAYER_FILE=${DEMO_LAYER_FILE:-/var/lib/sealfleet/demo/layers.img}
+DIST=${DEMO_DIST:-$root/_out/demo/dist}          # the release the demo installs (hack/release.sh)
 SEALER=$root/sealer-image/target/release/sealer
 mkdir -p "$OUT"
 
@@ -104,8 +107,15 @@ build() {
   timed "operator, node agent and kubectl plugin" make -s build
 }
 
-# images: wait for the background sealer build, then (re)import the images into the node.
+# images: wait for the background sealer build, then (re)import the local images into the node
+# (the kwok fleet's operator names them; the chart installs the release's, see install).
 images() {
+  wait_sealer
+  timed "images imported into the node's containerd" hack/images.sh import
+}
+
+# wait_sealer: wait for the background sealer build (or build it when stale).
+wait_sealer() {
   local pid t=$SECONDS
   if [ -f "$OUT/sealer-build.pid" ]; then
     pid=$(cat "$OUT/sealer-build.pid")
@@ -119,7 +129,26 @@ images() {
   local st; st=$(cat "$OUT/sealer-build.status" 2>/dev/null || echo "failed 0")
   [[ "$st" == ok* ]] || { tail -30 "$OUT/sealer-build.log" >&2; die "the sealer build failed: read $OUT/sealer-build.log"; }
   say "  sealer built (${st#ok } s of build, $(( SECONDS - t )) s waited here)"
-  timed "images imported into the node's containerd" hack/images.sh import
+}
+
+# release_version: the newest version CHANGELOG.md has a section for.
+release_version() { awk '/^## \[[0-9]/ { v = $2; gsub(/[][]/, "", v); print v; exit }' CHANGELOG.md; }
+
+# dist: the release the demo installs, built as `make release` builds one (hack/release.sh,
+# checked the same way), with its images named under localhost/ and the plugin for this host
+# only, into $DIST; its OCI image archives imported into the node's containerd. Prints the
+# packaged chart's path.
+dist() {
+  wait_sealer >&2
+  local v f t=$SECONDS; v=$(release_version)
+  [ -n "$v" ] || die "CHANGELOG.md has no version section: the demo installs a release"
+  REGISTRY=localhost DIST=$DIST PLUGIN_PLATFORMS=linux/amd64 hack/release.sh build "$v" > "$OUT/dist.log" 2>&1 ||
+    { tail -30 "$OUT/dist.log" >&2; die "the release build failed: read $OUT/dist.log"; }
+  for f in "$DIST"/*.oci.tar; do
+    ctr --address "$CONTAINERD_ADDRESS" -n k8s.io images import "$f" >/dev/null || die "importing ${f##*/} into the node's containerd failed"
+  done
+  say "  release $v built and checked ($(( SECONDS - t )) s): $(cd "$DIST" && echo *.oci.tar) imported into the node" 
+  echo "$DIST/sealfleet-$v.tgz"
 }
 
 # ---- cluster and chart ----------------------------------------------------------------------
@@ -144,7 +173,8 @@ capabilities_env() {
 }
 
 install() {
-  say "installing the Helm chart into $NS"
+  local chart; chart=$(dist)
+  say "installing the Helm chart ${chart##*/} (the release in $DIST) into $NS"
   kc create namespace "$NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
   kc label namespace "$NS" --overwrite pod-security.kubernetes.io/enforce=privileged \
     pod-security.kubernetes.io/audit=privileged pod-security.kubernetes.io/warn=privileged >/dev/null
@@ -158,9 +188,8 @@ install() {
   if [ -f "$root/_out/cluster/prometheus/helm-args" ] && kc get crd prometheusrules.monitoring.coreos.com >/dev/null 2>&1; then
     read -ra monitoring < "$root/_out/cluster/prometheus/helm-args"
   fi
-  helm upgrade --install sealfleet charts/sealfleet -n "$NS" --wait --timeout 3m --take-ownership \
-    --set image.repository=localhost/sealfleet-operator,image.tag=dev,image.pullPolicy=Never \
-    --set sealerImage.repository=localhost/sealfleet-sealer,sealerImage.tag=dev,sealerImage.pullPolicy=IfNotPresent \
+  helm upgrade --install sealfleet "$chart" -n "$NS" --wait --timeout 3m --take-ownership \
+    --set image.pullPolicy=Never,sealerImage.pullPolicy=IfNotPresent \
     --set operator.leaderElect=false,operator.progressInterval=2s \
     --set nodeAgent.interval=10s,nodeAgent.metricsInterval=5s \
     --set-json "nodeAgent.sealerCapabilities.env=$(capabilities_env)" \
@@ -558,5 +587,5 @@ all() {
 cmd=${1:-all}; shift || true
 case "$cmd" in
   all|check|build|up|install|images|node|seal|verify|snap|seeds|release|fleet|summary|prom) "$cmd" "$@" ;;
-  *) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

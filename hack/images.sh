@@ -23,37 +23,9 @@ bin=$root/bin
 mkdir -p "$out" "$bin"
 log() { echo "images: $*" >&2; }
 
-# stale TARGET INPUTS...: true when TARGET is missing or was built from other inputs (by content,
-# so a rebuilt but identical binary does not rebuild the image); `fresh TARGET` records them.
-stale() {
-  local t=$1; shift
-  sum=$(cat "$@" | sha256sum | cut -c1-64)
-  [ ! -f "$t" ] || [ "$(cat "$t.inputs" 2>/dev/null)" != "$sum" ]
-}
-fresh() { echo "$sum" > "$1.inputs"; }
-
-# gobuild DIR OUT PKG...: go build into a staging folder and replace OUT/<name> only when the
-# binary changed, so unchanged inputs keep their mtime and the images are not rebuilt.
-gobuild() {
-  local dir=$1 dest=$2; shift 2
-  local stage=$out/.bin; mkdir -p "$stage"
-  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -o "$stage/" "$@")  # the flags of `make build`
-  local f
-  for f in "$stage"/*; do
-    cmp -s "$f" "$dest/$(basename "$f")" || cp "$f" "$dest/"
-  done
-  rm -rf "$stage"
-}
-
-# withlibs BIN=PATH...: the file arguments of mkimage for dynamically linked binaries: each
-# binary at its path, and each library ldd resolves (and the loader) at the same path.
-withlibs() {
-  local arg lib
-  for arg in "$@"; do
-    echo "$arg"
-    ldd "${arg%%=*}" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'
-  done | awk -F= '!seen[$1]++ {print ($2 == "" ? $1 "=" $1 : $0)}'
-}
+# stale, fresh, gobuild, withlibs, and what the operator and sealer images hold (shared with
+# hack/release.sh).
+source "$root/hack/lib-images.sh"
 
 tools() {
   gobuild "$root/hack/tools/img" "$bin" ./cmd/mkimage ./cmd/pause
@@ -67,11 +39,10 @@ build() {
   fi
   gobuild "$root" "$bin" ./cmd/manager ./cmd/node-agent
   # The node agent probes disks with util-linux blkid before preparing them.
-  local blkid; blkid=$(command -v blkid || echo /usr/sbin/blkid)
-  [ -x "$blkid" ] || { log "blkid (util-linux) not found: run hack/host-deps.sh"; exit 1; }
+  local blkid; blkid=$(blkid_bin)
   if stale "$out/operator.tar" "$bin/manager" "$bin/node-agent" "$blkid"; then
-    local files=("$bin/manager=/manager:0755" "$bin/node-agent=/node-agent:0755") f
-    while read -r f; do files+=("$f"); done < <(withlibs "$blkid=/usr/sbin/blkid:0755")
+    local files=() f
+    while read -r f; do files+=("$f"); done < <(operator_files "$bin" "$blkid")
     "$bin/mkimage" -o "$out/operator.tar" -tag localhost/sealfleet-operator:dev -entrypoint /manager "${files[@]}"
     fresh "$out/operator.tar"; log "built localhost/sealfleet-operator:dev (${#files[@]} files)"
   fi
@@ -104,7 +75,7 @@ build() {
   if stale "$out/sealer.tar" "$sealer"; then
     # The sealer links glibc dynamically: each library ldd resolves, and the loader, go in too.
     local files=() f
-    while read -r f; do files+=("$f"); done < <(withlibs "$sealer=/sealer:0755")
+    while read -r f; do files+=("$f"); done < <(sealer_files "$sealer")
     "$bin/mkimage" -o "$out/sealer.tar" -tag localhost/sealfleet-sealer:dev -entrypoint /sealer "${files[@]}"
     fresh "$out/sealer.tar"; log "built localhost/sealfleet-sealer:dev (${#files[@]} files)"
   fi

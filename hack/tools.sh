@@ -9,6 +9,7 @@
 #   hack/tools.sh crd-ref-docs     the API reference generator (make docs)
 #   hack/tools.sh golangci-lint    the Go linters (make lint)
 #   hack/tools.sh helm-docs        the chart README generator (hack/chart-readme.sh)
+#   hack/tools.sh actionlint       the GitHub Actions workflow linter (.github/workflows)
 #   hack/tools.sh kwok | helm      (same module as k8s: one build for all that are missing)
 #   hack/tools.sh kube-proxy       (same module and version as k8s) the real node's Service routing
 #   hack/tools.sh coredns          the cluster DNS (CoreDNS with the plugins hack/coredns.yaml uses),
@@ -135,6 +136,12 @@ build_helm_docs() {
     "github.com/norwoodj/helm-docs/cmd/helm-docs@$HELM_DOCS_VERSION"
 }
 
+build_actionlint() {
+  has_version "$bin/actionlint" -version "$ACTIONLINT_VERSION" && return 0
+  log "building actionlint $ACTIONLINT_VERSION"
+  GOBIN="$bin" go install -trimpath "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION"
+}
+
 # build_monitoring: prometheus-operator, its config reloader and Prometheus from one module, so
 # the client libraries they share compile once. Prometheus keeps only Kubernetes service
 # discovery (the one the operator's configuration uses) and serves no web UI (the module zip
@@ -193,13 +200,14 @@ for t in "$@"; do
     crd-ref-docs) build_crd_ref_docs ;;
     golangci-lint) build_golangci_lint ;;
     helm-docs) build_helm_docs ;;
+    actionlint) build_actionlint ;;
     kwok) want_kwok ;;
     kube-proxy) want_kube_proxy ;;
     coredns) build_coredns ;;
     helm) want_helm ;;
     envtest-assets) want_k8s; envtest_assets_wanted=1 ;;
     monitoring) build_monitoring ;;
-    *) echo "hack/tools.sh: unknown tool '$t' (k8s, kubectl, controller-gen, crd-ref-docs, golangci-lint, helm-docs, kwok, helm, kube-proxy, coredns, envtest-assets, monitoring)" >&2; exit 2 ;;
+    *) echo "hack/tools.sh: unknown tool '$t' (k8s, kubectl, controller-gen, crd-ref-docs, golangci-lint, helm-docs, actionlint, kwok, helm, kube-proxy, coredns, envtest-assets, monitoring)" >&2; exit 2 ;;
   esac
 done
 build_k8s_module

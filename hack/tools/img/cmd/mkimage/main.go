@@ -1,11 +1,16 @@
-// Command mkimage assembles a single-layer container image from files on this machine and writes
-// it as a docker-archive tarball that `ctr images import` (and `docker load`) accept. It needs no
-// container engine and no registry: the local cluster's images are built with it.
+// Command mkimage assembles a single-layer linux/amd64 container image from files on this
+// machine and writes it as a docker-archive tarball that `ctr images import` (and `docker load`)
+// accept, or with -format oci-archive as a tar of an OCI image layout (`skopeo copy
+// oci-archive:FILE …`, `ctr images import`; see internal/ociarchive). It needs no container
+// engine and no registry: the local cluster's images and the release's are built with it.
 //
-//	mkimage -o out.tar -tag localhost/name:tag -entrypoint /app [-env K=V]... SRC=DEST[:MODE]...
+//	mkimage -o out.tar -tag localhost/name:tag [-format docker-archive|oci-archive]
+//	        [-entrypoint /app] [-env K=V]... [-text DEST[:MODE]=LINE]... SRC=DEST[:MODE]...
 //
 // Each SRC=DEST copies the file SRC (symlinks followed) to DEST in the image, with MODE (octal,
-// default: SRC's permission bits). Parent directories are created 0755.
+// default: SRC's permission bits). Each -text DEST=LINE writes a file DEST holding LINE and a
+// newline (mode 0644 unless :MODE). Parent directories are created 0755. The docker-archive
+// uses Docker's media types, the oci-archive OCI's.
 package main
 
 import (
@@ -26,6 +31,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/sealfleet/sealfleet/hack/tools/img/internal/ociarchive"
 )
 
 type list []string
@@ -36,24 +44,57 @@ func (l *list) Set(v string) error { *l = append(*l, v); return nil }
 type entry struct {
 	src, dest string
 	mode      int64
+	text      []byte // the file's contents, when not read from src (-text)
+}
+
+// Output formats.
+const (
+	dockerArchive = "docker-archive"
+	ociArchive    = "oci-archive"
+)
+
+type options struct {
+	out, tag, format, entrypoint, user string
+	env, texts, files                  []string
 }
 
 func main() {
-	out := flag.String("o", "", "output docker-archive tarball")
-	tag := flag.String("tag", "", "image reference, e.g. localhost/sealfleet-operator:dev")
-	entrypoint := flag.String("entrypoint", "", "entrypoint (space-separated)")
-	user := flag.String("user", "", "user the image runs as (empty: root)")
-	var env list
+	var o options
+	flag.StringVar(&o.out, "o", "", "output tarball")
+	flag.StringVar(&o.tag, "tag", "", "image reference, e.g. localhost/sealfleet-operator:dev")
+	flag.StringVar(&o.format, "format", dockerArchive, "output format: docker-archive or oci-archive (an OCI image layout, tarred)")
+	flag.StringVar(&o.entrypoint, "entrypoint", "", "entrypoint (space-separated)")
+	flag.StringVar(&o.user, "user", "", "user the image runs as (empty: root)")
+	var env, texts list
 	flag.Var(&env, "env", "environment variable K=V (repeatable)")
+	flag.Var(&texts, "text", "a file /DEST[:MODE]=LINE holding LINE and a newline, mode 0644 by default (repeatable)")
 	flag.Parse()
-	if *out == "" || *tag == "" || flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: mkimage -o out.tar -tag REF [-entrypoint CMD] [-env K=V]... SRC=DEST[:MODE]...")
+	o.env, o.texts, o.files = env, texts, flag.Args()
+	if o.out == "" || o.tag == "" || len(o.files)+len(o.texts) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: mkimage -o out.tar -tag REF [-format docker-archive|oci-archive] [-entrypoint CMD] [-env K=V]... [-text /DEST[:MODE]=LINE]... SRC=DEST[:MODE]...")
 		os.Exit(2)
 	}
-	if err := run(*out, *tag, *entrypoint, *user, env, flag.Args()); err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "mkimage:", err)
 		os.Exit(1)
 	}
+}
+
+// parseText parses -text's /DEST[:MODE]=LINE.
+func parseText(arg string) (entry, error) {
+	dest, line, ok := strings.Cut(arg, "=")
+	if !ok {
+		return entry{}, fmt.Errorf("-text %q: want /DEST[:MODE]=LINE", arg)
+	}
+	e, err := parse("-=" + dest)
+	if err != nil {
+		return entry{}, fmt.Errorf("-text %q: want /DEST[:MODE]=LINE", arg)
+	}
+	e.src, e.text = "", []byte(line+"\n")
+	if e.mode < 0 {
+		e.mode = 0o644
+	}
+	return e, nil
 }
 
 func parse(arg string) (entry, error) {
@@ -90,6 +131,15 @@ func layer(entries []entry) ([]byte, error) {
 				return nil, err
 			}
 		}
+		if e.text != nil {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(e.dest, "/"), Mode: e.mode, Size: int64(len(e.text)), ModTime: epoch}); err != nil {
+				return nil, err
+			}
+			if _, err := tw.Write(e.text); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		f, err := os.Open(e.src)
 		if err != nil {
 			return nil, err
@@ -119,10 +169,20 @@ func layer(entries []entry) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func run(out, tag, entrypoint, user string, env []string, args []string) error {
+func run(o options) error {
+	if o.format != dockerArchive && o.format != ociArchive {
+		return fmt.Errorf("-format %q: want %s or %s", o.format, dockerArchive, ociArchive)
+	}
 	var entries []entry
-	for _, a := range args {
+	for _, a := range o.files {
 		e, err := parse(a)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, e)
+	}
+	for _, a := range o.texts {
+		e, err := parseText(a)
 		if err != nil {
 			return err
 		}
@@ -132,11 +192,19 @@ func run(out, tag, entrypoint, user string, env []string, args []string) error {
 	if err != nil {
 		return err
 	}
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	oci := o.format == ociArchive
+	var lopts []tarball.LayerOption
+	base := empty.Image
+	if oci {
+		lopts = append(lopts, tarball.WithMediaType(types.OCILayer))
+		base = mutate.MediaType(base, types.OCIManifestSchema1)
+		base = mutate.ConfigMediaType(base, types.OCIConfigJSON)
+	}
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }, lopts...)
 	if err != nil {
 		return err
 	}
-	img, err := mutate.AppendLayers(empty.Image, l)
+	img, err := mutate.AppendLayers(base, l)
 	if err != nil {
 		return err
 	}
@@ -147,22 +215,25 @@ func run(out, tag, entrypoint, user string, env []string, args []string) error {
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", "amd64"
 	cf.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
-	cf.Config.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin"}, env...)
-	if entrypoint != "" {
-		cf.Config.Entrypoint = strings.Fields(entrypoint)
+	cf.Config.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin"}, o.env...)
+	if o.entrypoint != "" {
+		cf.Config.Entrypoint = strings.Fields(o.entrypoint)
 	}
-	cf.Config.User = user
+	cf.Config.User = o.user
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
 		return err
 	}
-	ref, err := name.NewTag(tag)
+	ref, err := name.NewTag(o.tag)
 	if err != nil {
 		return err
 	}
-	tmp := out + ".tmp"
+	if oci {
+		return ociarchive.Write(o.out, ref, img)
+	}
+	tmp := o.out + ".tmp"
 	if err := tarball.WriteToFile(tmp, ref, img); err != nil {
 		return err
 	}
-	return os.Rename(tmp, out)
+	return os.Rename(tmp, o.out)
 }
