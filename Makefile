@@ -122,13 +122,17 @@ test-e2e-prep: build ## What the e2e needs besides the sealer: the operator bina
 
 .PHONY: test-e2e
 test-e2e: test-e2e-prep sealer ## End-to-end on the local cluster (root): simulated fleet scenario, real-node batch.
-	SEALFLEET_E2E=1 SEALFLEET_E2E_NODE=1 go test -count=1 -v -timeout 45m ./test/e2e
+	SEALFLEET_E2E=1 SEALFLEET_E2E_NODE=1 SEALFLEET_E2E_UPGRADE=1 go test -count=1 -v -timeout 45m ./test/e2e
 
 ##@ Release
 
 .PHONY: release
 release: ## Write dist/ for VERSION=x.y.z (semver, no leading v; a CHANGELOG.md section): the Helm chart packaged with the release's images as its defaults (REGISTRY, default ghcr.io/sealfleet), the operator, sealer and GPU sealer images as OCI archives, kubectl-sealfleet for linux/amd64, linux/arm64 and darwin/arm64, the release notes and SHA256SUMS; then check it (hack/release.sh check dist).
 	hack/release.sh build "$(VERSION)"
+
+.PHONY: test-upgrade
+test-upgrade: test-e2e-prep sealer ## The e2e's upgrade alone on the local cluster's real node (root): the release of an older commit (test/e2e/upgrade_test.go), a batch held in PC1, this checkout's release installed over it; CommRs against rust-fil-proofs, no slot held twice, the sector-data CA unchanged.
+	SEALFLEET_E2E=1 SEALFLEET_E2E_NODE=1 SEALFLEET_E2E_UPGRADE=1 go test -count=1 -v -timeout 20m -run '^TestUpgrade$$' ./test/e2e
 
 ##@ Local cluster
 

@@ -15,6 +15,8 @@
 #   hack/demo.sh install    build the release (hack/release.sh: the packaged chart, the images as OCI
 #                           archives, under localhost/) into _out/demo/dist, import its images, and
 #                           install its chart into sealfleet-system with its defaults (CRDs, pod network)
+#                           (DEMO_CHART=DIR DEMO_IMAGE_TAG=T: that chart with localhost/sealfleet-*:T
+#                           instead, as the upgrade test installs an older release)
 #   hack/demo.sh images     wait for the sealer build, then import its image into the node
 #   hack/demo.sh node       label node 127.0.0.1, give its SealerNode a file layer device, wait until Ready
 #   hack/demo.sh seal [NAME [SECTORS]]   seal a batch on 127.0.0.1 (default cc-8mib-demo, 4 sectors)
@@ -173,8 +175,17 @@ capabilities_env() {
 }
 
 install() {
-  local chart; chart=$(dist)
-  say "installing the Helm chart ${chart##*/} (the release in $DIST) into $NS"
+  local chart
+  local -a images=()
+  if [ -n "${DEMO_CHART:-}" ]; then
+    # Another release's chart and images (the upgrade test's older one: hack/upgrade-from.sh).
+    chart=$DEMO_CHART
+    images=(--set "image.repository=localhost/sealfleet-operator,image.tag=${DEMO_IMAGE_TAG:?DEMO_CHART needs DEMO_IMAGE_TAG}"
+      --set "sealerImage.repository=localhost/sealfleet-sealer,sealerImage.tag=$DEMO_IMAGE_TAG")
+  else
+    chart=$(dist)
+  fi
+  say "installing the Helm chart $chart into $NS"
   kc create namespace "$NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
   kc label namespace "$NS" --overwrite pod-security.kubernetes.io/enforce=privileged \
     pod-security.kubernetes.io/audit=privileged pod-security.kubernetes.io/warn=privileged >/dev/null
@@ -189,7 +200,7 @@ install() {
     read -ra monitoring < "$root/_out/cluster/prometheus/helm-args"
   fi
   helm upgrade --install sealfleet "$chart" -n "$NS" --wait --timeout 3m --take-ownership \
-    --set image.pullPolicy=Never,sealerImage.pullPolicy=IfNotPresent \
+    --set image.pullPolicy=Never,sealerImage.pullPolicy=IfNotPresent "${images[@]}" \
     --set operator.leaderElect=false,operator.progressInterval=2s \
     --set nodeAgent.interval=10s,nodeAgent.metricsInterval=5s \
     --set-json "nodeAgent.sealerCapabilities.env=$(capabilities_env)" \
@@ -587,5 +598,5 @@ all() {
 cmd=${1:-all}; shift || true
 case "$cmd" in
   all|check|build|up|install|images|node|seal|verify|snap|seeds|release|fleet|summary|prom) "$cmd" "$@" ;;
-  *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
