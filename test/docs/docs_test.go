@@ -11,7 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
+	"github.com/sealfleet/sealfleet/internal/render"
 )
 
 var root = func() string { r, _ := filepath.Abs(filepath.Join("..", "..")); return r }()
@@ -218,4 +222,30 @@ func hasValue(values map[string]any, key string) bool {
 		cur = next
 	}
 	return true
+}
+
+// TestReadmeGoVersionIsGoMods: the Go version README.md asks for is go.mod's `go` line.
+func TestReadmeGoVersionIsGoMods(t *testing.T) {
+	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindStringSubmatch(read(t, "go.mod"))
+	if m == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	if want := "Go ≥ " + m[1]; !strings.Contains(read(t, "README.md"), want) {
+		t.Errorf("README.md does not ask for %q (go.mod's go line)", want)
+	}
+}
+
+// TestBatchPageNamesWhatTheOperatorCreates: docs/batches.md names the operator's objects for a
+// batch as internal/render names them in the sealer namespace (a batch named <batch> whose UID
+// starts <uid8>).
+func TestBatchPageNamesWhatTheOperatorCreates(t *testing.T) {
+	doc := read(t, "docs/batches.md")
+	b := &sealv1.SealBatch{ObjectMeta: metav1.ObjectMeta{Name: "<batch>", UID: "<uid8>"}}
+	h := render.Home{Namespace: "sealfleet-system"}
+	for _, name := range []string{h.ConfigMapName(b), h.DisruptionBudgetName(b), h.SeedsConfigMapName(b),
+		strings.TrimSuffix(h.PodName(b, 1), "1") + "<attempt>", strings.TrimSuffix(h.C1PodName(b, 1), "1") + "<attempt>"} {
+		if !strings.Contains(doc, "`"+name+"`") {
+			t.Errorf("docs/batches.md does not name `%s`", name)
+		}
+	}
 }
