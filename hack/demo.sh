@@ -127,6 +127,10 @@ wait_sealer() {
   elif sealer_stale; then
     make -s sealer > "$OUT/sealer-build.log" 2>&1 && echo "ok $(( SECONDS - t ))" > "$OUT/sealer-build.status" ||
       echo "failed $(( SECONDS - t ))" > "$OUT/sealer-build.status"
+  else
+    # Built before this run (make sealer, as make test-e2e does), and current.
+    say "  sealer up to date: $SEALER"
+    return 0
   fi
   local st; st=$(cat "$OUT/sealer-build.status" 2>/dev/null || echo "failed 0")
   [[ "$st" == ok* ]] || { tail -30 "$OUT/sealer-build.log" >&2; die "the sealer build failed: read $OUT/sealer-build.log"; }
