@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sealv1 "github.com/sealfleet/sealfleet/api/v1alpha1"
@@ -439,6 +441,7 @@ func TestFleet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	stopChartOperator(t)
 	if out, err := cluster(operatorArgs...); err != nil {
 		t.Fatalf("operator: %v\n%s", err, out)
 	}
@@ -554,4 +557,34 @@ func TestFleet(t *testing.T) {
 	if len(pods.Items) != 0 {
 		t.Errorf("%d pods left in %s after every batch was deleted", len(pods.Items), fleetNS)
 	}
+}
+
+// stopChartOperator scales the chart's operator (left by an earlier run on a kept cluster) to
+// zero and waits for its pods to go: two operators acting on one fleet would each place
+// batches. TestRealNode's install brings it back (helm sets its replicas again).
+func stopChartOperator(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	var d appsv1.Deployment
+	key := client.ObjectKey{Namespace: "sealfleet-system", Name: "sealfleet-operator"}
+	if err := k8s.Get(ctx, key, &d); apierrors.IsNotFound(err) {
+		return
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 0 {
+		patch := client.MergeFrom(d.DeepCopy())
+		d.Spec.Replicas = ptr.To[int32](0)
+		if err := k8s.Patch(ctx, &d, patch); err != nil {
+			t.Fatal(err)
+		}
+		t.Log("scaled the chart's operator (an earlier run's) to 0 for the fleet's local operator")
+	}
+	eventually(t, 2*time.Minute, "the chart's operator pods gone", func(ctx context.Context) (bool, string) {
+		var pods corev1.PodList
+		if err := k8s.List(ctx, &pods, client.InNamespace("sealfleet-system"), client.MatchingLabels{"app.kubernetes.io/component": "operator"}); err != nil {
+			return false, err.Error()
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d operator pods", len(pods.Items))
+	})
 }
