@@ -560,7 +560,7 @@ func TestFleet(t *testing.T) {
 }
 
 // stopChartOperator scales the chart's operator (left by an earlier run on a kept cluster) to
-// zero and waits for its pods to go: two operators acting on one fleet would each place
+// zero, deletes its pods of fleet batches, and waits for its pods to go: two operators acting on one fleet would each place
 // batches. TestRealNode's install brings it back (helm sets its replicas again).
 func stopChartOperator(t *testing.T) {
 	t.Helper()
@@ -579,6 +579,12 @@ func stopChartOperator(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Log("scaled the chart's operator (an earlier run's) to 0 for the fleet's local operator")
+	}
+	// Its sealer pods of fleet batches (an interrupted run's) live in its namespace, where the
+	// local operator never looks: they would hold the simulated nodes' CPUs and GPUs.
+	if err := k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("sealfleet-system"),
+		client.MatchingLabels{render.LabelBatchNamespace: fleetNS}, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
 	}
 	eventually(t, 2*time.Minute, "the chart's operator pods gone", func(ctx context.Context) (bool, string) {
 		var pods corev1.PodList
